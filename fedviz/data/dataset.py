@@ -1,0 +1,263 @@
+"""The federated data set: training rows grouped by node, a test set, and cached statistics.
+
+This module owns :class:`FederatedDataset` and :class:`DatasetStats`, the notation of
+the paper's Section 3.6.1 (n^j, n_k^j, φ^j, φ_k^j, s_k^j, ω^j, a^j) computed once,
+sparsely, from the CSR matrix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import FedvizError
+
+
+@dataclass(frozen=True, eq=False)
+class FederatedDataset:
+    """n training examples on K nodes, plus a test set.
+
+    Attributes
+    ----------
+    X : scipy.sparse.csr_matrix, shape (n, d), float64
+        Training examples.  Rows of node k are ``offsets[k]:offsets[k+1]``, so each
+        node's data are contiguous.
+    y : ndarray, shape (n,)
+        Labels in {-1, +1} for classification, real targets for regression.
+    offsets : ndarray of int64, shape (K + 1,)
+        Node boundaries; ``offsets[0] == 0`` and ``offsets[-1] == n``.  Every node
+        holds at least one training example.
+    X_test, y_test : csr_matrix of shape (n_test, d), ndarray of shape (n_test,)
+        The test set (possibly empty).
+    test_nodes : ndarray of int64, shape (n_test,)
+        The node of each test example, or -1 where the test set has no node
+        (a separate test file).
+    meta : Mapping
+        Provenance: ``source``, ``params``, ``seed``, ``task`` ("classification" or
+        "regression"), label mapping and anything the builder wants to record.
+    """
+
+    X: sp.csr_matrix
+    y: np.ndarray
+    offsets: np.ndarray
+    X_test: sp.csr_matrix
+    y_test: np.ndarray
+    test_nodes: np.ndarray
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        X, X_test = self.X, self.X_test
+        if not sp.issparse(X) or X.format != "csr":
+            raise TypeError("X must be a CSR matrix")
+        if X_test.shape[1] != X.shape[1]:
+            raise FedvizError(
+                f"the test set has {X_test.shape[1]} features but the training set has {X.shape[1]}")
+        off = self.offsets
+        if off[0] != 0 or off[-1] != X.shape[0] or np.any(np.diff(off) <= 0):
+            raise FedvizError("node offsets must start at 0, end at n and leave no node empty")
+        if len(self.y) != X.shape[0] or len(self.y_test) != X_test.shape[0] \
+                or len(self.test_nodes) != X_test.shape[0]:
+            raise FedvizError("labels and rows differ in number")
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+
+    # -- shape -------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def node_sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def task(self) -> str:
+        return self.meta.get("task", "classification")
+
+    def node_slice(self, k: int) -> slice:
+        return slice(int(self.offsets[k]), int(self.offsets[k + 1]))
+
+    @cached_property
+    def node_of_row(self) -> np.ndarray:
+        """The node index of every training row (int64, length n)."""
+        return np.repeat(np.arange(self.n_nodes, dtype=np.int64), self.node_sizes)
+
+    @cached_property
+    def stats(self) -> "DatasetStats":
+        return DatasetStats.compute(self)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A SHA-256 of the data themselves: equal data give equal fingerprints."""
+        h = hashlib.sha256()
+        for a in (self.X.indptr, self.X.indices, self.X.data, self.y, self.offsets,
+                  self.X_test.indptr, self.X_test.indices, self.X_test.data, self.y_test,
+                  self.test_nodes):
+            a = np.ascontiguousarray(a)
+            h.update(str(a.dtype).encode())
+            h.update(np.int64(a.size).tobytes())
+            h.update(a.tobytes())
+        return h.hexdigest()[:16]
+
+    # -- construction ----------------------------------------------------------------
+    @classmethod
+    def from_assignment(cls, X, y, node_of_row, *, X_test=None, y_test=None, test_nodes=None,
+                        meta: Mapping | None = None) -> "FederatedDataset":
+        """Group rows by node.
+
+        ``node_of_row[i]`` is the node of row i.  Rows keep their relative order within
+        a node (a stable sort), so a chronological order in the input survives.  Node
+        labels are renumbered 0..K-1 in increasing order, dropping labels with no rows;
+        the test nodes are renumbered the same way (a test node without training rows
+        becomes -1).
+        """
+        X = sp.csr_matrix(X, dtype=np.float64)
+        X.sum_duplicates()
+        X.sort_indices()
+        y = np.asarray(y, dtype=np.float64)
+        node_of_row = np.asarray(node_of_row, dtype=np.int64)
+        if node_of_row.shape != (X.shape[0],):
+            raise FedvizError("node_of_row must give one node per training row")
+        if X.shape[0] == 0:
+            raise FedvizError("the training set is empty")
+        labels, dense = np.unique(node_of_row, return_inverse=True)
+        order = np.argsort(dense, kind="stable")
+        counts = np.bincount(dense, minlength=len(labels))
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        if X_test is None:
+            X_test = sp.csr_matrix((0, X.shape[1]), dtype=np.float64)
+            y_test = np.zeros(0)
+        X_test = sp.csr_matrix(X_test, dtype=np.float64)
+        X_test.sum_duplicates()
+        X_test.sort_indices()
+        y_test = np.asarray(y_test, dtype=np.float64)
+        if test_nodes is None:
+            tn = np.full(X_test.shape[0], -1, dtype=np.int64)
+        else:
+            test_nodes = np.asarray(test_nodes, dtype=np.int64)
+            pos = np.searchsorted(labels, test_nodes)
+            pos_c = np.minimum(pos, len(labels) - 1)
+            tn = np.where((test_nodes >= 0) & (labels[pos_c] == test_nodes), pos_c, -1)
+        meta = dict(meta or {})
+        meta.setdefault("task", "classification")
+        if X_test.shape[0]:
+            # Sort test rows by node too, so per-node test views are contiguous.
+            torder = np.argsort(tn, kind="stable")
+            X_test, y_test, tn = X_test[torder], y_test[torder], tn[torder]
+        return cls(X=X[order], y=y[order], offsets=offsets, X_test=X_test, y_test=y_test,
+                   test_nodes=tn.astype(np.int64), meta=meta)
+
+    def with_nodes(self, node_of_row, *, meta_update: Mapping | None = None) -> "FederatedDataset":
+        """The same training rows on a new partition (test nodes become -1 unless kept)."""
+        meta = dict(self.meta)
+        meta.update(meta_update or {})
+        return FederatedDataset.from_assignment(
+            self.X, self.y, node_of_row, X_test=self.X_test, y_test=self.y_test,
+            test_nodes=None, meta=meta)
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetStats:
+    """Statistics of a federated data set, in the paper's notation (Section 3.6.1).
+
+    Every per-(node, feature) quantity is stored as a sparse K × d CSR matrix with the
+    sparsity pattern of n_k^j, never as a dense K × d array.
+
+    Attributes
+    ----------
+    n, d, nnz, n_nodes : int
+    node_sizes : ndarray (K,)            n_k
+    feature_counts : ndarray (d,)        n^j, rows with a nonzero j-th coordinate
+    node_feature_counts : csr (K, d)     n_k^j
+    omega : ndarray (d,)                 ω^j, nodes on which feature j appears
+    phi : ndarray (d,)                   φ^j = n^j / n
+    phi_local : csr (K, d)               φ_k^j = n_k^j / n_k
+    S : csr (K, d)                       s_k^j = φ^j / φ_k^j on the pattern of n_k^j
+    A : ndarray (d,)                     a^j = K / ω^j (1 where ω^j = 0: such a
+                                         coordinate is moved by the regulariser only)
+    """
+
+    n: int
+    d: int
+    nnz: int
+    n_nodes: int
+    node_sizes: np.ndarray
+    feature_counts: np.ndarray
+    node_feature_counts: sp.csr_matrix
+    omega: np.ndarray
+    phi: np.ndarray
+    phi_local: sp.csr_matrix
+    S: sp.csr_matrix
+    A: np.ndarray
+
+    @classmethod
+    def compute(cls, ds: FederatedDataset) -> "DatasetStats":
+        X = ds.X
+        n, d, K = ds.n, ds.d, ds.n_nodes
+        sizes = ds.node_sizes.astype(np.int64)
+        # Explicit zeros are not appearances: count stored nonzeros only.
+        nz = X.data != 0
+        cols = X.indices[nz]
+        rows_node = np.repeat(ds.node_of_row, np.diff(X.indptr))[nz]
+        feature_counts = np.bincount(cols, minlength=d).astype(np.int64)
+        # n_k^j as a K x d CSR: duplicates (k, j) are summed by the COO -> CSR conversion.
+        nkj = sp.csr_matrix((np.ones(cols.size, dtype=np.int64), (rows_node, cols)), shape=(K, d))
+        nkj.sum_duplicates()
+        nkj.sort_indices()
+        omega = np.bincount(nkj.indices, minlength=d).astype(np.int64)
+        phi = feature_counts / n
+        row_of_entry = np.repeat(np.arange(K), np.diff(nkj.indptr))
+        phi_k_vals = nkj.data / sizes[row_of_entry]
+        phi_local = sp.csr_matrix((phi_k_vals, nkj.indices, nkj.indptr), shape=(K, d))
+        S = sp.csr_matrix((phi[nkj.indices] / phi_k_vals, nkj.indices, nkj.indptr), shape=(K, d))
+        A = np.ones(d)
+        seen = omega > 0
+        A[seen] = K / omega[seen]
+        return cls(n=n, d=d, nnz=int(nz.sum()), n_nodes=K, node_sizes=sizes,
+                   feature_counts=feature_counts, node_feature_counts=nkj, omega=omega,
+                   phi=phi, phi_local=phi_local, S=S, A=A)
+
+    def summary(self) -> dict:
+        """Scalar figures for tables and JSON."""
+        sizes = self.node_sizes
+        return {
+            "n": self.n, "d": self.d, "nnz": self.nnz, "nodes": self.n_nodes,
+            "node_size_min": int(sizes.min()), "node_size_median": float(np.median(sizes)),
+            "node_size_max": int(sizes.max()), "node_size_mean": float(sizes.mean()),
+            "features_on_fewer_than_1000_nodes": float(np.mean(self.omega < 1000)),
+            "features_never_seen": int(np.sum(self.omega == 0)),
+            "density": self.nnz / max(1, self.n * self.d),
+        }
+
+
+def chronological_split(node_of_row: np.ndarray, fraction: float) -> np.ndarray:
+    """A mask of test rows: the last ``fraction`` of each node's rows, in input order.
+
+    Node k with m_k rows keeps its first m_k − floor(fraction · m_k) rows for training,
+    so every node keeps at least one training row when fraction < 1 (the paper takes the
+    earlier 75% of each author's posts for training, Section 4.1).
+    """
+    node_of_row = np.asarray(node_of_row)
+    order = np.argsort(node_of_row, kind="stable")
+    sorted_nodes = node_of_row[order]
+    starts = np.flatnonzero(np.r_[True, sorted_nodes[1:] != sorted_nodes[:-1]])
+    counts = np.diff(np.r_[starts, len(order)])
+    rank = np.arange(len(order)) - np.repeat(starts, counts)
+    n_test = np.floor(fraction * counts).astype(np.int64)
+    test_sorted = rank >= np.repeat(counts - n_test, counts)
+    mask = np.empty(len(order), dtype=bool)
+    mask[order] = test_sorted
+    return mask

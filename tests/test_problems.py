@@ -1,0 +1,181 @@
+"""Losses, objective and optimum against independent oracles: scipy's check_grad,
+finite differences, numerical conjugates, and scikit-learn's solver."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import check_grad, minimize_scalar
+
+from fedviz.data.dataset import FederatedDataset
+from fedviz.problems.losses import LOSSES, Logistic, SmoothedHinge, Squared, make_loss
+from fedviz.problems.objective import Problem
+from fedviz.problems.optimum import solve
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ALL_LOSSES = [Logistic(), Squared(), SmoothedHinge(1.0), SmoothedHinge(0.3)]
+
+
+def _problem(loss, sparse, seed=0, n=60, d=8, lam=0.05):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.5)
+    y = rng.normal(size=n) if loss.task == "regression" else np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    nodes = rng.integers(0, 4, size=n)
+    ds = FederatedDataset.from_assignment(sp.csr_matrix(X) if sparse else X, y, nodes)
+    return Problem(ds, loss, lam), X, y
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES, ids=repr)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_gradient_matches_finite_differences(loss, sparse):
+    problem, _, _ = _problem(loss, sparse)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        w = rng.normal(size=problem.d)
+        err = check_grad(problem.value, problem.grad, w)
+        assert err < 1e-6 * max(1.0, np.linalg.norm(problem.grad(w)))
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES, ids=repr)
+def test_derivatives_match_finite_differences(loss):
+    rng = np.random.default_rng(2)
+    z = rng.normal(scale=2, size=200)
+    y = rng.normal(size=200) if loss.task == "regression" else np.where(rng.random(200) < 0.5, 1.0, -1.0)
+    h = 1e-6
+    fd1 = (loss.value(z + h, y) - loss.value(z - h, y)) / (2 * h)
+    np.testing.assert_allclose(loss.deriv(z, y), fd1, atol=1e-7)
+    fd2 = (loss.deriv(z + h, y) - loss.deriv(z - h, y)) / (2 * h)
+    # The smoothed hinge's φ'' jumps at the kinks: compare away from them.
+    if isinstance(loss, SmoothedHinge):
+        a = y * z
+        keep = (np.abs(a - 1) > 1e-3) & (np.abs(a - 1 + loss.gamma) > 1e-3)
+    else:
+        keep = np.ones_like(z, dtype=bool)
+    np.testing.assert_allclose(loss.deriv2(z, y)[keep], fd2[keep], atol=1e-6)
+    # The smoothness constant bounds φ'' everywhere.
+    assert np.all(loss.deriv2(z, y) <= loss.smoothness + 1e-15)
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES, ids=repr)
+def test_conjugate_is_the_numerical_supremum(loss):
+    rng = np.random.default_rng(3)
+    for _ in range(12):
+        y = rng.normal() if loss.task == "regression" else rng.choice([-1.0, 1.0])
+        # A u in the conjugate's domain: u = φ'(z) for some z.
+        u = float(loss.deriv(np.array([rng.normal(scale=2)]), y)[0])
+        res = minimize_scalar(lambda z: -(u * z - float(loss.value(np.array([z]), y)[0])),
+                              bounds=(-60, 60), method="bounded", options={"xatol": 1e-10})
+        assert float(loss.conjugate(np.array([u]), y)[0]) == pytest.approx(-res.fun, abs=1e-6)
+    if loss.task == "classification":
+        # Outside [0, 1] for b = −u y the conjugate is +inf.
+        assert np.isinf(loss.conjugate(np.array([0.5]), 1.0)[0])
+        assert np.isinf(loss.conjugate(np.array([-1.5]), 1.0)[0])
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES, ids=repr)
+def test_fenchel_young_equality(loss):
+    rng = np.random.default_rng(4)
+    z = rng.normal(scale=3, size=100)
+    y = rng.normal(size=100) if loss.task == "regression" else np.where(rng.random(100) < 0.5, 1.0, -1.0)
+    u = loss.deriv(z, y)
+    np.testing.assert_allclose(loss.value(z, y) + loss.conjugate(u, y), z * u, atol=1e-9)
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES, ids=repr)
+def test_hessian_vector_product_matches_gradient_differences(loss):
+    problem, _, _ = _problem(loss, True)
+    rng = np.random.default_rng(5)
+    w, v = rng.normal(size=problem.d), rng.normal(size=problem.d)
+    h = 1e-6
+    fd = (problem.grad(w + h * v) - problem.grad(w - h * v)) / (2 * h)
+    np.testing.assert_allclose(problem.hessp(problem.curvature(w), v), fd, atol=1e-5)
+
+
+def test_objective_equals_dense_reference():
+    problem, X, y = _problem(Logistic(), True, lam=0.1)
+    w = np.random.default_rng(6).normal(size=problem.d)
+    # Rows are reordered by node inside the data set; the objective is order-free.
+    ref = np.mean([np.log1p(np.exp(-yi * xi @ w)) for xi, yi in zip(X, y)]) + 0.05 * w @ w
+    assert problem.value(w) == pytest.approx(ref, rel=1e-13)
+
+
+def test_node_gradients_average_to_the_full_gradient():
+    """Eq. (12)-(13): f = Σ_k (n_k/n) F_k, so Σ_k (n_k/n) ∇F_k = ∇f."""
+    problem, _, _ = _problem(Logistic(), True)
+    w = np.random.default_rng(7).normal(size=problem.d)
+    G = problem.node_grads_data(w).toarray()
+    weights = problem.data.node_sizes / problem.n
+    np.testing.assert_allclose(weights @ G + problem.lam * w, problem.grad(w), atol=1e-14)
+
+
+def test_smoothness_upper_bounds_the_hessian():
+    problem, X, _ = _problem(Squared(), False)
+    H = X.T @ X / problem.n + problem.lam * np.eye(problem.d)
+    lmax = np.linalg.eigvalsh(H)[-1]
+    assert lmax <= problem.smoothness <= 1.02 * lmax
+
+
+def test_make_loss_rejects_unknown_names():
+    with pytest.raises(ValueError, match="loss='hinge'.*logistic"):
+        make_loss("hinge")
+    assert set(LOSSES) == {"logistic", "squared", "smoothed-hinge"}
+
+
+def test_classification_loss_refuses_real_labels():
+    ds = FederatedDataset.from_assignment(sp.csr_matrix(np.eye(3)), [0.5, 1.0, -1.0], [0, 0, 1])
+    with pytest.raises(ValueError, match="labels are not ±1"):
+        Problem(ds, "logistic")
+
+
+def test_lam_must_be_positive():
+    ds = FederatedDataset.from_assignment(sp.csr_matrix(np.eye(3)), [1.0, 1.0, -1.0], [0, 0, 1])
+    with pytest.raises(ValueError, match=r"lam=0\.0.*> 0"):
+        Problem(ds, "logistic", 0.0)
+
+
+# -- the optimum ------------------------------------------------------------------------------
+
+def test_optimum_matches_scikit_learn_on_a9a():
+    """The issue's acceptance figure: f* = 0.32337958246 on a9a with λ = 1/n, no intercept."""
+    from sklearn.datasets import load_svmlight_file
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = load_svmlight_file(DATA / "a9a")
+    ds = FederatedDataset.from_assignment(X, y, np.zeros(X.shape[0], dtype=int))
+    problem = Problem(ds, "logistic")
+    opt = solve(problem, use_cache=False)
+    assert opt.grad_norm <= 1e-10
+    clf = LogisticRegression(C=1.0 / (problem.lam * problem.n), fit_intercept=False,
+                             tol=1e-12, max_iter=10_000).fit(X, y)
+    f_sk = problem.value(clf.coef_.ravel())
+    assert opt.objective == pytest.approx(f_sk, rel=1e-8)
+    assert opt.objective <= f_sk + 1e-15
+    assert opt.objective == pytest.approx(0.32337958246, rel=1e-10)
+    assert opt.train_error == pytest.approx(np.mean(clf.predict(X) != y), abs=1e-4)
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES, ids=repr)
+def test_optimum_certificate(loss):
+    """First-order optimality: ∇f(w*) = 0, and f(w*) ≤ f at random nearby points."""
+    problem, _, _ = _problem(loss, True, n=300, d=20, lam=1e-3)
+    opt = solve(problem, use_cache=False)
+    assert opt.grad_norm <= 1e-10
+    assert np.linalg.norm(problem.grad(opt.w)) <= 1e-10
+    rng = np.random.default_rng(8)
+    for _ in range(5):
+        assert problem.value(opt.w + 1e-3 * rng.normal(size=problem.d)) >= opt.objective
+
+
+def test_ridge_optimum_solves_the_normal_equations():
+    problem, X, y = _problem(Squared(), False, n=100, d=10)
+    Xs, ys = problem.X.toarray(), problem.y
+    w_ref = np.linalg.solve(Xs.T @ Xs / problem.n + problem.lam * np.eye(problem.d), Xs.T @ ys / problem.n)
+    np.testing.assert_allclose(solve(problem, use_cache=False).w, w_ref, atol=1e-10)
+
+
+def test_optimum_is_cached_per_problem():
+    problem, _, _ = _problem(Logistic(), True)
+    assert solve(problem) is solve(problem)
+    other = Problem(problem.data, "logistic", problem.lam * 2)
+    assert solve(other) is not solve(problem)
