@@ -1,0 +1,254 @@
+"""The one interface every algorithm implements, and its hyperparameter descriptions.
+
+An algorithm is hyperparameters plus state.  It is created on a
+:class:`~fedviz.problems.objective.Problem` (which carries the data and its partition)
+and a seed, and advanced one outer iteration at a time by :meth:`Algorithm.step`.  It
+keeps its own counters of communication and local work; the runner
+(:mod:`fedviz.runner`) turns them into iteration records.
+
+Counting conventions (what the dashboard's x axes mean):
+
+- ``rounds``: synchronous communication rounds.  A round is one exchange server → nodes
+  → server.  GD: 1 per iteration; FSVRG and DANE: 2 (the full gradient, then the
+  local solutions); CoCoA+: 1.
+- ``vectors_up`` / ``vectors_down``: vectors of size d sent by nodes to the server /
+  by the server to nodes, summed over nodes.  Per node, divide by K.
+- ``grad_evals``: example-gradient evaluations ∇f_i (a full gradient costs n); an
+  SDCA coordinate step counts as one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..problems.objective import Problem
+from ..validation import check_choice, check_int, check_real
+
+
+class StopRequested(Exception):
+    """Raised inside :meth:`Algorithm.step` when the user stopped the run; the iteration is discarded."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One hyperparameter: its default, its allowed range and a help text for the UI.
+
+    ``kind`` is 'float', 'int', 'bool' or 'choice'.  ``default=None`` for a float means
+    'derived from the problem' (e.g. a stepsize from the smoothness constant); the help
+    text says how.  ``log`` asks the UI for a log-scale input.
+    """
+
+    name: str
+    kind: str
+    default: Any
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    log: bool = False
+
+    def validate(self, value, owner: str):
+        qual = f"{owner}.{self.name}"
+        if value is None and self.default is None:
+            return None
+        if self.kind == "float":
+            return check_real(qual, value, low=self.low, high=self.high,
+                              low_open=self.low_open, high_open=self.high_open)
+        if self.kind == "int":
+            return check_int(qual, value, low=None if self.low is None else int(self.low),
+                             high=None if self.high is None else int(self.high))
+        if self.kind == "bool":
+            if isinstance(value, (bool, np.bool_)):
+                return bool(value)
+            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+                return value.lower() in ("true", "1", "yes")
+            if isinstance(value, (int, np.integer)) and value in (0, 1):
+                return bool(value)
+            raise ParameterError(qual, value, "true or false")
+        if self.kind == "choice":
+            return check_choice(qual, value, self.choices)
+        raise TypeError(f"unknown parameter kind {self.kind!r}")
+
+    def parse(self, text: str, owner: str):
+        """Convert command-line text to this parameter's type, then validate."""
+        qual = f"{owner}.{self.name}"
+        if self.kind in ("float", "int"):
+            try:
+                value = float(text) if self.kind == "float" else int(float(text))
+                if self.kind == "int" and float(text) != int(float(text)):
+                    raise ValueError
+            except ValueError:
+                raise ParameterError(qual, text, self.range_text()) from None
+            return self.validate(value, owner)
+        return self.validate(text, owner)
+
+    def range_text(self) -> str:
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "choice":
+            return "one of " + ", ".join(map(str, self.choices))
+        lo = "-inf" if self.low is None else f"{self.low:g}"
+        hi = "inf" if self.high is None else f"{self.high:g}"
+        left = "(" if self.low_open or self.low is None else "["
+        right = ")" if self.high_open or self.high is None else "]"
+        return f"{self.kind} in {left}{lo}, {hi}{right}"
+
+
+class Algorithm:
+    """Base class: hyperparameters validated in ``__init__``, one outer iteration per :meth:`step`.
+
+    Subclasses set the class attributes and implement :meth:`_step`.  They update
+    ``self.w`` (the server's model; assign a new array, it is made read-only after each
+    step) and the counters.  ``X @ w`` and ∇f(w) at the current
+    w are cached (:meth:`margins`, :meth:`gradient`): the runner evaluates them for its
+    metrics after each step, and an algorithm that needs them at the start of the next
+    step (GD, FSVRG, DANE) gets them for free, so one GD iteration costs one gradient pass
+    with metrics included.  A subclass that computes ``X @ w`` for its new w anyway calls
+    :meth:`set_margins`.
+
+    Parameters
+    ----------
+    problem : Problem
+    seed : int
+        Seeds every random choice; the same seed gives the same iterates.
+    w0 : ndarray or None
+        The starting point (default 0).
+    **hyper
+        Hyperparameters by name; missing ones take their defaults.
+    """
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    reference: ClassVar[str] = ""
+    federated: ClassVar[bool] = True
+    losses: ClassVar[tuple[str, ...]] = ("logistic", "squared", "smoothed-hinge")
+    params: ClassVar[tuple[Param, ...]] = ()
+    #: The hyperparameter to lower when a run diverges (named in the 'diverged' message).
+    divergence_hint: ClassVar[str | None] = None
+
+    def __init__(self, problem: Problem, *, seed: int = 0, w0: np.ndarray | None = None, **hyper):
+        self.problem = problem
+        self.seed = check_int("seed", seed, low=0, high=2**63 - 1)
+        if problem.loss.name not in self.losses:
+            raise ParameterError(f"{self.name}.loss", problem.loss.name,
+                                 "one of " + ", ".join(self.losses) + f" (what {self.title} supports)")
+        self.hp: Mapping[str, Any] = MappingProxyType(self.validate(hyper))
+        self.w = np.zeros(problem.d) if w0 is None else np.array(w0, dtype=np.float64, copy=True)
+        if self.w.shape != (problem.d,):
+            raise ParameterError("w0", f"shape {self.w.shape}", f"a vector of length d = {problem.d}")
+        self.w.setflags(write=False)
+        self._z: np.ndarray | None = None
+        self._g: np.ndarray | None = None
+        self._cache_w: np.ndarray | None = None
+        self.iteration = 0
+        self.rounds = 0
+        self.vectors_up = 0
+        self.vectors_down = 0
+        self.grad_evals = 0
+        #: Set by the runner: a callable returning True when the user pressed Stop.  Long
+        #: iterations call :meth:`check_stop` between batches of nodes.
+        self.stop_requested = None
+        self.setup()
+
+    # -- hyperparameters ---------------------------------------------------------------------
+    @classmethod
+    def validate(cls, hyper: Mapping[str, Any]) -> dict:
+        """Defaults filled in and every value checked; unknown names are refused."""
+        known = {p.name: p for p in cls.params}
+        unknown = set(hyper) - set(known)
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ParameterError(f"{cls.name}.{name}", hyper[name],
+                                 "a known hyperparameter: " + (", ".join(known) or "none"))
+        out = {}
+        for p in cls.params:
+            out[p.name] = p.validate(hyper[p.name], cls.name) if p.name in hyper else p.default
+        cls.check_combination(out)
+        return out
+
+    @classmethod
+    def check_combination(cls, hp: dict) -> None:
+        """Cross-parameter checks; raise ParameterError."""
+
+    @classmethod
+    def param(cls, name: str) -> Param:
+        for p in cls.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    # -- iteration -----------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Per-run precomputation (after hyperparameters and w0 are set)."""
+
+    def step(self) -> None:
+        """Advance one outer iteration."""
+        self._step()
+        # w is replaced, never modified in place: the caches belong to one w object.
+        self.w.setflags(write=False)
+        self.iteration += 1
+
+    def _step(self) -> None:
+        raise NotImplementedError
+
+    def margins(self) -> np.ndarray:
+        """X @ w for the current w, computed at most once per iteration."""
+        self._validate_cache()
+        if self._z is None:
+            self._z = self.problem.X @ self.w
+        return self._z
+
+    def set_margins(self, z: np.ndarray) -> None:
+        """Tell the cache that ``z == X @ self.w`` (for algorithms that computed it anyway)."""
+        self._validate_cache()
+        self._z = z
+
+    def _validate_cache(self) -> None:
+        if self._cache_w is not self.w:
+            self._cache_w, self._z, self._g = self.w, None, None
+
+    def gradient(self) -> np.ndarray:
+        """∇f(w) for the current w, computed at most once per iteration (not counted as work:
+        the runner uses it for metrics; algorithms count theirs through :meth:`full_gradient`)."""
+        z = self.margins()
+        if self._g is None:
+            self._g = self.problem.grad(self.w, z)
+        return self._g
+
+    def rng(self, *stream: int) -> np.random.Generator:
+        """A generator for (seed, iteration, *stream): reproducible and independent per use,
+        so two algorithms fed the same seed draw the same samples (Proposition 1's remark)."""
+        return np.random.default_rng([self.seed, self.iteration, *stream])
+
+    # -- helpers for subclasses ----------------------------------------------------------------
+    def check_stop(self) -> None:
+        """Raise :class:`StopRequested` if the runner asked to stop (call between node batches)."""
+        if self.stop_requested is not None and self.stop_requested():
+            raise StopRequested()
+
+    def full_gradient(self) -> np.ndarray:
+        """∇f(w) at the current w, counting n example gradients and one round."""
+        self.grad_evals += self.problem.n
+        return self.gradient()
+
+    def count_round(self, up_per_node: int = 1, down_per_node: int = 1, nodes: int | None = None) -> None:
+        K = self.problem.data.n_nodes if nodes is None else nodes
+        self.rounds += 1
+        self.vectors_up += up_per_node * K
+        self.vectors_down += down_per_node * K
+
+
+def default_stepsize(value: float | None, fallback: float) -> float:
+    """``value`` if set, else the derived ``fallback`` (both positive and finite)."""
+    out = fallback if value is None else value
+    if not (math.isfinite(out) and out > 0):
+        raise ParameterError("stepsize", out, "number > 0")
+    return out

@@ -1,0 +1,28 @@
+"""Distributed gradient descent: the GD baseline of the paper's Figure 2 (Section 4.1).
+
+Each iteration is one round: nodes send ∇F_k(w^t) weighted by n_k/n, the server forms
+∇f(w^t) (eq. 13) and steps w^{t+1} = w^t − h ∇f(w^t).
+"""
+
+from __future__ import annotations
+
+from .base import Algorithm, Param, default_stepsize
+
+
+class GD(Algorithm):
+    name = "gd"
+    title = "GD"
+    reference = "Distributed gradient descent (Section 4.1, Figure 2)"
+    divergence_hint = "stepsize"
+    params = (
+        Param("stepsize", "float", None, "Step h. Default 1/L, L = (1/γ)·λ_max(XᵀX)/n + λ, the "
+              "smoothness constant of f; steps up to 2/L are stable.", low=0, low_open=True, log=True),
+    )
+
+    def setup(self):
+        self.h = default_stepsize(self.hp["stepsize"], 1.0 / self.problem.smoothness)
+
+    def _step(self):
+        g = self.full_gradient()
+        self.count_round()
+        self.w = self.w - self.h * g

@@ -1,0 +1,150 @@
+"""The iteration loop: runs an algorithm and yields one :class:`IterationRecord` per iteration.
+
+This module owns the record format, the metrics (objective, suboptimality, errors,
+gradient norm) and the run's end states: ``done``, ``diverged`` (a non-finite or
+exploding objective, with a message naming the hyperparameter to lower), ``stopped``
+and ``failed``.  It never raises for a run that goes wrong: the last record says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterator, Mapping
+
+import numpy as np
+
+from ..algorithms import get_algorithm
+from ..algorithms.base import Algorithm, StopRequested
+from ..problems.objective import Problem
+
+log = logging.getLogger(__name__)
+
+#: An objective above f(w0) + EXPLODE · max(1, |f(w0)|) counts as diverged.
+EXPLODE = 1e3
+
+STATUSES = ("running", "done", "diverged", "stopped", "failed")
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """The state after ``iteration`` outer iterations (iteration 0 is the starting point)."""
+
+    algorithm: str
+    iteration: int
+    objective: float
+    suboptimality: float
+    test_error: float
+    train_error: float
+    grad_norm: float
+    rounds: int
+    vectors_up: int
+    vectors_down: int
+    grad_evals: int
+    passes: float
+    seconds: float
+    status: str
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+FIELDS = tuple(IterationRecord.__dataclass_fields__)
+
+
+def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: int,
+            hyper: Mapping | None = None, seed: int = 0, w0: np.ndarray | None = None,
+            f_star: float | None = None, stop: Callable[[], bool] | None = None,
+            label: str | None = None) -> Iterator[IterationRecord]:
+    """Run ``iterations`` outer iterations, yielding the start and then every iteration.
+
+    Hyperparameter errors are raised before the first record (refused before the run
+    starts); after that nothing is raised: the last record's status says how it ended.
+    ``f_star`` defaults to NaN suboptimality when not given.
+    """
+    cls = get_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
+    algo = cls(problem, seed=seed, w0=w0, **dict(hyper or {}))
+    algo.stop_requested = stop
+    label = label or cls.name
+    f_star = float("nan") if f_star is None else float(f_star)
+    start = time.perf_counter()
+    first = _record(algo, label, f_star, start, "running" if iterations else "done")
+    f0 = first.objective
+    yield first
+    for t in range(1, iterations + 1):
+        status, message = "running", ""
+        try:
+            if stop is not None and stop():
+                raise StopRequested()
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                algo.step()
+            rec = _record(algo, label, f_star, start, "running")
+        except StopRequested:
+            yield _final(algo, label, f_star, start, "stopped", f"stopped by the user after {t - 1} iterations")
+            return
+        except (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError) as e:
+            yield _final(algo, label, f_star, start, "diverged", _diverged_text(cls, algo, t, str(e)))
+            return
+        except Exception as e:  # noqa: BLE001 - a run never raises; the record says why
+            log.exception("run of %s failed", label)
+            yield _final(algo, label, f_star, start, "failed", f"{type(e).__name__}: {e}")
+            return
+        if not math.isfinite(rec.objective) or rec.objective > f0 + EXPLODE * max(1.0, abs(f0)):
+            status, message = "diverged", _diverged_text(cls, algo, t, f"objective {rec.objective:.4g}")
+        elif t == iterations:
+            status = "done"
+        if status != "running":
+            rec = _replace(rec, status=status, message=message)
+        yield rec
+        if status != "running":
+            return
+
+
+def _diverged_text(cls, algo, t: int, what: str) -> str:
+    text = f"{cls.title} diverged at iteration {t} ({what})"
+    hint = cls.divergence_hint
+    if hint:
+        value = getattr(algo, "h", None) if hint == "stepsize" else algo.hp.get(hint)
+        value = algo.hp.get(hint) if value is None else value
+        shown = f" (now {value:.4g})" if isinstance(value, float) else ""
+        text += f"; lower {hint}{shown}"
+    return text
+
+
+def _record(algo: Algorithm, label: str, f_star: float, start: float, status: str) -> IterationRecord:
+    p = algo.problem
+    w = algo.w
+    if not np.all(np.isfinite(w)):
+        nan = float("nan")
+        obj = grad_norm = test_err = train_err = nan
+    else:
+        z = algo.margins()
+        obj = p.value(w, z)
+        grad_norm = float(np.linalg.norm(algo.gradient()))
+        test_err = p.test_error(w)
+        train_err = p.train_error(w, z)
+    return IterationRecord(
+        algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
+        test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,
+        vectors_up=algo.vectors_up, vectors_down=algo.vectors_down, grad_evals=algo.grad_evals,
+        passes=algo.grad_evals / p.n, seconds=time.perf_counter() - start, status=status)
+
+
+def _final(algo, label, f_star, start, status, message) -> IterationRecord:
+    try:
+        rec = _record(algo, label, f_star, start, status)
+    except Exception:  # noqa: BLE001 - metrics of a broken state are NaN, not an exception
+        nan = float("nan")
+        rec = IterationRecord(label, algo.iteration, nan, nan, nan, nan, nan, algo.rounds, algo.vectors_up,
+                              algo.vectors_down, algo.grad_evals, algo.grad_evals / algo.problem.n,
+                              time.perf_counter() - start, status)
+    return _replace(rec, message=message)
+
+
+def _replace(rec: IterationRecord, **changes) -> IterationRecord:
+    d = rec.as_dict()
+    d.update(changes)
+    return IterationRecord(**d)

@@ -1,0 +1,160 @@
+"""GD against a dense reference, and the iteration loop's records and end states."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fedviz.algorithms import ALGORITHMS, get_algorithm
+from fedviz.algorithms.base import Algorithm, Param, StopRequested
+from fedviz.data.dataset import FederatedDataset
+from fedviz.errors import ParameterError
+from fedviz.problems.objective import Problem
+from fedviz.problems.optimum import solve
+from fedviz.runner import FIELDS, iterate
+
+
+def _problem(loss="logistic", n=300, d=25, K=6, lam=None, seed=0, noniid=True):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.2, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    if loss == "squared":
+        y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
+    else:
+        y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    # Non-IID: nodes by label and feature-0 sign; IID: random.
+    nodes = ((y > 0) * (K // 2) + rng.integers(0, K // 2, n)) if noniid else rng.integers(0, K, n)
+    return Problem(FederatedDataset.from_assignment(X, y, nodes), loss, lam or 1.0 / n)
+
+
+def test_gd_matches_a_dense_reference():
+    p = _problem()
+    Xd, y, lam, n = p.X.toarray(), p.y, p.lam, p.n
+    h = 1.0 / p.smoothness
+    w = np.zeros(p.d)
+    algo = get_algorithm("gd")(p)
+    for _ in range(5):
+        g = Xd.T @ (-y / (1 + np.exp(y * (Xd @ w)))) / n + lam * w
+        w = w - h * g
+        algo.step()
+        np.testing.assert_allclose(algo.w, w, rtol=1e-12, atol=1e-15)
+    assert algo.rounds == 5 and algo.grad_evals == 5 * n and algo.vectors_up == 5 * p.data.n_nodes
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+@pytest.mark.parametrize("noniid", [False, True])
+def test_gd_converges_with_default_stepsize(loss, noniid):
+    p = _problem(loss, noniid=noniid, lam=1e-2)
+    f_star = solve(p).objective
+    budget = 2000  # κ = L/λ is at most a few hundred here, so 1/L steps need ~κ log(1/ε) iterations
+    last = list(iterate(p, "gd", iterations=budget, f_star=f_star))[-1]
+    assert last.status == "done" and last.suboptimality <= 1e-6
+
+
+def test_gd_stays_at_the_optimum():
+    """Property (A) of Section 3.1."""
+    p = _problem()
+    opt = solve(p, gtol=1e-14)  # w* to machine precision, so 'stays' means 'moves < 1e-10'
+    algo = get_algorithm("gd")(p, w0=opt.w)
+    for _ in range(10):
+        algo.step()
+    assert np.linalg.norm(algo.w - opt.w) <= 1e-10
+
+
+def test_records_have_the_documented_fields_and_start_at_iteration_zero():
+    p = _problem()
+    f_star = solve(p).objective
+    recs = list(iterate(p, "gd", iterations=3, f_star=f_star))
+    assert [r.iteration for r in recs] == [0, 1, 2, 3]
+    assert [r.status for r in recs] == ["running"] * 3 + ["done"]
+    assert recs[0].objective == pytest.approx(np.log(2))  # w0 = 0
+    assert recs[0].rounds == 0 and recs[-1].rounds == 3 and recs[-1].passes == 3.0
+    assert all(r.suboptimality == pytest.approx(r.objective - f_star) for r in recs)
+    assert {"algorithm", "iteration", "objective", "suboptimality", "test_error", "rounds", "seconds",
+            "status"} <= set(FIELDS)
+    # Metrics are those of the current iterate, not of the previous one.
+    algo = get_algorithm("gd")(p)
+    algo.step()
+    assert recs[1].objective == pytest.approx(p.value(algo.w), rel=1e-14)
+    assert recs[1].grad_norm == pytest.approx(np.linalg.norm(p.grad(algo.w)), rel=1e-12)
+
+
+def test_same_seed_same_iterates():
+    p = _problem()
+    a = [r.objective for r in iterate(p, "gd", iterations=4, seed=3)]
+    b = [r.objective for r in iterate(p, "gd", iterations=4, seed=3)]
+    assert a == b
+
+
+def test_divergence_ends_the_run_and_names_the_parameter():
+    p = _problem()
+    recs = list(iterate(p, "gd", iterations=50, hyper={"stepsize": 1e6}))
+    assert recs[-1].status == "diverged"
+    assert "lower stepsize" in recs[-1].message
+    assert len(recs) < 51
+
+
+class _Exploding(Algorithm):
+    name = "exploding"
+    title = "Exploding"
+    divergence_hint = "gain"
+    params = (Param("gain", "float", 10.0, "multiplies w", low=0),)
+
+    def _step(self):
+        self.w = (self.w + 1.0) * np.float64(1e308) * self.hp["gain"]
+
+
+class _Broken(Algorithm):
+    name = "broken"
+    title = "Broken"
+
+    def _step(self):
+        raise RuntimeError("kaput")
+
+
+class _Slow(Algorithm):
+    name = "slow"
+    title = "Slow"
+
+    def _step(self):
+        self.check_stop()
+        self.w = self.w + 0.0
+
+
+def test_non_finite_iterates_are_diverged_not_raised():
+    recs = list(iterate(_problem(), _Exploding, iterations=5))
+    assert recs[-1].status == "diverged" and "lower gain (now 10)" in recs[-1].message
+
+
+def test_an_exception_inside_a_step_is_a_failed_record():
+    recs = list(iterate(_problem(), _Broken, iterations=5))
+    assert recs[-1].status == "failed" and "kaput" in recs[-1].message
+
+
+def test_stop_keeps_completed_iterations():
+    calls = iter(range(100))
+    recs = list(iterate(_problem(), _Slow, iterations=50, stop=lambda: next(calls) >= 3))
+    assert recs[-1].status == "stopped"
+    assert recs[-1].iteration >= 1 and recs[-1].iteration < 50
+
+
+def test_bad_hyperparameters_are_refused_before_the_run():
+    with pytest.raises(ParameterError, match=r"gd\.stepsize=-1\.0.*> 0"):
+        next(iterate(_problem(), "gd", iterations=5, hyper={"stepsize": -1.0}))
+    with pytest.raises(ParameterError, match=r"gd\.step_size.*known hyperparameter: stepsize"):
+        next(iterate(_problem(), "gd", iterations=5, hyper={"step_size": 1.0}))
+
+
+def test_w_is_read_only_so_caches_cannot_go_stale():
+    algo = get_algorithm("gd")(_problem())
+    algo.step()
+    with pytest.raises(ValueError):
+        algo.w += 1.0
+
+
+def test_registry_entries_are_complete():
+    for name, cls in ALGORITHMS.items():
+        assert cls.name == name and cls.title and cls.reference
+        for p in cls.params:
+            assert p.help and p.kind in ("float", "int", "bool", "choice")
+            if p.default is not None:
+                assert p.validate(p.default, name) == p.default
