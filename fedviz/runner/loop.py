@@ -70,11 +70,15 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     algo.stop_requested = stop
     label = label or cls.name
     f_star = float("nan") if f_star is None else float(f_star)
+    # The clock counts only this run's own work: while the generator is suspended at a
+    # yield (another algorithm's turn, a slow consumer) the start is moved forward.
     start = time.perf_counter()
     first = _record(algo, label, f_star, start, "running" if iterations else "done")
     f0 = first.objective
+    paused = time.perf_counter()
     yield first
     for t in range(1, iterations + 1):
+        start += time.perf_counter() - paused
         status, message = "running", ""
         try:
             if stop is not None and stop():
@@ -98,6 +102,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             status = "done"
         if status != "running":
             rec = _replace(rec, status=status, message=message)
+        paused = time.perf_counter()
         yield rec
         if status != "running":
             return

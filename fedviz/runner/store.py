@@ -1,0 +1,552 @@
+"""The run history: an embedded SQLite database of runs and their iteration records.
+
+This module owns the database file, its schema and migrations, and the CSV / JSON
+exports.  One row of ``runs`` is one algorithm run (runs started together by one Run
+click share a ``group_id``); ``records`` holds one row per
+:class:`~fedviz.runner.loop.IterationRecord`.
+
+Durability
+----------
+The database runs in WAL mode with ``synchronous=NORMAL``.  In WAL mode a commit is
+complete once its frames are written to the log, so a killed process (SIGKILL, a
+crash) loses no committed transaction and never leaves a torn database; only an
+operating-system crash or power loss can roll back the last few commits (never
+corrupting the file).  ``FULL`` would add an fsync to every commit, which on a slow
+disk (a network home directory holding ``user_data_dir``) stalls the run threads that
+commit; the history of a visualisation tool does not need power-loss durability.
+
+Non-finite numbers
+------------------
+SQLite stores NaN as NULL.  Every float column of ``records`` is NOT NULL in meaning
+(the loop always produces a number, NaN for "undefined"), so NULL reads back as NaN
+unambiguously; ±inf are stored as SQLite's ±Inf reals.  The JSON export writes NaN as
+``null`` and ±inf as the strings ``"Infinity"`` / ``"-Infinity"`` (the protobuf JSON
+convention), so it is strict JSON and still round-trips through :meth:`RunStore.import_json`.
+
+Thread safety
+-------------
+One connection, shared by all threads behind a lock (``check_same_thread=False``).
+Every statement is parameterised; only identifiers from this module's own constants
+are ever placed into SQL text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sqlite3
+import threading
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import FedvizError, ParameterError
+from .loop import FIELDS, IterationRecord
+
+#: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
+SCHEMA_VERSION = 1
+
+#: Every status a stored run can have: the loop's end states plus the manager's
+#: 'queued' and the store's 'interrupted' (the server stopped during the run).
+RUN_STATUSES = ("queued", "running", "done", "diverged", "stopped", "failed", "interrupted")
+
+INTERRUPTED_MESSAGE = "the server stopped during this run"
+
+#: The record fields stored as REAL (NULL ↔ NaN) and as INTEGER.
+FLOAT_FIELDS = ("objective", "suboptimality", "test_error", "train_error", "grad_norm", "passes",
+                "seconds")
+INT_FIELDS = ("iteration", "rounds", "vectors_up", "vectors_down", "grad_evals")
+#: The numeric record fields, in record order: the columns of :meth:`RunStore.columns`.
+NUMERIC_FIELDS = tuple(f for f in FIELDS if f in FLOAT_FIELDS or f in INT_FIELDS)
+
+_SCHEMA_V1 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created TEXT NOT NULL,
+    group_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    algorithm TEXT NOT NULL,
+    hyper_json TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    dataset_fingerprint TEXT NOT NULL DEFAULT '',
+    dataset_summary_json TEXT NOT NULL DEFAULT '{}',
+    f_star REAL,
+    status TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    finished TEXT
+);
+CREATE INDEX runs_group ON runs (group_id);
+CREATE INDEX runs_status ON runs (status);
+CREATE TABLE records (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    iteration INTEGER NOT NULL,
+    algorithm TEXT NOT NULL,
+    objective REAL,
+    suboptimality REAL,
+    test_error REAL,
+    train_error REAL,
+    grad_norm REAL,
+    rounds INTEGER NOT NULL,
+    vectors_up INTEGER NOT NULL,
+    vectors_down INTEGER NOT NULL,
+    grad_evals INTEGER NOT NULL,
+    passes REAL,
+    seconds REAL,
+    status TEXT NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run_id, iteration)
+) WITHOUT ROWID;
+"""
+
+#: version → the script that brings a database from version - 1 to version.
+_MIGRATIONS = {1: _SCHEMA_V1}
+
+# The record columns in IterationRecord order (checked against FIELDS by the tests).
+_RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",
+                   "grad_norm", "rounds", "vectors_up", "vectors_down", "grad_evals", "passes", "seconds",
+                   "status", "message")
+# A record that repeats an iteration (the loop's final 'stopped'/'failed' record re-reports
+# the last completed iteration) replaces the stored one: the last word on an iteration wins.
+_INSERT_RECORD = (
+    f"INSERT INTO records (run_id, {', '.join(_RECORD_COLUMNS)}) "
+    f"VALUES (?{', ?' * len(_RECORD_COLUMNS)}) "
+    f"ON CONFLICT (run_id, iteration) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _RECORD_COLUMNS if c != "iteration"))
+_SELECT_RECORDS = f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE run_id = ? ORDER BY iteration"
+_RUN_COLUMNS = ("id", "created", "group_id", "label", "algorithm", "hyper_json", "config_json",
+                "dataset_fingerprint", "dataset_summary_json", "f_star", "status", "message", "finished")
+_SELECT_RUNS = (f"SELECT {', '.join(_RUN_COLUMNS)}, "
+                f"(SELECT COUNT(*) FROM records r WHERE r.run_id = runs.id) FROM runs")
+_FLOAT_POS = tuple(_RECORD_COLUMNS.index(f) for f in FLOAT_FIELDS)
+
+EXPORT_FORMAT = "fedviz-runs"
+EXPORT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One stored run (without its records).
+
+    ``hyper``, ``config`` and ``dataset_summary`` parse the stored JSON afresh on every
+    access, so a caller can modify what it gets without touching the store or this object.
+    ``f_star`` is NaN when unknown; ``n_records`` counts the stored iteration records.
+    """
+
+    id: int
+    created: str
+    group_id: str
+    label: str
+    algorithm: str
+    hyper_json: str
+    config_json: str
+    dataset_fingerprint: str
+    dataset_summary_json: str
+    f_star: float
+    status: str
+    message: str
+    finished: str | None
+    n_records: int
+
+    @property
+    def hyper(self) -> dict:
+        return json.loads(self.hyper_json)
+
+    @property
+    def config(self) -> dict:
+        return json.loads(self.config_json)
+
+    @property
+    def dataset_summary(self) -> dict:
+        return json.loads(self.dataset_summary_json)
+
+    @property
+    def active(self) -> bool:
+        """True while the run is queued or running."""
+        return self.status in ("queued", "running")
+
+
+def default_path() -> Path:
+    """``$FEDVIZ_DB`` if set, else ``runs.sqlite`` in the platform's per-user data directory."""
+    env = os.environ.get("FEDVIZ_DB")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("fedviz")) / "runs.sqlite"
+
+
+class RunStore:
+    """The SQLite history of runs; safe to share between threads.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or None
+        The database file (created with its parent directories if missing); None means
+        :func:`default_path`.  ``":memory:"`` gives a private in-memory store.
+
+    Raises
+    ------
+    FedvizError
+        If the file was written by a newer fedviz (a higher schema version) or is not a
+        SQLite database.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        if path is None:
+            path = default_path()
+        self.path = str(path) if str(path) == ":memory:" else Path(path).expanduser()
+        if isinstance(self.path, Path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        # isolation_level=None: no implicit transactions; _transaction() opens them explicitly.
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
+                                     timeout=30.0)
+        try:
+            self._configure()
+            self._migrate()
+        except BaseException as e:
+            self._conn.close()
+            if isinstance(e, sqlite3.DatabaseError):
+                raise FedvizError(f"{self.path}: not a usable fedviz run history ({e})") from e
+            raise
+
+    # -- connection --------------------------------------------------------------------------------
+    def _configure(self) -> None:
+        c = self._conn
+        mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode.lower() not in ("wal", "memory"):
+            raise FedvizError(f"{self.path}: cannot switch the database to WAL mode (got {mode!r})")
+        c.execute("PRAGMA synchronous=NORMAL")
+        c.execute("PRAGMA foreign_keys=ON")
+
+    def _migrate(self) -> None:
+        with self._transaction() as c:
+            version = c.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise FedvizError(f"{self.path} was written by a newer fedviz (schema version {version}, "
+                                  f"this version reads up to {SCHEMA_VERSION}); upgrade fedviz")
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[v].split(";"):
+                    if statement.strip():
+                        c.execute(statement)
+            if version != SCHEMA_VERSION:
+                # PRAGMA takes no parameters; the value is this module's own integer constant.
+                c.execute(f"PRAGMA user_version = {int(SCHEMA_VERSION)}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """Hold the lock and run the block in one write transaction (committed or rolled back)."""
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+                c.execute("COMMIT")
+            except BaseException:
+                # Also after a failed COMMIT (e.g. a full disk), so the next BEGIN starts clean.
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+
+    def _query(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    # -- writing -----------------------------------------------------------------------------------
+    def create_run(self, *, label: str, algorithm: str, hyper: Mapping | None = None,
+                   config: Mapping | None = None, group_id: str | None = None,
+                   dataset_fingerprint: str = "", dataset_summary: Mapping | None = None,
+                   f_star: float | None = None, status: str = "running", message: str = "",
+                   created: str | None = None, finished: str | None = None) -> int:
+        """Insert a run and return its id.
+
+        ``group_id`` defaults to a fresh UUID; ``created`` to now (UTC, ISO 8601).
+        ``hyper``, ``config`` and ``dataset_summary`` must be JSON-serialisable (numpy
+        scalars and arrays are converted).
+        """
+        with self._transaction() as c:
+            return self._insert_run(c, label=label, algorithm=algorithm, hyper=hyper, config=config,
+                                    group_id=group_id, dataset_fingerprint=dataset_fingerprint,
+                                    dataset_summary=dataset_summary, f_star=f_star, status=status,
+                                    message=message, created=created, finished=finished)
+
+    def _insert_run(self, c, *, label, algorithm, hyper, config, group_id, dataset_fingerprint,
+                    dataset_summary, f_star, status, message, created, finished) -> int:
+        _check_status(status)
+        cur = c.execute(
+            "INSERT INTO runs (created, group_id, label, algorithm, hyper_json, config_json, "
+            "dataset_fingerprint, dataset_summary_json, f_star, status, message, finished) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (created or _now(), group_id or uuid.uuid4().hex, str(label), str(algorithm),
+             to_json(hyper or {}), to_json(config or {}), str(dataset_fingerprint),
+             to_json(dataset_summary or {}), _opt_float(f_star), status, str(message), finished))
+        return int(cur.lastrowid)
+
+    def start_run(self, run_id: int, *, dataset_fingerprint: str = "",
+                  dataset_summary: Mapping | None = None, f_star: float | None = None) -> None:
+        """Mark a queued run 'running' and record what it runs on (known only once the data are built)."""
+        with self._transaction() as c:
+            c.execute("UPDATE runs SET status = 'running', dataset_fingerprint = ?, "
+                      "dataset_summary_json = ?, f_star = ? WHERE id = ?",
+                      (str(dataset_fingerprint), to_json(dataset_summary or {}), _opt_float(f_star),
+                       int(run_id)))
+
+    def append_records(self, run_id: int, records: Iterable[IterationRecord]) -> None:
+        """Store records of one run in one transaction (a repeated iteration replaces the stored one)."""
+        self.append_batch({run_id: records})
+
+    def append_batch(self, batch: Mapping[int, Iterable[IterationRecord]]) -> None:
+        """Store records of several runs in one transaction: all or nothing."""
+        rows = [_record_row(run_id, r) for run_id, recs in batch.items() for r in recs]
+        if not rows:
+            return
+        with self._transaction() as c:
+            c.executemany(_INSERT_RECORD, rows)
+
+    def finish_run(self, run_id: int, status: str, message: str = "",
+                   records: Iterable[IterationRecord] = ()) -> None:
+        """Store the last ``records`` and the run's end state in one transaction.
+
+        Doing both at once means a crash can never leave a run 'running' with all its
+        records, nor 'done' without them.
+        """
+        _check_status(status)
+        rows = [_record_row(run_id, r) for r in records]
+        with self._transaction() as c:
+            if rows:
+                c.executemany(_INSERT_RECORD, rows)
+            c.execute("UPDATE runs SET status = ?, message = ?, finished = ? WHERE id = ?",
+                      (status, str(message), _now(), int(run_id)))
+
+    def delete_run(self, run_id: int) -> bool:
+        """Delete a run and its records; False if there was no such run."""
+        with self._transaction() as c:
+            c.execute("DELETE FROM records WHERE run_id = ?", (int(run_id),))
+            return c.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
+
+    def mark_interrupted(self) -> int:
+        """At server start: runs left 'running' or 'queued' by a dead server become 'interrupted'.
+
+        Their records up to the last committed iteration stay.  Returns how many runs
+        were marked.  Call it only when no other live process is running runs on this
+        file (it cannot tell a dead server's runs from a live one's).
+        """
+        with self._transaction() as c:
+            return c.execute("UPDATE runs SET status = 'interrupted', message = ?, finished = ? "
+                             "WHERE status IN ('running', 'queued')",
+                             (INTERRUPTED_MESSAGE, _now())).rowcount
+
+    # -- reading -----------------------------------------------------------------------------------
+    def list_runs(self, limit: int | None = 100, group_id: str | None = None) -> list[RunInfo]:
+        """The newest runs first (all of them if ``limit`` is None), optionally of one group."""
+        sql, params = _SELECT_RUNS, []
+        if group_id is not None:
+            sql += " WHERE group_id = ?"
+            params.append(str(group_id))
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [_run_info(row) for row in self._query(sql, params)]
+
+    def get_run(self, run_id: int) -> RunInfo | None:
+        rows = self._query(_SELECT_RUNS + " WHERE id = ?", (int(run_id),))
+        return _run_info(rows[0]) if rows else None
+
+    def records(self, run_id: int) -> list[IterationRecord]:
+        """The run's records in iteration order (NaN where SQLite holds NULL)."""
+        return [_row_record(row) for row in self._query(_SELECT_RECORDS, (int(run_id),))]
+
+    def columns(self, run_id: int) -> dict[str, np.ndarray]:
+        """The numeric record fields as arrays (float64 with NaN, or int64), in iteration order."""
+        cols = ", ".join(NUMERIC_FIELDS)
+        rows = self._query(f"SELECT {cols} FROM records WHERE run_id = ? ORDER BY iteration", (int(run_id),))
+        out = {}
+        for j, name in enumerate(NUMERIC_FIELDS):
+            values = [row[j] for row in rows]
+            # None → NaN is numpy's own conversion for a float dtype.
+            out[name] = np.array(values, dtype=np.int64 if name in INT_FIELDS else np.float64)
+        return out
+
+    # -- export / import -------------------------------------------------------------------------
+    def export_json(self, run_ids: Iterable[int]) -> str:
+        """Strict JSON of the runs (metadata, config, records by column) for :meth:`import_json`."""
+        runs = []
+        for run_id in run_ids:
+            info = self._require(run_id)
+            cols = {name: [] for name in _RECORD_COLUMNS}
+            for rec in self.records(run_id):
+                for name in cols:
+                    cols[name].append(getattr(rec, name))
+            runs.append({
+                "id": info.id, "created": info.created, "group_id": info.group_id, "label": info.label,
+                "algorithm": info.algorithm, "hyper": info.hyper, "config": info.config,
+                "dataset_fingerprint": info.dataset_fingerprint, "dataset_summary": info.dataset_summary,
+                "f_star": info.f_star, "status": info.status, "message": info.message,
+                "finished": info.finished, "records": cols,
+            })
+        return to_json({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "runs": runs}, indent=1)
+
+    def import_json(self, text: str) -> list[int]:
+        """Add the runs of an :meth:`export_json` text (with new ids) and return their ids.
+
+        Everything is inserted in one transaction: a malformed export adds nothing.
+        """
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise FedvizError(f"not a fedviz run export: invalid JSON at line {e.lineno} ({e.msg})") from e
+        if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
+            raise FedvizError(f"not a fedviz run export: the 'format' field is not {EXPORT_FORMAT!r}")
+        version = doc.get("version")
+        if not isinstance(version, int) or version > EXPORT_VERSION:
+            raise FedvizError(f"the export has version {version!r}; this fedviz reads versions 1 to "
+                              f"{EXPORT_VERSION}")
+        ids = []
+        with self._transaction() as c:
+            for k, run in enumerate(doc.get("runs", [])):
+                try:
+                    run_id = self._insert_run(
+                        c, label=run["label"], algorithm=run["algorithm"], hyper=run.get("hyper"),
+                        config=run.get("config"), group_id=run.get("group_id"),
+                        dataset_fingerprint=run.get("dataset_fingerprint", ""),
+                        dataset_summary=run.get("dataset_summary"),
+                        f_star=_decode_float(run.get("f_star")),
+                        status=run["status"], message=run.get("message", ""), created=run.get("created"),
+                        finished=run.get("finished"))
+                    cols = dict(run.get("records", {}))
+                    for name in FLOAT_FIELDS:
+                        cols[name] = [_decode_float(v) for v in cols[name]]
+                    n = len(cols["iteration"])
+                    recs = [IterationRecord(*(cols[name][i] for name in _RECORD_COLUMNS)) for i in range(n)]
+                except (KeyError, TypeError, IndexError, ValueError, AttributeError) as e:
+                    raise FedvizError(f"run {k} of the export is malformed ({type(e).__name__}: {e})") from e
+                c.executemany(_INSERT_RECORD, [_record_row(run_id, r) for r in recs])
+                ids.append(run_id)
+        return ids
+
+    def export_csv(self, run_ids: Iterable[int]) -> str:
+        """One CSV row per record, with the run's id, group, label, algorithm and hyperparameters.
+
+        Floats are written at full precision; NaN and ±inf as ``nan``, ``inf``, ``-inf``
+        (what Python's ``float`` and pandas read back).
+        """
+        fields = [f for f in FIELDS if f != "algorithm"]
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["run_id", "group_id", "label", "algorithm", "hyper", *fields])
+        for run_id in run_ids:
+            info = self._require(run_id)
+            head = [info.id, info.group_id, info.label, info.algorithm, info.hyper_json]
+            for rec in self.records(run_id):
+                w.writerow(head + [_csv_value(getattr(rec, f)) for f in fields])
+        return buf.getvalue()
+
+    def _require(self, run_id: int) -> RunInfo:
+        info = self.get_run(run_id)
+        if info is None:
+            raise ParameterError("run_id", run_id, "the id of a stored run")
+        return info
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _check_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise ParameterError("status", status, "one of " + ", ".join(RUN_STATUSES))
+
+
+def _opt_float(x) -> float | None:
+    return None if x is None else float(x)
+
+
+def _record_row(run_id: int, r: IterationRecord) -> tuple:
+    # int() / float() turn numpy scalars into types sqlite3 can bind (np.int64 is not an int).
+    return (int(run_id), str(r.algorithm), int(r.iteration), float(r.objective), float(r.suboptimality),
+            float(r.test_error), float(r.train_error), float(r.grad_norm), int(r.rounds),
+            int(r.vectors_up), int(r.vectors_down), int(r.grad_evals), float(r.passes),
+            float(r.seconds), str(r.status), str(r.message))
+
+
+def _row_record(row: tuple) -> IterationRecord:
+    values = list(row)
+    for j in _FLOAT_POS:
+        if values[j] is None:
+            values[j] = math.nan
+    return IterationRecord(*values)
+
+
+def _run_info(row: tuple) -> RunInfo:
+    values = list(row)
+    f_star = values[_RUN_COLUMNS.index("f_star")]
+    values[_RUN_COLUMNS.index("f_star")] = math.nan if f_star is None else f_star
+    return RunInfo(*values)
+
+
+def _csv_value(x):
+    return repr(x) if isinstance(x, float) else x
+
+
+def _encode(x: Any) -> Any:
+    """Make ``x`` strict-JSON-able: NaN → None, ±inf → "Infinity"/"-Infinity", numpy → Python."""
+    if isinstance(x, float) or isinstance(x, np.floating):
+        x = float(x)
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            return "Infinity" if x > 0 else "-Infinity"
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.ndarray):
+        return [_encode(v) for v in x.tolist()]
+    if isinstance(x, Mapping):
+        return {str(k): _encode(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_encode(v) for v in x]
+    return x
+
+
+def to_json(obj: Any, **kwargs) -> str:
+    """Strict JSON (``allow_nan=False``) of ``obj`` after the non-finite-float encoding above.
+
+    Raises ``TypeError``/``ValueError`` for objects JSON cannot represent.
+    """
+    return json.dumps(_encode(obj), allow_nan=False, ensure_ascii=False, **kwargs)
+
+
+def _decode_float(v) -> float:
+    """Undo :func:`_encode` for a value known to be a float (a record column, f*)."""
+    if v is None:
+        return math.nan
+    if v == "Infinity":
+        return math.inf
+    if v == "-Infinity":
+        return -math.inf
+    return float(v)

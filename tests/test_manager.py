@@ -1,0 +1,371 @@
+"""The run manager: results identical to a sequential run of the loop, round-robin order,
+FIFO queue, stop, session timeouts, failures that end a run instead of a thread, and the
+process-wide singleton.  Time enters only as generous upper bounds ('within 10 s')."""
+
+import math
+import threading
+import time
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+from fedviz.algorithms.base import Algorithm, Param
+from fedviz.data.dataset import FederatedDataset
+from fedviz.errors import ParameterError
+from fedviz.problems.objective import Problem
+from fedviz.problems.optimum import solve
+from fedviz.runner import manager as manager_mod
+from fedviz.runner.loop import iterate
+from fedviz.runner.manager import RunJob, RunManager, get_manager
+from fedviz.runner.store import INTERRUPTED_MESSAGE, NUMERIC_FIELDS, RunStore
+
+WAIT = 10.0  # generous upper bound for anything that should take milliseconds
+
+
+def _problem(seed=0, n=80, d=5, loss="logistic"):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.7)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0) if loss != "squared" else rng.normal(size=n)
+    # Half the rows form the test set (no test error is NaN in the records, and NaN in the rest).
+    data = FederatedDataset.from_assignment(X[: n // 2], y[: n // 2], rng.integers(0, 4, size=n // 2),
+                                            X_test=X[n // 2:], y_test=y[n // 2:])
+    return Problem(data, loss, 0.1)
+
+
+PROBLEM = _problem()
+
+
+def make_problem():
+    return PROBLEM
+
+
+class Slow(Algorithm):
+    """A deliberately slow algorithm: sleeps in each step and honours Stop between 'nodes'."""
+
+    name = "slow"
+    title = "Slow"
+
+    def _step(self):
+        for _ in range(2):
+            time.sleep(0.002)
+            self.check_stop()
+        self.count_round()
+        self.w = self.w * 0.5 + 0.01
+
+
+class Logged(Algorithm):
+    """Appends its tag to a shared log at every step: shows the order of interleaving."""
+
+    name = "logged"
+    title = "Logged"
+    params = (Param("tag", "int", 0, "which algorithm this is"),)
+    log: list = []
+
+    def _step(self):
+        Logged.log.append(self.hp["tag"])
+        self.w = self.w + 0.001
+
+
+class Breaks(Algorithm):
+    """Raises a plain exception at its third step."""
+
+    name = "breaks"
+    title = "Breaks"
+
+    def _step(self):
+        if self.iteration == 2:
+            raise RuntimeError("boom at the third step")
+        self.w = self.w + 0.001
+
+
+class SquaredOnly(Algorithm):
+    name = "squared-only"
+    title = "Squared only"
+    losses = ("squared",)
+
+    def _step(self):
+        self.w = self.w + 0.001
+
+
+def _until(predicate, timeout=WAIT):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached within the time bound")
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = RunStore(tmp_path / "runs.sqlite")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def managers(store):
+    """A factory of managers on the temporary store, all closed (threads joined) at the end."""
+    made = []
+
+    def make(**kw):
+        kw.setdefault("store", store)
+        kw.setdefault("reaper", False)
+        m = RunManager(**kw)
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        assert m.close(timeout=WAIT)
+
+
+def _key(rec, seconds=True):
+    """The record as a tuple in which NaN equals NaN (optionally without the timing)."""
+    d = asdict(rec)
+    if not seconds:
+        d.pop("seconds")
+    return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in d.values())
+
+
+def test_records_equal_a_sequential_run_of_the_loop(managers, store):
+    m = managers(max_concurrent=2)
+    algos = (("default step", "gd", {}), ("half step", "gd", {"stepsize": 0.5}))
+    h = m.submit(RunJob(make_problem, algos, iterations=15, seed=3, config={"data": "toy"}), "s")
+    assert h.wait(WAIT)
+    snap = h.snapshot()
+    assert (snap.status, snap.phase, snap.progress, snap.eta_seconds) == ("done", "finished", 1.0, 0.0)
+    f_star = solve(PROBLEM).objective
+    assert snap.f_star == f_star
+    for label, name, hyper in algos:
+        expected = list(iterate(PROBLEM, name, iterations=15, hyper=hyper, seed=3, f_star=f_star,
+                                label=label))
+        got = snap.records(label)
+        assert [_key(r, seconds=False) for r in got] == [_key(r, seconds=False) for r in expected]
+        assert snap.statuses[label] == "done" and snap.last[label] == got[-1]
+        # Columns are the same numbers, and the algorithm's own time never decreases.
+        for f in NUMERIC_FIELDS:
+            np.testing.assert_array_equal(snap.columns[label][f], [getattr(r, f) for r in got])
+        assert np.all(np.diff(snap.columns[label]["seconds"]) >= 0)
+        # The store holds exactly the in-memory records, with the run's setup.
+        run = store.get_run(snap.store_ids[label])
+        assert (run.status, run.label, run.algorithm, run.group_id) == ("done", label, "gd", h.id)
+        assert run.config == {"data": "toy", "iterations": 15, "seed": 3}
+        assert run.hyper == {"stepsize": hyper.get("stepsize")}
+        assert run.f_star == f_star and run.dataset_fingerprint == PROBLEM.data.fingerprint
+        assert run.dataset_summary["n"] == PROBLEM.n and run.dataset_summary["lam"] == 0.1
+        assert [_key(r) for r in store.records(run.id)] == [_key(r) for r in got]
+
+
+def test_algorithms_advance_round_robin(managers):
+    Logged.log = []
+    m = managers(max_concurrent=1)
+    algos = tuple((f"tag {k}", Logged, {"tag": k}) for k in range(3))
+    h = m.submit(RunJob(make_problem, algos, iterations=4, f_star=0.0), "s")
+    assert h.wait(WAIT) and h.status == "done"
+    assert Logged.log == [0, 1, 2] * 4
+
+
+def test_bad_jobs_are_refused_before_anything_starts(managers, store):
+    m = managers(max_concurrent=1)
+    bad = [
+        (RunJob(make_problem, (("a", "gd", {"stepsize": -1.0}),), iterations=5), "gd.stepsize"),
+        (RunJob(make_problem, (("a", "gd", {"step": 1.0}),), iterations=5), "gd.step"),
+        (RunJob(make_problem, (("a", "no-such", {}),), iterations=5), "algorithm"),
+        (RunJob(make_problem, (("a", dict, {}),), iterations=5), "algorithms\\[0\\].algorithm"),
+        (RunJob(make_problem, (("a", "gd", {}), ("a", "gd", {})), iterations=5), "label"),
+        (RunJob(make_problem, (), iterations=5), "algorithms"),
+        (RunJob(make_problem, (("a", "gd", {}),), iterations=-1), "iterations"),
+        (RunJob(make_problem, (("a", "gd", {}),), iterations=5, seed=-2), "seed"),
+        (RunJob(make_problem, (("a", "gd", {}),), iterations=5, config={"f": object()}), "config"),
+        (RunJob("not callable", (("a", "gd", {}),), iterations=5), "make_problem"),
+    ]
+    for job, name in bad:
+        with pytest.raises(ParameterError, match=name):
+            m.submit(job, "s")
+    assert m.counts() == (0, 0)
+    assert store.list_runs() == []
+
+
+def test_fifo_queue_positions(managers, store):
+    m = managers(max_concurrent=1)
+
+    def job():
+        return RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0)
+
+    a, b, c = (m.submit(job(), "s") for _ in range(3))
+    assert [h.queue_position() for h in (a, b, c)] == [0, 1, 2]
+    assert a.status == "running"
+    snap = b.snapshot()
+    assert (snap.status, snap.phase, snap.queue_position, snap.eta_seconds) == ("queued", "queued", 1, None)
+    assert store.get_run(b.store_ids["slow"]).status == "queued"
+    assert m.counts() == (1, 2)
+
+    b.stop()  # a queued run leaves the queue at once
+    assert b.done and b.status == "stopped" and b.snapshot().records("slow") == ()
+    assert store.get_run(b.store_ids["slow"]).status == "stopped"
+    assert c.queue_position() == 1
+
+    a.stop()
+    assert a.wait(WAIT)
+    _until(lambda: c.status == "running")
+    assert c.queue_position() == 0 and m.counts() == (1, 0)
+    c.stop()
+    assert c.wait(WAIT) and c.status == "stopped"
+
+
+def test_stop_ends_the_run_and_keeps_completed_iterations(managers, store):
+    m = managers(max_concurrent=2)
+    algos = (("slow", Slow, {}), ("gd", "gd", {}))
+    h = m.submit(RunJob(make_problem, algos, iterations=10**6, f_star=0.0), "s")
+    _until(lambda: len(h.records("slow")) >= 5)
+    mid = h.snapshot()
+    mid_columns = {f: a.copy() for f, a in mid.columns["slow"].items()}
+    mid_records = mid.records("slow")
+    assert mid.status == "running" and mid.phase == "iterating" and not mid.compiling
+    assert 0 < mid.progress < 1 and mid.eta_seconds is not None and mid.eta_seconds > 0
+    h.stop()
+    assert h.wait(WAIT)
+    snap = h.snapshot()
+    assert snap.status == "stopped" and snap.message == "stopped by the user"
+    for label in ("slow", "gd"):
+        recs = snap.records(label)
+        assert len(recs) >= 5
+        assert [r.iteration for r in recs] == list(range(len(recs)))
+        assert recs[-1].status == "stopped" and snap.statuses[label] == "stopped"
+        assert all(r.status == "running" for r in recs[:-1])
+        run = store.get_run(snap.store_ids[label])
+        assert run.status == "stopped"
+        assert [_key(r) for r in store.records(run.id)] == [_key(r) for r in recs]
+    # The snapshot taken mid-run did not change, although the final record replaced the
+    # last iteration's in place: the buffers were copied, not rewritten.
+    assert mid.records("slow") == mid_records and mid_records[-1].status == "running"
+    for f, a in mid.columns["slow"].items():
+        np.testing.assert_array_equal(a, mid_columns[f])
+    with pytest.raises(ValueError):
+        mid.columns["slow"]["objective"][0] = 0.0
+    h.stop()  # stopping again is harmless
+
+
+def test_snapshots_are_cached_while_nothing_changes(managers):
+    m = managers(max_concurrent=1)
+    h = m.submit(RunJob(make_problem, (("gd", "gd", {}),), iterations=3, f_star=0.0), "s")
+    assert h.wait(WAIT)
+    assert h.snapshot() is h.snapshot()
+
+
+def test_a_silent_session_is_reaped(managers, store):
+    now = [0.0]
+    m = managers(max_concurrent=2, session_timeout=30.0, clock=lambda: now[0])
+    job = RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0)
+    gone = m.submit(job, "gone")
+    alive = m.submit(job, "alive")
+    now[0] = 20.0
+    m.touch("alive")
+    now[0] = 35.0  # 'gone' is silent for 35 s > 30 s, 'alive' for 15 s
+    assert m.reap() == 1
+    assert gone.wait(WAIT) and gone.status == "stopped"
+    snap = gone.snapshot()
+    assert "heartbeat" in snap.message and "heartbeat" in snap.messages["slow"]
+    assert "heartbeat" in store.get_run(snap.store_ids["slow"]).message
+    assert not alive.done and [h.session_id for h in m.active()] == ["alive"]
+    assert m.close_session("alive") == 1
+    assert alive.wait(WAIT) and alive.status == "stopped"
+    # Every thread of the closed session has ended.
+    for h in (gone, alive):
+        for t in threading.enumerate():
+            if t.name == f"fedviz-run-{h.id[:8]}":
+                t.join(WAIT)
+                assert not t.is_alive()
+
+
+def test_the_reaper_thread_stops_runs_without_heartbeat(managers):
+    m = managers(max_concurrent=1, session_timeout=0.2, reaper=True)
+    h = m.submit(RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0), "s")
+    assert h.wait(WAIT) and h.status == "stopped"
+
+
+def test_a_failing_problem_builder_fails_the_run(managers, store):
+    m = managers(max_concurrent=1)
+
+    def broken():
+        raise RuntimeError("the data file vanished")
+
+    h = m.submit(RunJob(broken, (("a", "gd", {}), ("b", "gd", {})), iterations=5), "s")
+    assert h.wait(WAIT)
+    snap = h.snapshot()
+    assert snap.status == "failed" and "the data file vanished" in snap.message
+    for label in ("a", "b"):
+        run = store.get_run(snap.store_ids[label])
+        assert run.status == "failed" and "the data file vanished" in run.message
+    # The manager lives on: the next run works.
+    h2 = m.submit(RunJob(lambda: "not a problem", (("a", "gd", {}),), iterations=5), "s")
+    assert h2.wait(WAIT) and h2.status == "failed" and "not a Problem" in h2.snapshot().message
+    h3 = m.submit(RunJob(make_problem, (("a", "gd", {}),), iterations=2, f_star=0.0), "s")
+    assert h3.wait(WAIT) and h3.status == "done"
+
+
+def test_one_failing_algorithm_leaves_the_others_running(managers, store):
+    m = managers(max_concurrent=1)
+    algos = (("breaks", Breaks, {}), ("wrong loss", SquaredOnly, {}), ("gd", "gd", {}))
+    h = m.submit(RunJob(make_problem, algos, iterations=6, f_star=0.0), "s")
+    assert h.wait(WAIT)
+    snap = h.snapshot()
+    assert snap.status == "done"
+    assert snap.statuses == {"breaks": "failed", "wrong loss": "failed", "gd": "done"}
+    assert "boom at the third step" in snap.messages["breaks"]
+    assert "squared-only.loss" in snap.messages["wrong loss"]
+    assert [r.iteration for r in snap.records("breaks")] == [0, 1, 2]
+    assert snap.records("wrong loss") == ()
+    assert len(snap.records("gd")) == 7
+    assert store.get_run(snap.store_ids["wrong loss"]).status == "failed"
+    assert store.get_run(snap.store_ids["breaks"]).status == "failed"
+
+
+def test_given_f_star_zero_iterations_and_no_store(managers):
+    m = managers(max_concurrent=1, store=None)
+    h = m.submit(RunJob(make_problem, (("gd", "gd", {}),), iterations=0, f_star=0.0), "s")
+    assert h.wait(WAIT)
+    snap = h.snapshot()
+    assert snap.status == "done" and snap.progress == 1.0 and dict(snap.store_ids) == {}
+    (rec,) = snap.records("gd")
+    assert rec.iteration == 0 and rec.suboptimality == rec.objective == pytest.approx(math.log(2))
+
+
+def test_a_broken_store_leaves_runs_in_memory(managers, tmp_path):
+    broken = RunStore(tmp_path / "broken.sqlite")
+    broken.close()  # every write now raises sqlite3.ProgrammingError
+    m = managers(max_concurrent=1, store=broken)
+    h = m.submit(RunJob(make_problem, (("gd", "gd", {}),), iterations=4, f_star=0.0), "s")
+    assert h.wait(WAIT)
+    snap = h.snapshot()
+    assert snap.status == "done" and len(snap.records("gd")) == 5 and dict(snap.store_ids) == {}
+    assert "could not be saved" in snap.message
+
+
+def test_get_manager_is_a_process_wide_singleton(tmp_path, monkeypatch):
+    db = tmp_path / "history" / "runs.sqlite"
+    with RunStore(db) as s:
+        left_running = s.create_run(label="old", algorithm="gd")
+    monkeypatch.setenv("FEDVIZ_DB", str(db))
+    monkeypatch.setenv("FEDVIZ_MAX_RUNS", "3")
+    monkeypatch.setattr(manager_mod, "_MANAGER", None)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(get_manager())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(got) == 4 and all(g is got[0] for g in got)
+        m = got[0]
+        assert m.max_concurrent == 3 and m.store is not None and m.store_problem == ""
+        old = m.store.get_run(left_running)
+        assert (old.status, old.message) == ("interrupted", INTERRUPTED_MESSAGE)
+    finally:
+        got[0].close(timeout=WAIT)
+        got[0].store.close()
+    monkeypatch.setattr(manager_mod, "_MANAGER", None)
+    monkeypatch.setenv("FEDVIZ_MAX_RUNS", "many")
+    with pytest.raises(ParameterError, match="FEDVIZ_MAX_RUNS"):
+        get_manager()
