@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
@@ -64,7 +63,8 @@ class FederatedDataset:
         if len(self.y) != X.shape[0] or len(self.y_test) != X_test.shape[0] \
                 or len(self.test_nodes) != X_test.shape[0]:
             raise FedvizError("labels and rows differ in number")
-        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+        # A private plain-dict copy: picklable (Streamlit's cache_data pickles data sets).
+        object.__setattr__(self, "meta", dict(self.meta))
 
     # -- shape -------------------------------------------------------------------------
     @property

@@ -1,0 +1,246 @@
+"""The command line: ``python -m fedviz inspect|run|algorithms|bench``.
+
+Every error the user can cause ends with exit code 2 and a one-line message on stderr,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Sequence
+
+from .errors import FedvizError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2."""
+
+    def error(self, message):  # noqa: D401 - argparse's hook
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+class _UsageError(Exception):
+    pass
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", help="a LIBSVM path, or preset:NAME[?key=value&...] "
+                                "(e.g. preset:google-plus-small?nodes=200)")
+    p.add_argument("--test", metavar="TESTFILE", help="a separate LIBSVM test file")
+    p.add_argument("--test-fraction", type=float, metavar="F",
+                   help="without --test: the last F of each node's rows become the test set "
+                        "(default 0.25; 0 keeps every row for training)")
+    p.add_argument("--partition", metavar="SPEC",
+                   help="iid, iid-unbalanced:sigma=1, dirichlet:alpha=0.5, shards:classes_per_node=2, "
+                        "natural, topic, reshuffle (default: the data's own nodes)")
+    p.add_argument("--nodes", type=int, metavar="K", help="number of nodes for the partitioner")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generator and partitioner")
+    p.add_argument("--loss", default="logistic", choices=["logistic", "squared", "smoothed-hinge"])
+    p.add_argument("--lam", type=float, help="the regulariser λ (default 1/n, as in the paper)")
+    p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
+                   help="append a constant-1 bias feature (default: no for files, the preset's choice)")
+    p.add_argument("--positive", type=float, help="for multiclass labels: the class that becomes +1")
+
+
+def data_spec_from_args(args):
+    from .data.build import DataSpec
+
+    task = "regression" if args.loss == "squared" else "classification"
+    return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction,
+                    partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
+                    positive=args.positive, task=task)
+
+
+def _cmd_inspect(args) -> int:
+    from .data.baselines import majority_test_error, node_majority_test_error
+    from .data.build import build
+    from .problems.objective import Problem
+    from .problems.optimum import solve
+
+    ds = build(data_spec_from_args(args))
+    out = dict(ds.stats.summary())
+    out["n_test"] = int(ds.y_test.size)
+    out["source"] = ds.meta.get("source")
+    out["task"] = ds.task
+    if ds.task == "classification":
+        out["positive_fraction"] = float((ds.y > 0).mean())
+        out["majority_test_error"] = majority_test_error(ds)
+        out["node_majority_test_error"] = node_majority_test_error(ds)
+    if args.opt:
+        problem = Problem(ds, args.loss, args.lam)
+        opt = solve(problem)
+        out.update(lam=problem.lam, opt_objective=opt.objective, opt_test_error=opt.test_error,
+                   opt_train_error=opt.train_error, opt_grad_norm=opt.grad_norm,
+                   opt_seconds=opt.seconds)
+    if args.json:
+        print(json.dumps({k: _jsonable(v) for k, v in out.items()}))
+    else:
+        _print_table(out)
+    return 0
+
+
+def _jsonable(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+def _print_table(out: dict) -> None:
+    width = max(len(k) for k in out)
+    for k, v in out.items():
+        if isinstance(v, float):
+            if k.endswith("error") or k.endswith("fraction") or k.startswith("features_on"):
+                text = "n/a" if not math.isfinite(v) else f"{100 * v:.2f}%"
+            else:
+                text = f"{v:.10g}"
+        else:
+            text = str(v)
+        print(f"{k.replace('_', ' '):<{width}}  {text}")
+
+
+def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict[str, dict]:
+    """``NAME.param=value`` strings → {algorithm: {param: typed value}}, validated."""
+    from .algorithms import get_algorithm
+    from .errors import ParameterError
+
+    out: dict[str, dict] = {name: {} for name in algorithms}
+    for item in items:
+        key, sep, text = item.partition("=")
+        name, dot, param = key.partition(".")
+        if not sep or not dot or not param:
+            raise ParameterError("--set", item, "NAME.param=value, e.g. fsvrg.stepsize=0.5")
+        if name not in out:
+            raise ParameterError("--set", item, "an algorithm chosen with --algorithms: " + ", ".join(algorithms))
+        cls = get_algorithm(name)
+        try:
+            spec = cls.param(param)
+        except KeyError:
+            raise ParameterError(f"{name}.{param}", text, "a known hyperparameter: "
+                                 + ", ".join(p.name for p in cls.params)) from None
+        out[name][param] = spec.parse(text.strip(), name)
+    for name, hyper in out.items():
+        get_algorithm(name).validate(hyper)  # refuse bad combinations before anything runs
+    return out
+
+
+def _cmd_run(args) -> int:
+    import csv
+
+    from .algorithms import get_algorithm
+    from .data.build import build
+    from .errors import ParameterError
+    from .problems.objective import Problem
+    from .problems.optimum import solve
+    from .runner import FIELDS, iterate
+
+    names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    if not names:
+        raise ParameterError("--algorithms", args.algorithms, "a comma-separated list of algorithm names")
+    for name in names:
+        get_algorithm(name)
+    if args.iterations < 0 or args.iterations > 100_000:
+        raise ParameterError("--iterations", args.iterations, "integer in [0, 100000]")
+    if args.out and not args.out.endswith((".csv", ".json")):
+        raise ParameterError("--out", args.out, "a file name ending in .csv or .json")
+    settings = parse_settings(args.set or [], names)
+    ds = build(data_spec_from_args(args))
+    problem = Problem(ds, args.loss, args.lam)
+    for name in names:
+        cls = get_algorithm(name)
+        cls(problem, seed=args.seed, **settings[name])  # validate against the problem before running
+    f_star = solve(problem).objective
+    records = []
+    for name in names:
+        for rec in iterate(problem, name, iterations=args.iterations, hyper=settings[name],
+                           seed=args.seed, f_star=f_star):
+            records.append(rec)
+            if args.json:
+                print(json.dumps({k: _jsonable(v) for k, v in rec.as_dict().items()}), flush=True)
+            elif rec.status != "running" or rec.iteration % max(1, args.iterations // 10) == 0:
+                print(f"{rec.algorithm:>14} it {rec.iteration:>4}  f-f* {rec.suboptimality:10.3e}  "
+                      f"test err {100 * rec.test_error:6.2f}%  rounds {rec.rounds:>4}  "
+                      f"{rec.seconds:7.2f}s  {rec.status}{'  ' + rec.message if rec.message else ''}",
+                      flush=True)
+    if args.out:
+        rows = [r.as_dict() for r in records]
+        with open(args.out, "w", newline="") as fh:
+            if args.out.endswith(".json"):
+                json.dump([{k: _jsonable(v) for k, v in r.items()} for r in rows], fh, indent=1)
+            else:
+                writer = csv.DictWriter(fh, fieldnames=FIELDS)
+                writer.writeheader()
+                writer.writerows(rows)
+    return 0
+
+
+def _cmd_algorithms(args) -> int:
+    from .algorithms import ALGORITHMS
+
+    if args.json:
+        print(json.dumps([{
+            "name": cls.name, "title": cls.title, "reference": cls.reference, "federated": cls.federated,
+            "losses": list(cls.losses),
+            "params": [{"name": p.name, "kind": p.kind, "default": p.default, "range": p.range_text(),
+                        "help": p.help} for p in cls.params]} for cls in ALGORITHMS.values()]))
+        return 0
+    for cls in ALGORITHMS.values():
+        tag = "" if cls.federated else "  [centralised reference, not federated]"
+        print(f"{cls.name}: {cls.title} — {cls.reference}{tag}")
+        for p in cls.params:
+            default = "derived" if p.default is None else p.default
+            print(f"    {p.name} = {default}  ({p.range_text()})  {p.help}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fedviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("inspect", help="statistics, baselines and (with --opt) the optimum of a data set")
+    add_data_arguments(p)
+    p.add_argument("--opt", action="store_true", help="also compute the optimum w* (Newton-CG)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("run", help="run algorithms and print one record per iteration")
+    add_data_arguments(p)
+    p.add_argument("--algorithms", required=True, metavar="NAME[,NAME...]",
+                   help="algorithms to run (see 'fedviz algorithms')")
+    p.add_argument("--iterations", type=int, default=30, metavar="T", help="outer iterations (default 30)")
+    p.add_argument("--set", action="append", metavar="NAME.param=value",
+                   help="a hyperparameter, e.g. fsvrg.stepsize=0.5 (repeatable)")
+    p.add_argument("--out", metavar="FILE.csv|FILE.json", help="also write every record to a file")
+    p.add_argument("--json", action="store_true", help="print one JSON object per iteration")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_algorithms)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except _UsageError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except (FedvizError, OSError, MemoryError) as e:
+        print(f"fedviz: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fedviz: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    if isinstance(e, OSError) and e.filename:
+        text = f"{e.strerror or text}: {e.filename}"
+    return " ".join(text.split())

@@ -1,0 +1,313 @@
+"""Named synthetic data sets: the paper's Google+ stand-ins, the extreme cases of
+Section 3.1, and FedProx's Synthetic(α, β).
+
+This module owns :data:`PRESETS`, the override rules and the spec syntax the command
+line and the dashboard share: ``google-plus-small?nodes=200&seed=3`` names a preset
+and overrides some of its knobs.  An override key is a field of the preset's config
+(:class:`~fedviz.data.synthetic.SyntheticConfig` or
+:class:`~fedviz.data.synthetic.FedProxConfig`), or one of the short aliases in
+:data:`ALIASES` (``nodes`` for ``n_nodes``, ``words`` for ``n_words``, ``features`` for
+``n_features``).  The google-plus presets fix the mean training rows per node, not n,
+so ``nodes=200`` gives 200 nodes of the usual sizes.
+
+Calibration (the google-plus presets)
+-------------------------------------
+The paper's Section 4.1 gives three "naive prediction" test errors for its Google+
+data: predict-majority 33.16%, the optimum of L2 logistic regression with λ = 1/n
+26.27%, per-author majority 17.14%.  The knobs in ``_GPLUS`` were tuned — the
+generator, never the figures — until both presets land within ±3 points of each:
+the share of positive posts is pinned by ``positive_rate``; the topic effects, which
+the words reveal, set how much a global model gains; the node biases, which nothing
+but the author reveals, set how much more per-author majority gains.  Measured with
+:mod:`fedviz.data.baselines` and scikit-learn's ``LogisticRegression(C=1/(λn),
+fit_intercept=False)`` (the bias column plays the intercept):
+
+=================  ====  ==============  ===========  ================  ============
+preset             seed  predict-major.  optimum      per-node major.   ω^j < 1000
+=================  ====  ==============  ===========  ================  ============
+google-plus        0     33.13%          25.46%       17.36%            90.8%
+google-plus        1     33.11%          26.18%       16.56%            90.9%
+google-plus-small  0     33.20%          27.15%       17.14%            (all; K=500)
+google-plus-small  0–4   33.2–33.6%      24.8–27.6%   16.3–20.1%
+=================  ====  ==============  ===========  ================  ============
+
+``google-plus`` also has the paper's K = 10,000, n = 2,166,693 training rows,
+d = 20,002 and training n_k from 75 to 9,000, and over 85% of its features appear on
+fewer than 1,000 nodes (the paper: over 88%).  Other seeds are other draws of the same
+law: at K = 500 a few large nodes move the per-node figures by a point or two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..errors import ParameterError
+from .dataset import FederatedDataset
+from .synthetic import FedProxConfig, SyntheticConfig, generate
+
+__all__ = ["Preset", "PRESETS", "ALIASES", "make_preset", "preset_config", "parse_preset_spec",
+           "format_preset_spec", "override_keys"]
+
+Config = SyntheticConfig | FedProxConfig
+
+#: Short override names, as the command line writes them.
+ALIASES: Mapping[str, str] = types.MappingProxyType(
+    {"nodes": "n_nodes", "words": "n_words", "features": "n_features"})
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+_NONE = ("none", "null", "")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named recipe for a synthetic federated data set.
+
+    Attributes
+    ----------
+    name : str
+        Registry key, as written in specs (``"google-plus-small"``).
+    description : str
+        One paragraph for ``--help`` and the dashboard.
+    factory : callable
+        Returns the preset's config (with its default seed).
+    """
+
+    name: str
+    description: str
+    factory: Callable[[], Config]
+
+    def config(self, **overrides) -> Config:
+        """The preset's config with ``overrides`` applied (and validated)."""
+        base = self.factory()
+        fields = _fields(type(base))
+        changes = {}
+        for key, value in overrides.items():
+            field = _canonical(self.name, key, fields)
+            if field in changes:
+                raise ParameterError(f"{self.name}.{key}", value, "to be given once",
+                                     hint=f"{field} was already set to {changes[field]!r}")
+            if isinstance(value, str) and fields[field] is not str:
+                value = _convert(f"{self.name}.{key}", value, fields[field])
+            changes[field] = value
+        return dataclasses.replace(base, **changes)
+
+
+# ---------------------------------------------------------------------------------------
+# The presets
+# ---------------------------------------------------------------------------------------
+# Knobs shared by both Google+ stand-ins; see the module docstring for the calibration.
+_GPLUS = dict(size_distribution="powerlaw", size_exponent=1.5, zipf_exponent=1.0,
+              words_per_example=12.0, unknown_rate=0.03, topics=100, topic_weight=0.8,
+              dirichlet_concentration=0.02, positive_rate=0.3316, node_bias_std=5.0,
+              topic_bias_std=4.5, word_weight_std=0.3, test_fraction=0.25)
+
+
+def _google_plus() -> SyntheticConfig:
+    # Node totals 100..12,000 → training n_k 75..9,000; n = round(216.6693 · 10,000).
+    return SyntheticConfig(n_nodes=10_000, size_min=100, size_max=12_000,
+                           train_size_mean=216.6693, n_words=20_000, **_GPLUS)
+
+
+def _google_plus_small() -> SyntheticConfig:
+    return SyntheticConfig(n_nodes=500, size_min=40, size_max=3_000, train_size_mean=100.0,
+                           n_words=5_000, **_GPLUS)
+
+
+def _iid() -> SyntheticConfig:
+    # google-plus-small's n, K and d, but every node alike: one topic, no node or topic
+    # effects, equal sizes (133 rows → 100 train + 33 test).
+    return SyntheticConfig(n_nodes=500, size_distribution="constant", size_mean=133,
+                           size_min=1, size_max=133, n_words=5_000, words_per_example=12.0,
+                           topics=1, topic_weight=0.0, node_bias_std=0.0, topic_bias_std=0.0,
+                           word_weight_std=0.5, positive_rate=0.3316)
+
+
+def _one_node() -> SyntheticConfig:
+    return SyntheticConfig(n_nodes=1, size_distribution="constant", size_mean=4_000,
+                           size_min=1, size_max=4_000, n_words=500, topics=10,
+                           dirichlet_concentration=1.0, node_bias_std=0.0, topic_bias_std=1.0,
+                           word_weight_std=0.5, positive_rate=0.3316)
+
+
+def _disjoint_features() -> SyntheticConfig:
+    return SyntheticConfig(n_nodes=10, size_distribution="constant", size_mean=400,
+                           size_min=1, size_max=400, n_words=2_000, topics=10,
+                           dirichlet_concentration=1.0, node_bias_std=1.0, topic_bias_std=1.0,
+                           word_weight_std=0.5, positive_rate=0.3316, bias_feature=False,
+                           unknown_feature=False, layout="disjoint-features")
+
+
+def _identical_nodes() -> SyntheticConfig:
+    return SyntheticConfig(n_nodes=10, size_distribution="constant", size_mean=400,
+                           size_min=1, size_max=400, n_words=500, topics=10,
+                           dirichlet_concentration=1.0, node_bias_std=0.0, topic_bias_std=1.0,
+                           word_weight_std=0.5, positive_rate=0.3316, layout="identical-nodes")
+
+
+PRESETS: Mapping[str, Preset] = types.MappingProxyType({p.name: p for p in (
+    Preset("google-plus",
+           "Stand-in for the paper's Google+ data (Section 4.1): K = 10,000 authors, "
+           "n = 2,166,693 training posts, d = 20,002 (20,000 words + bias + unknown word), "
+           "training n_k from 75 to 9,000, chronological 75/25 split per author; calibrated "
+           "to predict-majority 33%, optimum 26%, per-author majority 17% test error.",
+           _google_plus),
+    Preset("google-plus-small",
+           "google-plus in miniature for quick runs: K = 500, n = 50,000, d = 5,002, "
+           "power-law sizes (training n_k from 30 to 2,250), the same topic and label "
+           "model and the same calibration targets.",
+           _google_plus_small),
+    Preset("iid",
+           "google-plus-small's n, K and d with IID, balanced nodes: 100 training rows "
+           "each, one shared word distribution, labels from a global linear model only.",
+           _iid),
+    Preset("one-node",
+           "All data on a single node (property B of Section 3.1): 3,000 training rows, "
+           "d = 502; a good algorithm converges in O(1) rounds.", _one_node),
+    Preset("disjoint-features",
+           "Each feature occurs on a single node (property C of Section 3.1): 10 nodes, "
+           "each with its own block of 200 words and no shared bias column.",
+           _disjoint_features),
+    Preset("identical-nodes",
+           "Every node holds an identical copy of the same data (property D of "
+           "Section 3.1): 10 nodes × 300 training rows.", _identical_nodes),
+    Preset("fedprox-synthetic",
+           "Synthetic(α, β) of Li et al. (2020, FedProx), Section 5.1: 30 devices, dense "
+           "x ∈ R^60 (+ a bias column), per-device softmax models; +1 iff the class is "
+           "among the first 5 of 10.  Override alpha and beta for more or less "
+           "heterogeneity.", FedProxConfig),
+)})
+
+
+# ---------------------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------------------
+def preset_config(name: str, **overrides) -> Config:
+    """The config of preset ``name`` with ``overrides`` (text values are converted)."""
+    return _preset(name).config(**overrides)
+
+
+def make_preset(name: str, **overrides) -> FederatedDataset:
+    """Generate preset ``name``, e.g. ``make_preset("google-plus-small", nodes=200, seed=3)``.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown preset (listing the presets), an unknown key (listing the valid
+        keys) or a value out of range.
+    """
+    config = preset_config(name, **overrides)
+    return generate(config, name=name)
+
+
+def parse_preset_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """Split ``"google-plus-small?nodes=200&seed=3"`` into the name and typed overrides.
+
+    A leading ``"preset:"`` is allowed.  Keys are kept as written (aliases included) and
+    values are converted to their field's type, so the result can be passed straight to
+    :func:`make_preset`.  Booleans may be written true/false, yes/no, on/off or 1/0, and
+    an optional number as ``none``.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ParameterError("preset spec", spec, "a non-empty string such as "
+                             "'google-plus-small?nodes=200&seed=3'")
+    text = spec.strip()
+    if text.startswith("preset:"):
+        text = text[len("preset:"):]
+    name, _, query = text.partition("?")
+    preset = _preset(name.strip())
+    fields = _fields(type(preset.factory()))
+    overrides: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for item in query.split("&"):
+        if not item.strip():
+            continue
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ParameterError(f"{preset.name} override", item.strip(),
+                                 "key=value pairs joined by '&', e.g. "
+                                 f"'{preset.name}?nodes=200&seed=3'")
+        field = _canonical(preset.name, key, fields)
+        if field in seen:
+            raise ParameterError(f"{preset.name}.{key}", value.strip(), "to be given once",
+                                 hint=f"it was also given as {seen[field]}")
+        seen[field] = f"{key}={value.strip()}"
+        overrides[key] = _convert(f"{preset.name}.{key}", value.strip(), fields[field])
+    preset.config(**overrides)  # validate the ranges now, before any data are drawn
+    return preset.name, overrides
+
+
+def format_preset_spec(name: str, overrides: Mapping[str, Any] | None = None) -> str:
+    """The spec :func:`parse_preset_spec` reads back as ``(name, overrides)``."""
+    parts = []
+    for key, value in (overrides or {}).items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif value is None:
+            value = "none"
+        parts.append(f"{key}={value}")
+    return name + ("?" + "&".join(parts) if parts else "")
+
+
+def override_keys(name: str) -> list[str]:
+    """Every key preset ``name`` accepts: its aliases, then its config's fields."""
+    fields = _fields(type(_preset(name).factory()))
+    return [a for a, f in ALIASES.items() if f in fields] + list(fields)
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------
+def _preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise ParameterError("preset", name, "one of " + ", ".join(PRESETS)) from None
+
+
+def _fields(cls) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _canonical(preset: str, key: str, fields: Mapping[str, Any]) -> str:
+    field = ALIASES.get(key, key)
+    if field not in fields:
+        valid = [a for a, f in ALIASES.items() if f in fields] + list(fields)
+        raise ParameterError(f"{preset} override", key, "one of " + ", ".join(valid))
+    return field
+
+
+def _convert(qualname: str, text: str, kind) -> Any:
+    """Text to the field's type; range checks are the config's job."""
+    word = text.strip()
+    optional = isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
+    if optional:
+        if word.lower() in _NONE:
+            return None
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if kind is bool:
+        if word.lower() in _TRUE:
+            return True
+        if word.lower() in _FALSE:
+            return False
+        raise ParameterError(qualname, text, "true or false")
+    if kind is str:
+        return word
+    try:
+        number = float(word)
+    except ValueError:
+        raise ParameterError(qualname, text, "an integer" if kind is int else "a number") from None
+    if kind is int:
+        try:
+            return int(word)
+        except ValueError:
+            if number.is_integer():
+                return int(number)  # "1e4"
+            raise ParameterError(qualname, text, "an integer") from None
+    return number

@@ -1,0 +1,92 @@
+"""The command line, run as a user would: ``python -m fedviz ...`` in a subprocess."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import DATA
+
+
+def fedviz(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "fedviz", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_inspect_json_on_a9a_with_optimum_matches_the_reference():
+    r = fedviz("inspect", DATA / "a9a", "--test", DATA / "a9a.t", "--opt", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("n", "d", "nnz", "nodes", "node_size_min", "node_size_median", "node_size_max",
+                "features_on_fewer_than_1000_nodes", "majority_test_error", "node_majority_test_error",
+                "opt_objective", "opt_test_error", "opt_grad_norm"):
+        assert key in out
+    assert (out["n"], out["d"]) == (32561, 123)
+    assert out["opt_objective"] == pytest.approx(0.32337958246, rel=1e-9)
+    assert out["opt_grad_norm"] <= 1e-10
+    # The a9a test split: 23.62% positive, so predicting the majority (-1) errs that often.
+    from sklearn.datasets import load_svmlight_file
+    _, y_test = load_svmlight_file(str(DATA / "a9a.t"), n_features=123)
+    assert out["majority_test_error"] == pytest.approx(np.mean(y_test > 0))
+    assert out["node_majority_test_error"] is None  # a separate test file has no nodes
+
+
+def test_inspect_preset_with_overrides_and_partition():
+    r = fedviz("inspect", "preset:google-plus-small?nodes=50&seed=2", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["nodes"] == 50
+    # Reshuffle (the paper's FSVRGR) keeps every node's size but fills it with random rows.
+    r = fedviz("inspect", "preset:google-plus-small?nodes=50&seed=2", "--partition", "reshuffle", "--json")
+    again = json.loads(r.stdout)
+    for key in ("n", "nodes", "node_size_min", "node_size_median", "node_size_max", "nnz"):
+        assert again[key] == out[key]
+    assert again["node_majority_test_error"] is None  # the old nodes' test rows have no new node
+
+
+def test_test_fraction_zero_keeps_every_row_for_training():
+    r = fedviz("inspect", DATA / "heart_scale", "--test-fraction", "0", "--nodes", "5", "--json")
+    out = json.loads(r.stdout)
+    assert out["n"] == 270 and out["n_test"] == 0 and out["nodes"] == 5
+
+
+def test_default_test_fraction_holds_out_the_last_quarter_of_each_node():
+    r = fedviz("inspect", DATA / "heart_scale", "--nodes", "10", "--json")
+    out = json.loads(r.stdout)
+    # 10 balanced nodes of 27 rows; floor(0.25 · 27) = 6 test rows each.
+    assert out["n_test"] == 60 and out["n"] == 210
+
+
+def test_natural_partition_from_qid_groups():
+    r = fedviz("inspect", DATA / "mq2008_fold1_test.txt", "--positive", "2", "--test-fraction", "0", "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0, r.stderr
+    assert out["nodes"] == 156 and out["node_size_min"] == 6 and out["node_size_max"] == 119
+
+
+def test_readable_table_without_json():
+    r = fedviz("inspect", DATA / "heart_scale")
+    assert r.returncode == 0 and "majority test error" in r.stdout and "%" in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("inspect", DATA / "broken" / "a9a.truncated_1MiB"), "truncated"),
+    (("inspect", DATA / "broken" / "a9a.colons_stripped"), "line 1"),
+    (("inspect", "/no/such/file"), "No such file"),
+    (("inspect", "preset:nope"), "preset"),
+    (("inspect", "preset:google-plus-small?nodez=3"), "nodez"),
+    (("inspect", DATA / "heart_scale", "--partition", "dirichlet:alpha=-1"), "dirichlet.alpha"),
+    (("inspect", DATA / "dna.scale"), "positive"),
+    (("inspect", DATA / "heart_scale", "--lam", "0", "--opt"), "lam"),
+    (("inspect",), "required"),
+    (("frobnicate",), "invalid choice"),
+])
+def test_errors_are_one_line_with_exit_code_2(args, needle):
+    r = fedviz(*args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert needle in lines[0] and "Traceback" not in r.stderr
