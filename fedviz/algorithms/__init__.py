@@ -9,10 +9,22 @@ from __future__ import annotations
 
 from ..errors import ParameterError
 from .base import Algorithm, Param
+from .cocoa import CoCoA
+from .cocoa_plus import CoCoAPlus
+from .dual_method import DualMethod
+from .fedavg import FedAvg
+from .fedprox import FedProx
 from .gd import GD
+from .primal_method import PrimalMethod
+from .scaffold import Scaffold
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
-    GD,
+    # The paper's Figure 2 line-up first.
+    GD, CoCoAPlus, CoCoA,
+    # The Appendix's methods (ridge regression).
+    PrimalMethod, DualMethod,
+    # Today's federated baselines.
+    FedAvg, FedProx, Scaffold,
 )}
 
 

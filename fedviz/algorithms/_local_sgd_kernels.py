@@ -1,0 +1,458 @@
+"""Compiled local minibatch SGD for the FedAvg family (FedAvg, FedProx, SCAFFOLD).
+
+This module owns the one local loop the three baselines share and the per-thread
+scratch it needs.  Node k, starting from the server model x, takes T_k steps
+
+    y ← y − η [ (1/|b|) Σ_{i∈b} φ_i'(x_iᵀy) x_i + λ y + μ (y − x) + v_k ],
+
+on minibatches b of its own rows (E epochs, each a fresh permutation cut into blocks of B
+rows, or the whole node when B = 0), where μ is FedProx's proximal weight and v_k =
+c − c_k SCAFFOLD's drift correction (0 for FedAvg).  F_k is the local objective of the
+paper's Section 3.3, eq. (6), including the regulariser.
+
+Why it is cheap.  A coordinate j that the minibatch does not touch moves by the affine
+recurrence y_j ← r y_j + a_j with r = 1 − η(λ+μ) and a_j = η(μ x_j − v_kj), constant over
+the node's loop, so after m such steps y_j = r^m y_j + a_j (1 − r^m)/(1 − r).  The kernel
+brings a coordinate up to date only when an example touches it ("just in time"), and at
+the end of the loop does so once more for the node's support.  Off the support the node's
+whole change has the closed form −η q_T (λ x_j + v_kj) with q_T = (1 − r^T)/(1 − r): a
+multiple of one dense vector shared by all nodes, so it is added once per round.  A node
+therefore costs O(E·nnz_k + |support_k|), never O(d).  r^m and q_m come from tables
+built with log1p/expm1, because λ = 1/n makes 1 − r tiny and naive powers lose digits.
+
+SCAFFOLD's control variates.  c_k = ∇F_k estimates split into the data term and the
+regulariser.  The regulariser λw is the same on every node, so it causes no client drift
+and needs no estimate: its part of every c_k (and of c) is λ·x, the server model, and it
+cancels in c − c_k.  Only the data parts s_k are stored, and option II of Karimireddy et
+al. (2020) makes s_k⁺ the mean of the data gradients the node used along its path,
+(1/T_k) Σ_t ĝ_t — supported on the node's features.  They are stored sparsely on the
+node × feature pattern: Σ_k |support_k| ≤ nnz values, at most 240 MB at the paper's scale
+where a dense K × d array would take 1.6 GB.  Then c − c_k = s − s_k, with the dense
+s = Σ_k (n_k/n) s_k kept by the server.
+
+Threads.  :meth:`LocalSGD.round` processes the sampled nodes in batches (so the runner's
+Stop takes effect between batches) and spreads each batch over the cores with
+``numba.prange`` over contiguous chunks balanced by work; every chunk owns its scratch
+and accumulators, so results do not depend on thread timing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..errors import ParameterError
+from ..problems.losses import Logistic, SmoothedHinge, Squared
+from ..problems.objective import Problem
+
+#: Loss codes understood by the kernels.
+LOGISTIC, SQUARED, SMOOTHED_HINGE = 0, 1, 2
+
+#: Work units (entries visited) per batch of nodes between two checks of the Stop button:
+#: about 0.05–0.1 s on one core, so Stop takes effect well within a second.
+BATCH_WORK = 8_000_000
+
+
+def loss_code(loss) -> tuple[int, float]:
+    """The kernel's code for a loss and its smoothing parameter γ (1 where unused)."""
+    if isinstance(loss, Logistic):
+        return LOGISTIC, 1.0
+    if isinstance(loss, Squared):
+        return SQUARED, 1.0
+    if isinstance(loss, SmoothedHinge):
+        return SMOOTHED_HINGE, loss.gamma
+    raise ParameterError("loss", getattr(loss, "name", loss), "logistic, squared or smoothed-hinge")
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled kernels
+# ---------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _dphi(code, gamma, z, y):
+    """φ'(z; y) for the three losses (same formulas as :mod:`fedviz.problems.losses`)."""
+    if code == LOGISTIC:
+        # −y·expit(−y z) = −y / (1 + exp(y z)); exp overflow gives −0, which is right.
+        return -y / (1.0 + math.exp(y * z))
+    if code == SQUARED:
+        return z - y
+    a = (1.0 - y * z) / gamma
+    if a < 0.0:
+        a = 0.0
+    elif a > 1.0:
+        a = 1.0
+    return -y * a
+
+
+@njit(cache=True, nogil=True)
+def geometric_tables(h, T, rpow, qsum):
+    """Fill rpow[m] = r^m and qsum[m] = Σ_{i<m} r^i = (1 − r^m)/(1 − r), r = 1 − h, m = 0..T.
+
+    For 0 < h < 1/2 both come from l = m·log1p(−h) as exp(l) and −expm1(l)/h, accurate to a
+    few ulps even for h ~ 1e-10 where 1 − r^m would cancel.  Larger h (stepsizes near the
+    stability limit) use the plain recurrences, which are accurate there.
+    """
+    if 0.0 < h < 0.5:
+        l1 = math.log1p(-h)
+        for m in range(T + 1):
+            lm = m * l1
+            rpow[m] = math.exp(lm)
+            qsum[m] = -math.expm1(lm) / h
+    else:
+        r = 1.0 - h
+        rpow[0] = 1.0
+        qsum[0] = 0.0
+        for m in range(1, T + 1):
+            rpow[m] = rpow[m - 1] * r
+            qsum[m] = qsum[m - 1] * r + 1.0
+
+
+@njit(cache=True, nogil=True)
+def shuffle_segments(sizes, epochs, u, out):
+    """Per node, ``epochs`` independent permutations of 0..n_k−1, by Fisher–Yates from uniforms.
+
+    ``out`` and ``u`` have length epochs·Σ sizes; node b's block starts at
+    epochs·Σ_{b'<b} sizes[b'] and holds its epochs one after another.  Randomness comes
+    only from ``u`` (drawn from the algorithm's seeded generator), so the result does not
+    depend on threads.
+    """
+    pos = 0
+    for b in range(sizes.shape[0]):
+        n = sizes[b]
+        for _ in range(epochs):
+            for i in range(n):
+                out[pos + i] = i
+            for i in range(n - 1, 0, -1):
+                j = int(u[pos + i] * (i + 1))
+                if j > i:
+                    j = i
+                tmp = out[pos + i]
+                out[pos + i] = out[pos + j]
+                out[pos + j] = tmp
+            pos += n
+
+
+@njit(cache=True, nogil=True)
+def _node_pass(k, offsets, epochs, bsize, order, obase,
+               indptr, indices, data, labels, code, gamma,
+               pat_ptr, pat_ind, ctrl, s, use_ctrl,
+               x, eta, lam, mu, y, last, a, G, coef, rpow, qsum):
+    """Node k's local loop; on return y[j] (j in the node's support) holds its final iterate.
+
+    ``last[j]`` is the step up to which y[j] is current.  Only coordinates of the node's
+    support are ever read or written, so the dense scratch arrays need no reset between
+    nodes beyond that support.  Returns T, the number of local steps.  With
+    ``use_ctrl`` the data gradients used are summed into G (SCAFFOLD option II).
+    """
+    start = offsets[k]
+    nk = offsets[k + 1] - start
+    p0 = pat_ptr[k]
+    p1 = pat_ptr[k + 1]
+    for p in range(p0, p1):
+        j = pat_ind[p]
+        y[j] = x[j]
+        last[j] = 0
+        v = 0.0
+        if use_ctrl:
+            v = s[j] - ctrl[p]
+            G[j] = 0.0
+        a[j] = eta * (mu * x[j] - v)
+    full = bsize == 0 or bsize >= nk
+    B = nk if full else bsize
+    nb = (nk + B - 1) // B
+    T = epochs * nb
+    h = eta * (lam + mu)
+    geometric_tables(h, T, rpow, qsum)
+    r = 1.0 - h
+    t = 0
+    for e in range(epochs):
+        ebase = obase + e * nk
+        for bi in range(nb):
+            lo = bi * B
+            hi = min(lo + B, nk)
+            inv = 1.0 / (hi - lo)
+            # 1. Bring the batch's coordinates up to step t and take the margins at y^t
+            #    (all of them before any update: a minibatch gradient).
+            for q in range(lo, hi):
+                i = start + (q if bsize == 0 else order[ebase + q])
+                z = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    val = data[p]
+                    if val == 0.0:
+                        continue
+                    j = indices[p]
+                    m = t - last[j]
+                    if m > 0:
+                        y[j] = rpow[m] * y[j] + a[j] * qsum[m]
+                        last[j] = t
+                    z += val * y[j]
+                coef[q - lo] = _dphi(code, gamma, z, labels[i]) * inv
+            # 2. The step: the affine part once per coordinate, then the data gradient.
+            for q in range(lo, hi):
+                i = start + (q if bsize == 0 else order[ebase + q])
+                cq = coef[q - lo]
+                for p in range(indptr[i], indptr[i + 1]):
+                    val = data[p]
+                    if val == 0.0:
+                        continue
+                    j = indices[p]
+                    if last[j] == t:
+                        y[j] = r * y[j] + a[j]
+                        last[j] = t + 1
+                    y[j] -= eta * cq * val
+                    if use_ctrl:
+                        G[j] += cq * val
+            t += 1
+    for p in range(p0, p1):
+        j = pat_ind[p]
+        m = T - last[j]
+        if m > 0:
+            y[j] = rpow[m] * y[j] + a[j] * qsum[m]
+            last[j] = T
+    return T
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _round_batch(nodes, weights, pweights, chunk_start, offsets, epochs, bsize, order, order_start,
+                 indptr, indices, data, labels, code, gamma,
+                 pat_ptr, pat_ind, ctrl, s, use_ctrl,
+                 x, eta, lam, mu,
+                 Y, LAST, A, G, COEF, RPOW, QSUM, ACC, ACC_S, QACC):
+    """Run ``nodes`` (a batch) in parallel chunks and accumulate their weighted updates.
+
+    Per chunk c: ACC[c] += w_k (Δ_k − o_k) on node k's support, where Δ_k = y_k − x and o_k
+    the off-support closed form −η q_{T_k}(λx + s), and QACC[c] += w_k q_{T_k}; so the
+    batch's Σ w_k Δ_k = Σ_c ACC[c] − η (Σ_c QACC[c]) (λx + s).  With ``use_ctrl`` the new
+    data control variates s_k⁺ = G/T_k replace ``ctrl`` on the node's pattern and
+    ACC_S[c] += p_k (s_k⁺ − s_k).
+    """
+    nch = chunk_start.shape[0] - 1
+    for c in prange(nch):
+        y = Y[c]
+        last = LAST[c]
+        a = A[c]
+        g = G[c]
+        acc = ACC[c]
+        acc_s = ACC_S[c]
+        rpow = RPOW[c]
+        qsum = QSUM[c]
+        for b in range(chunk_start[c], chunk_start[c + 1]):
+            k = nodes[b]
+            T = _node_pass(k, offsets, epochs, bsize, order, order_start[b],
+                           indptr, indices, data, labels, code, gamma,
+                           pat_ptr, pat_ind, ctrl, s, use_ctrl,
+                           x, eta, lam, mu, y, last, a, g, COEF[c], rpow, qsum)
+            w = weights[b]
+            qT = qsum[T]
+            for p in range(pat_ptr[k], pat_ptr[k + 1]):
+                j = pat_ind[p]
+                sj = s[j] if use_ctrl else 0.0
+                off = -eta * qT * (lam * x[j] + sj)
+                acc[j] += w * ((y[j] - x[j]) - off)
+                if use_ctrl:
+                    new = g[j] / T
+                    acc_s[j] += pweights[b] * (new - ctrl[p])
+                    ctrl[p] = new
+            QACC[c, 0] += w * qT
+
+
+# ---------------------------------------------------------------------------------------------
+# Python driver
+# ---------------------------------------------------------------------------------------------
+
+class LocalSGD:
+    """Local minibatch SGD on the nodes of one problem, with the per-thread scratch it needs.
+
+    Parameters
+    ----------
+    problem : Problem
+    epochs : int
+        E ≥ 1 passes over the node's rows per round.
+    batch_size : int
+        B ≥ 1 rows per step, or 0 for full-batch steps (one step per epoch).
+    stepsize : float
+        The local step η > 0.
+    mu : float
+        FedProx's proximal weight μ ≥ 0 (0 for FedAvg and SCAFFOLD).
+    control : bool
+        Keep SCAFFOLD's data control variates (sparse, see the module docstring).
+    """
+
+    def __init__(self, problem: Problem, *, epochs: int, batch_size: int, stepsize: float,
+                 mu: float = 0.0, control: bool = False):
+        self.problem = problem
+        ds = problem.data
+        X = ds.X
+        self.code, self.gamma = loss_code(problem.loss)
+        self.epochs = int(epochs)
+        self.batch_size = int(batch_size)
+        self.eta = float(stepsize)
+        self.mu = float(mu)
+        self.lam = float(problem.lam)
+        self.control = bool(control)
+        self.offsets = ds.offsets.astype(np.int64)
+        self.sizes = ds.node_sizes.astype(np.int64)
+        # Column indices stay in scipy's dtype: an int64 copy would be nnz·8 bytes (240 MB at
+        # the paper's scale) for nothing.
+        self.indptr = X.indptr.astype(np.int64)
+        self.indices = X.indices
+        self.data = X.data
+        self.labels = ds.y
+        pattern = ds.stats.node_feature_counts          # the node × feature support, sorted
+        self.pat_ptr = pattern.indptr.astype(np.int64)
+        self.pat_ind = pattern.indices
+        row_nnz = np.diff(self.indptr)
+        self.node_nnz = np.add.reduceat(row_nnz, self.offsets[:-1]) if ds.n else row_nnz
+        self.support = np.diff(self.pat_ptr)
+        #: The work of a node's round, for batching and balancing chunks.
+        self.work = self.epochs * self.node_nnz + 3 * self.support + 1
+        B = self.batch_size
+        full = B == 0
+        per_epoch = np.ones_like(self.sizes) if full else -(-self.sizes // np.minimum(B, self.sizes))
+        #: T_k, the number of local steps of node k per round.
+        self.steps = self.epochs * per_epoch
+        self.threads = max(1, numba.get_num_threads())
+        d = problem.d
+        C = self.threads
+        self._Y = np.zeros((C, d))
+        self._LAST = np.zeros((C, d), dtype=np.int64)
+        self._A = np.zeros((C, d))
+        self._G = np.zeros((C, d) if self.control else (C, 1))
+        self._ACC = np.zeros((C, d))
+        self._ACC_S = np.zeros((C, d) if self.control else (C, 1))
+        self._QACC = np.zeros((C, 1))
+        maxrows = int(self.sizes.max()) if full else int(min(B, self.sizes.max()))
+        self._COEF = np.zeros((C, max(1, maxrows)))
+        maxT = int(self.steps.max())
+        self._RPOW = np.zeros((C, maxT + 1))
+        self._QSUM = np.zeros((C, maxT + 1))
+        if self.control:
+            #: SCAFFOLD: data control variates s_k on the node × feature pattern, and s.
+            self.ctrl = np.zeros(self.pat_ind.shape[0])
+            self.s = np.zeros(d)
+        else:
+            self.ctrl = np.zeros(0)
+            self.s = np.zeros(0)
+
+    # -- batching ---------------------------------------------------------------------------
+    def batches(self, nodes: np.ndarray) -> list[np.ndarray]:
+        """Split ``nodes`` into consecutive batches of about :data:`BATCH_WORK` work each."""
+        if nodes.size == 0:
+            return []
+        cum = np.cumsum(self.work[nodes])
+        cuts = np.searchsorted(cum, np.arange(BATCH_WORK, cum[-1], BATCH_WORK), side="right")
+        cuts = np.unique(np.concatenate([[0], cuts, [nodes.size]]))
+        return [nodes[lo:hi] for lo, hi in zip(cuts[:-1], cuts[1:]) if hi > lo]
+
+    def _chunks(self, nodes: np.ndarray) -> np.ndarray:
+        """Boundaries of at most ``threads`` contiguous chunks of ``nodes`` with balanced work."""
+        C = min(self.threads, nodes.size)
+        cum = np.cumsum(self.work[nodes])
+        inner = np.searchsorted(cum, cum[-1] * np.arange(1, C) / C, side="left") + 1
+        return np.concatenate([[0], np.clip(inner, 1, nodes.size), [nodes.size]]).astype(np.int64)
+
+    def orders(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Local row orders for ``nodes``: E permutations per node (empty for full batch)."""
+        if self.batch_size == 0:
+            return np.zeros(0, dtype=np.int64)
+        sizes = self.sizes[nodes]
+        out = np.empty(self.epochs * int(sizes.sum()), dtype=np.int64)
+        shuffle_segments(sizes, self.epochs, rng.random(out.size), out)
+        return out
+
+    # -- one round ----------------------------------------------------------------------------
+    def round(self, x: np.ndarray, nodes: np.ndarray, weights: np.ndarray, *,
+              rng: np.random.Generator | None = None, orders: np.ndarray | None = None,
+              check_stop: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Run the local loops of ``nodes`` from x; return (Σ_k w_k Δ_k, Σ_k p_k Δs_k or None).
+
+        Parameters
+        ----------
+        x : ndarray (d,)
+            The server model every node starts from.
+        nodes : ndarray of int
+            The sampled nodes (distinct).
+        weights : ndarray
+            Their aggregation weights w_k (n_k / n_S for the FedAvg average).
+        rng : Generator, optional
+            Draws the local row orders (minibatch SGD only).
+        orders : ndarray of int, optional
+            Explicit local row orders instead of ``rng``: for node ``nodes[b]`` a block of
+            E·n_k local row indices (E permutations of 0..n_k−1), blocks in ``nodes``
+            order.  Lets a test feed a reference implementation the same samples.
+        check_stop : callable, optional
+            Called between batches of nodes; may raise to abandon the round, in which case
+            the control variates are restored.
+
+        Returns
+        -------
+        delta : ndarray (d,)
+            Σ_k w_k (y_k − x).
+        dS : ndarray (d,) or None
+            With control variates: Σ_k (n_k/n) (s_k⁺ − s_k), the change of s.
+        """
+        nodes = np.asarray(nodes, dtype=np.int64)
+        weights = np.asarray(weights, dtype=np.float64)
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        full = self.batch_size == 0
+        if orders is not None and not full:
+            orders = np.asarray(orders, dtype=np.int64)
+            need = self.epochs * int(self.sizes[nodes].sum())
+            if orders.shape != (need,):
+                raise ValueError(f"orders must hold {need} local row indices, got shape {orders.shape}")
+            starts_all = np.concatenate([[0], np.cumsum(self.epochs * self.sizes[nodes])])
+        elif not full and rng is None:
+            raise ValueError("minibatch steps need rng or orders")
+        pweights = self.sizes[nodes] / self.problem.n
+        self._ACC.fill(0.0)
+        self._ACC_S.fill(0.0)
+        self._QACC.fill(0.0)
+        s = self.s if self.control else np.zeros(0)
+        backups: list[tuple[np.ndarray, np.ndarray]] = []
+        done = 0
+        try:
+            for i, batch in enumerate(self.batches(nodes)):
+                if i and check_stop is not None:
+                    check_stop()
+                sl = slice(done, done + batch.size)
+                if full:
+                    order = np.zeros(0, dtype=np.int64)
+                    ostart = np.zeros(batch.size, dtype=np.int64)
+                elif orders is not None:
+                    order = orders
+                    ostart = starts_all[sl].astype(np.int64)
+                else:
+                    order = self.orders(batch, rng)
+                    ostart = np.concatenate([[0], np.cumsum(self.epochs * self.sizes[batch])[:-1]])
+                if self.control:
+                    idx = _pattern_positions(self.pat_ptr, batch)
+                    backups.append((idx, self.ctrl[idx]))
+                _round_batch(batch, weights[sl], pweights[sl], self._chunks(batch), self.offsets,
+                             self.epochs, self.batch_size, order, ostart.astype(np.int64),
+                             self.indptr, self.indices, self.data, self.labels, self.code, self.gamma,
+                             self.pat_ptr, self.pat_ind, self.ctrl, s, self.control,
+                             x, self.eta, self.lam, self.mu,
+                             self._Y, self._LAST, self._A, self._G, self._COEF, self._RPOW, self._QSUM,
+                             self._ACC, self._ACC_S, self._QACC)
+                done += batch.size
+        except BaseException:
+            for idx, old in backups:
+                self.ctrl[idx] = old
+            raise
+        off = self.lam * x + s if self.control else self.lam * x
+        delta = self._ACC.sum(axis=0) - self.eta * float(self._QACC.sum()) * off
+        return delta, (self._ACC_S.sum(axis=0) if self.control else None)
+
+
+def _pattern_positions(pat_ptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Positions in the pattern's data array of the rows ``nodes`` (vectorised ranges)."""
+    lo = pat_ptr[nodes]
+    lens = pat_ptr[nodes + 1] - lo
+    if lens.sum() == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    return starts + np.arange(int(lens.sum()))

@@ -1,0 +1,22 @@
+"""CoCoA, the averaging variant of the framework (Jaggi et al. 2014; Ma et al. 2015 with γ = 1/K).
+
+Identical to :class:`~.cocoa_plus.CoCoAPlus` except for the aggregation: the nodes'
+updates are averaged, α_[k] ← α_[k] + Δα_[k]/K and w ← w + (1/K) Σ_k Δw_k, and the
+local subproblem carries σ' = γK = 1.  Averaging is always safe but discards most of
+each node's progress, so it needs about K times more rounds than adding when the nodes'
+data do not overlap (Ma et al., Section 5).
+"""
+
+from __future__ import annotations
+
+from .cocoa_plus import CoCoAPlus, _params
+
+
+class CoCoA(CoCoAPlus):
+    """CoCoA with local SDCA: averaging (γ = 1/K), σ' = 1 by default."""
+
+    name = "cocoa"
+    title = "CoCoA (averaging)"
+    reference = "CoCoA (Jaggi et al. 2014; Ma et al. 2015 with γ = 1/K), Section 2.3"
+    params = _params("γK = 1")
+    averaging = True
