@@ -11,20 +11,28 @@ from ..errors import ParameterError
 from .base import Algorithm, Param
 from .cocoa import CoCoA
 from .cocoa_plus import CoCoAPlus
+from .dane import DANE
 from .dual_method import DualMethod
 from .fedavg import FedAvg
 from .fedprox import FedProx
+from .fsvrg import FSVRG
 from .gd import GD
+from .naive_fsvrg import NaiveFSVRG
+from .one_shot import OneShotAveraging
 from .primal_method import PrimalMethod
 from .scaffold import Scaffold
+from .sgd import SGD
+from .svrg import SVRG
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
-    # The paper's Figure 2 line-up first.
-    GD, CoCoAPlus, CoCoA,
+    # The paper's Figure 2 line-up first, then the rest of its Section 3.
+    FSVRG, GD, CoCoAPlus, CoCoA, NaiveFSVRG, DANE, OneShotAveraging,
     # The Appendix's methods (ridge regression).
     PrimalMethod, DualMethod,
     # Today's federated baselines.
     FedAvg, FedProx, Scaffold,
+    # Centralised references on the pooled data (not federated).
+    SVRG, SGD,
 )}
 
 

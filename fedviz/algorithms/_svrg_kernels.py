@@ -1,0 +1,535 @@
+"""Compiled local loops of the SVRG family: FSVRG, naive FSVRG, SVRG, inexact DANE, and SGD.
+
+This module owns the numba kernels, their driver :class:`LocalSVRG`, the per-node
+supports (:class:`NodeSupport`, also the block structure of DANE's exact solver), the
+sampling helpers that let two algorithms draw the same examples (Proposition 1's
+remark, Section 3.5), and the problem constants the stepsize defaults derive from.
+
+One kernel covers every variance-reduced local loop of the paper.  On node k, with
+snapshot w̃ (w^t in the first pass), local displacement v = w − w̃ and an example i
+drawn from P_k, a step is (Algorithms 1, 3 and 4, and SVRG on the DANE subproblem (16))
+
+    v ← (1 − h_k ρ) v − h_k c − h_k (φ'(x_iᵀw) − φ'(x_iᵀw̃)) S_k x_i,
+
+where ρ is the curvature of the dense part (λ, or λ + μ for DANE), c the dense snapshot
+gradient (∇f(w^t), or the DANE subproblem's gradient at w̃) and S_k the optional
+diagonal scaling of Algorithm 4 (identity elsewhere).  Only the coordinates of x_i take
+part in the data term, so the kernel is "just in time": a coordinate j not touched for
+Δ steps obeys the affine recurrence v_j ← r v_j − h_k c_j with r = 1 − h_k ρ, whose
+closed form v_j ← r^Δ v_j − h_k c_j (1 − r^Δ)/(1 − r) is read from a per-node table
+built with log1p/expm1 (λ = 1/n makes h_k ρ tiny, where naive powers lose digits).
+Coordinates outside the node's support are never touched: after M steps they hold
+−h_k G(M) c_j with G(M) = (1 − r^M)/(1 − r), the same multiple of c for every such
+coordinate.  The node therefore reports α_k (u_j + h_k G c_j) on its support and the
+scalar α_k h_k G, and the caller subtracts (Σ_k α_k h_k G) c once: a node costs
+O(nnz_k + steps · row length + |support_k|), never O(d), and no K × d array is formed.
+The kernel works on the node's support slots, so its per-coordinate state is a small
+array with one cache line per coordinate.
+
+A step evaluates one new example gradient: φ'(x_iᵀw̃) comes from the snapshot margins
+computed with the full gradient.  That is how the algorithms count their work.
+
+Nodes are processed in batches of roughly equal work (the caller checks Stop between
+batches); inside a batch, ``numba.prange`` spreads contiguous chunks of nodes balanced
+by work over the threads, each chunk with its own accumulator and work arrays.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from numba import prange
+
+from ..problems.objective import Problem
+
+#: The stream of :meth:`Algorithm.rng` every algorithm of this family draws its samples from,
+#: so that two algorithms with the same seed see the same examples (Proposition 1).
+SAMPLE_STREAM = 1
+
+#: Loss codes understood by the kernels.
+LOSS_CODES = {"logistic": 0, "squared": 1, "smoothed-hinge": 2}
+
+#: Work (touched entries, roughly) per batch of nodes between two Stop checks: about 20–50 ms.
+BATCH_WORK = 4_000_000
+
+
+# ----------------------------------------------------------------------------- sampling
+def permutation_samples(rng: np.random.Generator, ptr: np.ndarray) -> np.ndarray:
+    """A uniformly random permutation of every segment ``ptr[s]:ptr[s+1]``, as local indices.
+
+    The contract (relied on by the tests and by the FSVRG ≡ SVRG identity for K = 1):
+    draw ``keys = rng.random(ptr[-1])``; segment s is ordered by a stable argsort of its
+    keys.
+    """
+    keys = rng.random(int(ptr[-1]))
+    return segment_argsort(keys, np.ascontiguousarray(ptr, dtype=np.int64))
+
+
+def uniform_samples(rng: np.random.Generator, sizes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``counts[k]`` local indices drawn uniformly with replacement from ``range(sizes[k])``,
+    node after node (the contract: one vectorised ``rng.integers(0, highs)`` call)."""
+    highs = np.repeat(np.asarray(sizes, dtype=np.int64), np.asarray(counts, dtype=np.int64))
+    if highs.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return rng.integers(0, highs, dtype=np.int64)
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def segment_argsort(keys, ptr):
+    """Per segment, the stable argsort of ``keys`` (indices local to the segment)."""
+    out = np.empty(keys.size, dtype=np.int64)
+    for s in prange(ptr.size - 1):
+        a, b = ptr[s], ptr[s + 1]
+        out[a:b] = np.argsort(keys[a:b], kind="mergesort")
+    return out
+
+
+# ----------------------------------------------------------------------------- losses
+@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def dphi(code, z, y, gamma):
+    """φ'(z; y) for the loss ``code`` (see :data:`LOSS_CODES`), as in :mod:`fedviz.problems.losses`."""
+    if code == 0:
+        t = -y * z
+        if t >= 0.0:
+            s = 1.0 / (1.0 + math.exp(-t))
+        else:
+            e = math.exp(t)
+            s = e / (1.0 + e)
+        return -y * s
+    if code == 1:
+        return z - y
+    v = (1.0 - y * z) / gamma
+    if v < 0.0:
+        v = 0.0
+    elif v > 1.0:
+        v = 1.0
+    return -y * v
+
+
+@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _geom(a, steps):
+    """(r^M, (1 − r^M)/(1 − r)) for r = 1 − a, accurate for tiny a."""
+    if a < 1.0:
+        e = steps * math.log1p(-a)
+        return math.exp(e), -math.expm1(e) / a
+    p = (1.0 - a) ** steps
+    return p, (1.0 - p) / a
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _geom_table(a, m, pw, ge):
+    """pw[Δ] = r^Δ and ge[Δ] = (1 − r^Δ)/(1 − r) = 1 + r + ... + r^(Δ−1) for Δ = 0..m, r = 1 − a.
+
+    Every 64th entry is exact (log1p/expm1); the ones between follow by the stable
+    recursions pw ← r pw, ge ← r ge + 1, so the relative error stays below ~64 ulp
+    without a transcendental per entry.
+    """
+    r = 1.0 - a
+    if a < 1.0:
+        lg = math.log1p(-a)
+        for b0 in range(0, m + 1, 64):
+            e = b0 * lg
+            p = math.exp(e)
+            g = -math.expm1(e) / a
+            pw[b0] = p
+            ge[b0] = g
+            for dlt in range(b0 + 1, min(b0 + 64, m + 1)):
+                g = r * g + 1.0
+                p = r * p
+                pw[dlt] = p
+                ge[dlt] = g
+    else:
+        p = 1.0
+        g = 0.0
+        for dlt in range(m + 1):
+            pw[dlt] = p
+            ge[dlt] = g
+            g = r * g + 1.0
+            p = r * p
+
+
+# ----------------------------------------------------------------------------- node supports
+class NodeSupport:
+    """Every node's support as local coordinates ("slots"), computed once per data set.
+
+    Node k's support is the list of distinct columns stored in its rows, in order of first
+    appearance: slots ``ptr[k]:ptr[k+1]`` of ``col``.  ``slot[p]`` is the local slot of the
+    stored entry p of X, so the kernels index small per-node work arrays instead of
+    length-d ones (one cache line per touched coordinate), and the stacked supports form
+    the block-diagonal matrix Diag(X_1, ..., X_K) restricted to the supports
+    (:meth:`block_matrix`) that DANE's exact solver works on.
+
+    Attributes
+    ----------
+    ptr : ndarray (K + 1,)
+    col : ndarray (Σ_k |support_k|,)   the column of each slot
+    count : ndarray (Σ_k |support_k|,) n_k^j: stored nonzeros of the column on the node
+    slot : ndarray (nnz,)              the local slot of each stored entry
+    node : ndarray (Σ_k |support_k|,)  the node of each slot
+    """
+
+    def __init__(self, problem: Problem, pooled: bool = False):
+        X = problem.X
+        # Keep the arrays, not the data set: the per-data-set cache holds its key weakly.
+        self._X = X
+        self._node_of_row = problem.data.node_of_row
+        if pooled:
+            # All data on one node; its slots are simply the d columns.
+            d = problem.d
+            self.ptr = np.array([0, d], dtype=np.int64)
+            self.col = np.arange(d, dtype=np.int64)
+            self.count = np.bincount(X.indices[X.data != 0], minlength=d).astype(np.float64)
+            self.slot = X.indices.astype(np.int32, copy=False)
+            self.node = np.zeros(d, dtype=np.int64)
+            self.max_size = d
+            return
+        offsets = np.ascontiguousarray(problem.data.offsets, dtype=np.int64)
+        T = numba.get_num_threads()
+        sizes = _support_sizes(offsets, X.indptr, X.indices, problem.d, T)
+        self.ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        total = int(self.ptr[-1])
+        self.col = np.empty(total, dtype=np.int64)
+        self.count = np.zeros(total)
+        self.slot = np.empty(X.nnz, dtype=np.int32)
+        _support_fill(offsets, X.indptr, X.indices, X.data, problem.d, T, self.ptr, self.col,
+                      self.count, self.slot)
+        self.node = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        self.max_size = int(sizes.max())
+
+    def block_matrix(self) -> sp.csr_matrix:
+        """Diag(X_1, ..., X_K) on the supports: n × Σ_k |support_k|, the rows of X."""
+        X = self._X
+        node_of_entry = np.repeat(self._node_of_row, np.diff(X.indptr))
+        cols = self.ptr[node_of_entry] + self.slot
+        return sp.csr_matrix((X.data, cols, X.indptr), shape=(X.shape[0], self.col.size))
+
+
+_SUPPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def node_support(problem: Problem) -> NodeSupport:
+    """The :class:`NodeSupport` of the problem's data set, cached per data set."""
+    sup = _SUPPORTS.get(problem.data)
+    if sup is None:
+        sup = _SUPPORTS[problem.data] = NodeSupport(problem)
+    return sup
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _support_sizes(offsets, indptr, indices, d, T):
+    K = offsets.size - 1
+    stamp = np.full((T, d), -1, dtype=np.int64)
+    out = np.zeros(K, dtype=np.int64)
+    per = (K + T - 1) // T
+    for c in prange(T):
+        st = stamp[c]
+        for k in range(c * per, min(K, (c + 1) * per)):
+            cnt = 0
+            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                j = indices[p]
+                if st[j] != k:
+                    st[j] = k
+                    cnt += 1
+            out[k] = cnt
+    return out
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _support_fill(offsets, indptr, indices, data, d, T, ptr, col, count, slot):
+    K = offsets.size - 1
+    stamp = np.full((T, d), -1, dtype=np.int64)
+    where = np.zeros((T, d), dtype=np.int64)
+    per = (K + T - 1) // T
+    for c in prange(T):
+        st = stamp[c]
+        wh = where[c]
+        for k in range(c * per, min(K, (c + 1) * per)):
+            base = ptr[k]
+            cnt = 0
+            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                j = indices[p]
+                if st[j] != k:
+                    st[j] = k
+                    wh[j] = cnt
+                    col[base + cnt] = j
+                    cnt += 1
+                s = wh[j]
+                slot[p] = s
+                if data[p] != 0.0:
+                    count[base + s] += 1.0
+
+
+# ----------------------------------------------------------------------------- local SVRG
+# Fields of the per-slot work record, one 64-byte row per slot: v (displacement from the
+# snapshot), us (snapshot minus w^t), c (snapshot gradient), a_k (DANE's linear term), a
+# scratch sum, s_k^j, and the step the slot was last brought up to date.
+_V, _US, _CN, _AA, _DK, _SC, _LAST = range(7)
+_FIELDS = 8
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _node(r0, r1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt, gvec, c_off, phi,
+          smp, m, passes, hk, alpha, lam, rho, dane, eta, mu, use_s, acc, rec, zs, pw, ge):
+    """The local loop of one node; returns α_k h_k G(m · passes) (see the module docstring)."""
+    nk = r1 - r0
+    ns = scol.size
+    for s in range(ns):
+        rec[s, _V] = 0.0
+        rec[s, _US] = 0.0
+        rec[s, _DK] = 0.0
+        rec[s, _LAST] = 0.0
+        # s_k^j = φ^j / φ_k^j with φ_k^j = n_k^j / n_k, evaluated as DatasetStats does.
+        if use_s and scnt[s] > 0.0:
+            rec[s, _SC] = phi[scol[s]] / (scnt[s] / nk)
+        else:
+            rec[s, _SC] = 1.0
+    # The snapshot gradient c on the support.  DANE forms it from the definition of the
+    # subproblem (16): ∇F_k(w^t) − a_k with a_k = ∇F_k(w^t) − η∇f(w^t).
+    if dane:
+        for i in range(r0, r1):
+            dd = dphi(code, z0[i], y[i], gamma) / nk
+            for p in range(indptr[i], indptr[i + 1]):
+                rec[slot[p], _DK] += dd * data[p]
+        for s in range(ns):
+            j = scol[s]
+            fk = rec[s, _DK] + lam * wt[j]
+            ak = fk - eta * gvec[j]
+            rec[s, _AA] = ak
+            rec[s, _CN] = fk - ak
+    else:
+        for s in range(ns):
+            rec[s, _CN] = gvec[scol[s]]
+    a = hk * rho
+    r = 1.0 - a
+    _geom_table(a, m, pw, ge)
+
+    for ps in range(passes):
+        if ps == 0:
+            for i in range(r0, r1):
+                zs[i - r0] = z0[i]
+        else:
+            # A new snapshot w̃ = w^t + us: its margins and the subproblem's gradient there,
+            # ∇F_k(w̃) − a_k + μ(w̃ − w^t) (only DANE runs more than one pass).
+            for s in range(ns):
+                rec[s, _DK] = 0.0
+            for i in range(r0, r1):
+                zi = z0[i]
+                for p in range(indptr[i], indptr[i + 1]):
+                    zi += data[p] * rec[slot[p], _US]
+                zs[i - r0] = zi
+                dd = dphi(code, zi, y[i], gamma) / nk
+                for p in range(indptr[i], indptr[i + 1]):
+                    rec[slot[p], _DK] += dd * data[p]
+            for s in range(ns):
+                us = rec[s, _US]
+                rec[s, _CN] = (rec[s, _DK] + lam * (wt[scol[s]] + us)) - rec[s, _AA] + mu * us
+        base = ps * m
+        for st in range(m):
+            li = smp[base + st]
+            i = r0 + li
+            p0 = indptr[i]
+            p1 = indptr[i + 1]
+            dot = 0.0
+            for p in range(p0, p1):
+                s = slot[p]
+                # Bring v_j up to step st (a no-op when Δ = 0: pw[0] = 1, ge[0] = 0).
+                dlt = st - int(rec[s, _LAST])
+                v = pw[dlt] * rec[s, _V] - hk * rec[s, _CN] * ge[dlt]
+                rec[s, _V] = v
+                dot += data[p] * v
+            zi = zs[li]
+            hd = hk * (dphi(code, zi + dot, y[i], gamma) - dphi(code, zi, y[i], gamma))
+            for p in range(p0, p1):
+                s = slot[p]
+                rec[s, _V] = r * rec[s, _V] - hk * rec[s, _CN] - hd * rec[s, _SC] * data[p]
+                rec[s, _LAST] = st + 1
+        for s in range(ns):
+            dlt = m - int(rec[s, _LAST])
+            v = rec[s, _V]
+            if dlt > 0:
+                v = pw[dlt] * v - hk * rec[s, _CN] * ge[dlt]
+            rec[s, _US] += v
+            rec[s, _V] = 0.0
+            rec[s, _LAST] = 0.0
+
+    _, g_tot = _geom(a, m * passes)
+    hg = hk * g_tot
+    for s in range(ns):
+        j = scol[s]
+        acc[j] += alpha * (rec[s, _US] + hg * c_off[j])
+    return alpha * hg
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _batch(chunks, offsets, indptr, data, slot, sptr, scol, scnt, y, code, gamma, z0, wt, gvec,
+           c_off, phi, samples, sample_ptr, steps, hk, alpha, lam, rho, passes, dane, eta, mu,
+           use_s, acc, beta, rec, zs, pw, ge):
+    for c in prange(chunks.size - 1):
+        b = 0.0
+        for k in range(chunks[c], chunks[c + 1]):
+            s0 = sample_ptr[k]
+            b += _node(offsets[k], offsets[k + 1], indptr, data, slot,
+                       scol[sptr[k]:sptr[k + 1]], scnt[sptr[k]:sptr[k + 1]], y, code, gamma,
+                       z0, wt, gvec, c_off, phi,
+                       samples[s0:s0 + steps[k] * passes], steps[k], passes, hk[k], alpha[k],
+                       lam, rho, dane, eta, mu, use_s, acc[c], rec[c], zs[c], pw[c], ge[c])
+        beta[c] += b
+
+
+def plan_batches(work: np.ndarray, n_chunks: int, target: float | None = None) -> list[np.ndarray]:
+    """Consecutive batches of nodes of about ``target`` work (default :data:`BATCH_WORK`),
+    each cut into ``n_chunks`` chunks of about equal work; one array of chunk boundaries
+    (node indices, length n_chunks + 1) per batch.  A node heavier than ``target`` is a
+    batch of its own; chunks may be empty."""
+    target = BATCH_WORK if target is None else target
+    cum = np.concatenate([[0.0], np.cumsum(work, dtype=np.float64)])
+    K = work.size
+    n_batches = max(1, int(math.ceil(cum[-1] / target)))
+    cuts = np.searchsorted(cum, np.linspace(0.0, cum[-1], n_batches + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], cuts, [K]]).astype(np.int64))
+    out = []
+    for b0, b1 in zip(bounds[:-1], bounds[1:]):
+        goals = np.linspace(cum[b0], cum[b1], n_chunks + 1)[1:-1]
+        inner = np.clip(np.searchsorted(cum, goals), b0, b1)
+        out.append(np.concatenate([[b0], inner, [b1]]).astype(np.int64))
+    return out
+
+
+class LocalSVRG:
+    """Runs the local loops of all K nodes for one problem and returns Σ_k α_k (w_k − w^t).
+
+    Work arrays (per thread: one record per support slot of the largest node, and the
+    step tables) are allocated once and reused.
+
+    Parameters
+    ----------
+    problem : Problem
+    pooled : bool
+        Treat all the data as one node (centralised SVRG, Algorithm 1).
+    """
+
+    def __init__(self, problem: Problem, pooled: bool = False):
+        X = problem.X
+        self.problem = problem
+        self.support = NodeSupport(problem, pooled=True) if pooled else node_support(problem)
+        self.indptr = X.indptr
+        self.data = X.data
+        self.y = problem.y
+        self.code = LOSS_CODES[problem.loss.name]
+        self.gamma = float(getattr(problem.loss, "gamma", 1.0))
+        self.offsets = (np.array([0, problem.n], dtype=np.int64) if pooled else
+                        np.ascontiguousarray(problem.data.offsets, dtype=np.int64))
+        self.sizes = np.diff(self.offsets)
+        self.node_nnz = np.diff(X.indptr[self.offsets]).astype(np.float64)
+        self._work = None
+
+    def _workspace(self, max_steps: int):
+        T = numba.get_num_threads()
+        w = self._work
+        if w is None or w[0].shape[0] != T or w[2].shape[1] < max_steps + 1:
+            w = (np.zeros((T, self.support.max_size, _FIELDS)), np.zeros((T, int(self.sizes.max()))),
+                 np.zeros((T, max_steps + 1)), np.zeros((T, max_steps + 1)))
+            self._work = w
+        return w
+
+    def run(self, wt, z0, gvec, c_off, samples, sample_ptr, steps, hk, alpha, *, lam, rho,
+            passes=1, dane=False, eta=1.0, mu=0.0, phi=None, check_stop=None) -> np.ndarray:
+        """Σ_k α_k (w_k − w^t) after every node's local loop.
+
+        Parameters
+        ----------
+        wt, z0 : ndarray
+            The server's w^t and its margins X w^t.
+        gvec : ndarray
+            ∇f(w^t): the dense snapshot gradient (DANE forms its subproblem's from it).
+        c_off : ndarray
+            The snapshot gradient on coordinates outside a node's support (``gvec`` for
+            FSVRG; the subproblem's gradient for DANE, identical across nodes there).
+        samples, sample_ptr : ndarray of int64
+            Node k's local example indices for all its passes start at ``sample_ptr[k]``.
+        steps, hk, alpha : ndarray (K,)
+            Steps per pass, local stepsize and aggregation weight of every node.
+        lam, rho : float
+            λ, and the curvature of the dense part of a step (λ, or λ + μ for DANE).
+        passes, dane, eta, mu :
+            DANE with the SVRG solver: passes over the subproblem (16), and its η, μ.
+        phi : ndarray or None
+            φ^j (DatasetStats.phi) to scale the data term by S_k (Algorithm 4); None: S = I.
+        check_stop : callable or None
+            Called between batches of nodes.
+        """
+        steps = np.ascontiguousarray(steps, dtype=np.int64)
+        hk = np.ascontiguousarray(hk, dtype=np.float64)
+        alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+        sample_ptr = np.ascontiguousarray(sample_ptr, dtype=np.int64)
+        rec, zs, pw, ge = self._workspace(int(steps.max()))
+        T = rec.shape[0]
+        acc = np.zeros((T, self.problem.d))
+        beta = np.zeros(T)
+        use_s = phi is not None
+        phi = phi if use_s else np.ones(1)
+        sup = self.support
+        # Work of a node: passes over its entries, two sweeps over each sampled row, its slots.
+        row_len = self.node_nnz / self.sizes
+        work = (self.node_nnz + 2.0 * steps * row_len) * passes + np.diff(sup.ptr) + 1.0
+        batches = plan_batches(work, T)
+        for b, chunks in enumerate(batches):
+            if b and check_stop is not None:
+                check_stop()
+            _batch(chunks, self.offsets, self.indptr, self.data, sup.slot, sup.ptr, sup.col,
+                   sup.count, self.y, self.code, self.gamma, z0, wt, gvec, c_off, phi, samples,
+                   sample_ptr, steps, hk, alpha, float(lam), float(rho), int(passes), bool(dane),
+                   float(eta), float(mu), use_s, acc, beta, rec, zs, pw, ge)
+        return acc.sum(axis=0) - beta.sum() * c_off
+
+
+# ----------------------------------------------------------------------------- SGD
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def sgd_epoch(indptr, indices, data, y, code, gamma, w, samples, h, lam, last, cum):
+    """Plain SGD steps w ← (1 − h_t λ) w − h_t φ'(x_iᵀw) x_i, in place, the regulariser
+    applied lazily: an untouched coordinate is multiplied by Π(1 − h_s λ), read off the
+    prefix sums ``cum`` of log1p(−h_s λ)."""
+    n_steps = samples.size
+    cum[0] = 0.0
+    for t in range(n_steps):
+        cum[t + 1] = cum[t] + math.log1p(-h[t] * lam)
+    last[:] = 0
+    for t in range(n_steps):
+        i = samples[t]
+        dot = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            if last[j] < t:
+                w[j] *= math.exp(cum[t] - cum[last[j]])
+                last[j] = t
+            dot += data[p] * w[j]
+        ht = h[t]
+        step = ht * dphi(code, dot, y[i], gamma)
+        r = 1.0 - ht * lam
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            w[j] = r * w[j] - step * data[p]
+            last[j] = t + 1
+    for j in range(w.size):
+        if last[j] < n_steps:
+            w[j] *= math.exp(cum[n_steps] - cum[last[j]])
+
+
+# ----------------------------------------------------------------------------- constants
+def mean_node_size(problem: Problem) -> int:
+    """round(n/K), at least 1: the default number of local steps of naive FSVRG and DANE."""
+    return max(1, int(round(problem.n / problem.data.n_nodes)))
+
+
+def average_example_smoothness(problem: Problem) -> float:
+    """L̄ = (1/γ) mean_i ‖x_i‖² + λ, the smoothness of an average f_i.
+
+    The stepsize defaults of the family are fractions of 1/L̄ rather than of 1/L_max:
+    on sparse data the longest example is many times the average one (bag-of-words
+    posts vary in length), and SVRG's worst-case 1/L_max stalls on the rest.
+    """
+    return problem.loss.smoothness * float(problem.row_norms_sq.mean()) + problem.lam

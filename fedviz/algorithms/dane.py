@@ -1,0 +1,288 @@
+"""DANE, the Distributed Approximate Newton method: Algorithm 2 of the paper (Section 3.4).
+
+Each iteration takes two rounds.  The server collects ∇f(w^t) (eq. 13) and sends it
+back; every node k solves its subproblem (eq. 16)
+
+    w_k = argmin_w  F_k(w) − a_kᵀw + (μ/2)‖w − w^t‖²,   a_k = ∇F_k(w^t) − η∇f(w^t),
+
+and the server averages, w^{t+1} = (1/K) Σ_k w_k.
+
+Two local solvers:
+
+``'exact'``
+    Newton-CG on every node's subproblem to a relative gradient tolerance, vectorised over
+    nodes (:class:`LocalNewton`): the nodes' supports are stacked into one block-diagonal
+    matrix, so one sparse product serves all nodes, while each node keeps its own CG
+    scalars, line search and stopping test — the same iterates as K separate solvers.
+``'svrg'``
+    Inexact DANE (Section 3.5): ``local_passes`` passes of SVRG (Algorithm 1) over the
+    subproblem, each of ``local_steps`` uniform samples, started at w^t.  The subproblem's
+    full gradient at a snapshot w̃ is computed from its definition,
+    ∇F_k(w̃) − a_k + μ(w̃ − w^t), with a_k formed from ∇F_k(w^t) as above — at w̃ = w^t it
+    equals η∇f(w^t) only up to rounding, so Proposition 1 (one pass with η = 1, μ = 0 is
+    naive FSVRG, Algorithm 3; same sample stream, same iterates) is a real check.
+
+Off a node's support (features absent from its data), F_k is the regulariser alone, so
+the subproblem there is a one-dimensional quadratic with the closed-form minimiser
+(a_k,j + μ w^t_j)/(λ + μ), a_k,j = λw^t_j − η g_j, the same on every such node.  With
+μ = 0 and λ = 1/n that is a step of η g_j/λ — one reason DANE fails on sparse,
+non-IID data (it has neither property (B) nor (C) of Section 3.1).  With μ = 0 it also
+degrades as K grows, even on IID data, since the local Hessians drift apart (the
+paper's remark after Algorithm 2, after Shamir et al., Figure 3); a larger μ stabilises
+it at the price of shorter steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..problems.objective import Problem
+from ._svrg_kernels import (
+    SAMPLE_STREAM,
+    LocalSVRG,
+    average_example_smoothness,
+    mean_node_size,
+    node_support,
+    uniform_samples,
+)
+from .base import Algorithm, Param, default_stepsize
+
+#: Newton iterations and CG iterations per Newton step of the exact local solver.
+MAX_NEWTON = 50
+MAX_CG = 500
+
+
+class LocalNewton:
+    """Minimise every node's Φ_k(v) = F_k(v) − ℓ_kᵀv + (μ/2)‖v − c_k‖² at once, on its support.
+
+    Vectors live in "slot space": node k's support coordinates, stacked (see
+    :class:`._svrg_kernels.NodeSupport`).  B = Diag(X_1, ..., X_K) restricted to the
+    supports gives all margins with one product.  Newton-CG (Nocedal & Wright,
+    Algorithm 7.1) runs on all nodes in lockstep, but every quantity that couples
+    coordinates — CG's α and β, the Armijo backtracking, the stopping test — is a per-node
+    segment sum, so nodes never influence each other; a node that has converged is frozen.
+
+    Parameters
+    ----------
+    problem : Problem
+    """
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        sup = node_support(problem)
+        self.support = sup
+        self.B = sup.block_matrix()
+        self.BT = self.B.T.tocsr()
+        ds = problem.data
+        self.K = ds.n_nodes
+        self.row_node = ds.node_of_row
+        self.slot_node = sup.node
+        self.row_weight = 1.0 / np.repeat(ds.node_sizes, ds.node_sizes).astype(np.float64)
+        #: Example gradients (and Hessian-vector products, counted the same) of the last solve.
+        self.work = 0
+        self.newton_iterations = 0
+        #: The largest ‖∇Φ_k‖ / ‖∇Φ_k(start)‖ over nodes after the last solve.
+        self.residual = 0.0
+
+    def _seg(self, x):
+        return np.bincount(self.slot_node, weights=x, minlength=self.K)
+
+    def _rows(self, x):
+        return np.bincount(self.row_node, weights=x, minlength=self.K)
+
+    def _active_rows(self, active) -> int:
+        return int(self.problem.data.node_sizes[active].sum())
+
+    def _values(self, v, z, lin, center, mu):
+        """Φ_k(v) per node, up to terms constant in v."""
+        pb = self.problem
+        per_slot = 0.5 * pb.lam * v * v - lin * v
+        if mu:
+            per_slot = per_slot + 0.5 * mu * (v - center) ** 2
+        return self._rows(pb.loss.value(z, pb.y) * self.row_weight) + self._seg(per_slot)
+
+    def _grad(self, v, z, lin, center, mu):
+        pb = self.problem
+        g = self.BT @ (pb.loss.deriv(z, pb.y) * self.row_weight) + pb.lam * v - lin
+        if mu:
+            g = g + mu * (v - center)
+        return g
+
+    def solve(self, start, lin, center, mu, rtol, check_stop=None) -> np.ndarray:
+        """The minimisers in slot space, each to ‖∇Φ_k‖ ≤ rtol · ‖∇Φ_k(start)‖."""
+        pb = self.problem
+        lam, seg = pb.lam, self._seg
+        v = np.array(start, dtype=np.float64)
+        z = self.B @ v
+        g = self._grad(v, z, lin, center, mu)
+        gn = np.sqrt(seg(g * g))
+        gn0 = np.where(gn > 0, gn, 1.0)
+        quadratic = pb.loss.name == "squared"
+        target = rtol * gn
+        active = gn > target
+        self.work = self._active_rows(active)
+        self.newton_iterations = 0
+        for _ in range(MAX_NEWTON):
+            if not active.any():
+                break
+            D = pb.loss.deriv2(z, pb.y) * self.row_weight
+            # Forcing term min(0.1, √(‖g‖/‖g_0‖))·‖g‖, relative per node: superlinear
+            # convergence (Nocedal & Wright, Theorem 7.2) whatever the scale of the node's g.
+            # A quadratic (squared loss) is solved by one CG run to the target itself.
+            forcing = target if quadratic else np.minimum(0.1, np.sqrt(gn / gn0)) * gn
+            p = self._cg(D, np.where(active[self.slot_node], -g, 0.0), active, forcing,
+                         lam + mu, check_stop)
+            # Per-node Armijo backtracking along p, blind to changes below the rounding of
+            # f (near the minimiser the decrease is not measurable; ‖∇Φ_k‖ decides there).
+            f0 = self._values(v, z, lin, center, mu)
+            slack = 1e-13 * (np.abs(f0) + 1.0)
+            Bp = self.B @ p
+            slope = seg(g * p)
+            t = np.where(active, 1.0, 0.0)
+            for _ in range(60):
+                v_new = v + t[self.slot_node] * p
+                z_new = z + t[self.row_node] * Bp
+                f_new = self._values(v_new, z_new, lin, center, mu)
+                bad = active & (f_new > f0 + 1e-4 * t * slope + slack) & (t > 1e-12)
+                if not bad.any():
+                    break
+                t[bad] *= 0.5
+            v, z = v_new, z_new
+            g = self._grad(v, z, lin, center, mu)
+            gn = np.sqrt(seg(g * g))
+            self.work += self._active_rows(active)
+            self.newton_iterations += 1
+            active = active & (gn > target)
+        self.residual = float(np.max(gn / gn0, initial=0.0))
+        return v
+
+    def _cg(self, D, b, active, tol, shift, check_stop):
+        """Per-node conjugate gradients for H_k x = b_k, H = Bᵀ Diag(D) B + shift·I."""
+        seg, sn = self._seg, self.slot_node
+        x = np.zeros_like(b)
+        r = b.copy()
+        p = r.copy()
+        rr = seg(r * r)
+        done = ~active | (np.sqrt(rr) <= tol)
+        for _ in range(MAX_CG):
+            if done.all():
+                break
+            if check_stop is not None:
+                check_stop()
+            Hp = self.BT @ (D * (self.B @ p)) + shift * p
+            self.work += self._active_rows(~done)
+            pHp = seg(p * Hp)
+            alpha = np.where(done, 0.0, rr / np.where(done, 1.0, pHp))
+            x += alpha[sn] * p
+            r -= alpha[sn] * Hp
+            rr_new = seg(r * r)
+            now = done | (np.sqrt(rr_new) <= tol)
+            beta = np.where(now, 0.0, rr_new / np.where(rr > 0, rr, 1.0))
+            p = np.where(now[sn], 0.0, r + beta[sn] * p)
+            rr = rr_new
+            done = now
+        return x
+
+
+class DANE(Algorithm):
+    name = "dane"
+    title = "DANE"
+    reference = "Algorithm 2, Section 3.4 (inexact: Section 3.5)"
+    divergence_hint = "eta"
+    params = (
+        Param("eta", "float", 1.0,
+              "η, the weight of the global gradient in the linear term a_k = ∇F_k(w^t) − η∇f(w^t).  "
+              "Default 1 (the paper's default), with which identical nodes converge in one "
+              "iteration (property (D)).", low=0, low_open=True),
+        Param("mu", "float", 0.0,
+              "μ ≥ 0, the proximal weight (μ/2)‖w − w^t‖² of the subproblem.  Default 0 (the "
+              "paper's default); larger μ is more stable but slower, the paper notes μ = 0 "
+              "can diverge as K grows.", low=0),
+        Param("solver", "choice", "exact",
+              "Local solver of the subproblem (16).  'exact': Newton-CG to local_tol (DANE as "
+              "stated, slower).  'svrg': local_passes passes of SVRG started at w^t (inexact "
+              "DANE; with η = 1, μ = 0 and one pass it is naive FSVRG, Proposition 1).",
+              choices=("exact", "svrg")),
+        Param("local_tol", "float", 1e-10,
+              "'exact' solver: stop when every node's subproblem gradient has shrunk by this "
+              "factor from its value at w^t (which is η∇f(w^t)).", low=0, high=1, low_open=True,
+              high_open=True, log=True),
+        Param("local_passes", "int", 1,
+              "'svrg' solver: SVRG outer iterations on the subproblem (each recomputes its local "
+              "full gradient after the first).  Default 1, the setting of Proposition 1.",
+              low=1, high=1000),
+        Param("local_steps", "int", None,
+              "'svrg' solver: stochastic steps per pass on every node.  Default round(n/K), the "
+              "mean node size, as for naive FSVRG.", low=1),
+        Param("stepsize", "float", None,
+              "'svrg' solver: stepsize h.  Default 1/(2(L̄ + μ)), L̄ = (1/γ) mean‖x_i‖² + λ: the "
+              "subproblem's average component smoothness (naive FSVRG's default when μ = 0).",
+              low=0, low_open=True, log=True),
+    )
+
+    def setup(self):
+        pb = self.problem
+        K = pb.data.n_nodes
+        self.eta = self.hp["eta"]
+        self.mu = self.hp["mu"]
+        if self.hp["solver"] == "exact":
+            self.local = LocalNewton(pb)
+            self.h = None
+        else:
+            self.m = self.hp["local_steps"] or mean_node_size(pb)
+            self.passes = self.hp["local_passes"]
+            self.h = default_stepsize(self.hp["stepsize"],
+                                      0.5 / (average_example_smoothness(pb) + self.mu))
+            self.engine = LocalSVRG(pb)
+            self.steps = np.full(K, self.m, dtype=np.int64)
+            self.sample_ptr = np.arange(K + 1, dtype=np.int64) * (self.m * self.passes)
+
+    def _step(self):
+        pb = self.problem
+        # Round 1: ∇f(w^t).  Round 2: ∇f(w^t) down, the local solutions w_k up.
+        z = self.margins()
+        g = self.gradient()
+        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(self.w))):
+            raise FloatingPointError("the iterate or its gradient is not finite")
+        # Off a node's support ∇F_k(w^t) is λw^t, so there a_k = λw^t − η∇f(w^t) on every node.
+        a_off = pb.lam * self.w - self.eta * g
+        if self.hp["solver"] == "exact":
+            w_new, work = self._exact(z, g, a_off)
+        else:
+            w_new, work = self._svrg(z, g, a_off)
+        self.grad_evals += pb.n + work
+        self.count_round()
+        self.count_round()
+        self.w = w_new
+
+    def _exact(self, z, g, a_off):
+        """Every subproblem minimised by :class:`LocalNewton`; the plain average of the w_k."""
+        pb = self.problem
+        loc = self.local
+        sup = loc.support
+        wt = self.w[sup.col]
+        # a_k on the supports, from its definition: ∇F_k(w^t) − η∇f(w^t).
+        grad_Fk = loc.BT @ (pb.loss.deriv(z, pb.y) * loc.row_weight) + pb.lam * wt
+        a_k = grad_Fk - self.eta * g[sup.col]
+        v = loc.solve(wt, a_k, wt, self.mu, self.hp["local_tol"], self.check_stop)
+        # Off its support node k's minimiser is (a_k,j + μ w^t_j)/(λ + μ), the same on every node.
+        w_off = (a_off + self.mu * self.w) / (pb.lam + self.mu)
+        K = pb.data.n_nodes
+        w_new = w_off + np.bincount(sup.col, weights=v - w_off[sup.col], minlength=pb.d) / K
+        return w_new, loc.work
+
+    def _svrg(self, z, g, a_off):
+        """``local_passes`` SVRG passes on every subproblem (the kernel forms a_k on the
+        supports); the subproblem's gradient at w^t off the supports is λw^t − a_off."""
+        pb = self.problem
+        K = pb.data.n_nodes
+        c_off = pb.lam * self.w - a_off
+        samples = uniform_samples(self.rng(SAMPLE_STREAM), pb.data.node_sizes,
+                                  self.steps * self.passes)
+        delta = self.engine.run(self.w, z, g, c_off, samples, self.sample_ptr, self.steps,
+                                np.full(K, self.h), np.full(K, 1.0 / K), lam=pb.lam,
+                                rho=pb.lam + self.mu, passes=self.passes, dane=True,
+                                eta=self.eta, mu=self.mu, check_stop=self.check_stop)
+        # One example gradient per step, and a local full gradient for every pass after the first.
+        work = int(self.steps.sum()) * self.passes + (self.passes - 1) * pb.n
+        return self.w + delta, work

@@ -1,0 +1,53 @@
+"""One-shot averaging: the first display of Section 3.4 (after Zinkevich et al., 2010).
+
+Every node minimises its own local objective F_k (eq. 12) and the server averages the
+minimisers with the weights n_k/n of eq. (13),
+
+    w_k = argmin_w F_k(w),   w = Σ_k (n_k/n) w_k.
+
+One round: the nodes send their w_k up; nothing depends on the server's iterate, so
+*iterations after the first change nothing and count nothing* — the method "effectively
+performs just a single round of communication", as the paper puts it.  It is the
+naive baseline that motivates DANE: the average of local minimisers is the global one
+only when the local functions agree.
+
+Each F_k is minimised to a relative gradient tolerance by the vectorised Newton-CG of
+:class:`.dane.LocalNewton`, on the node's support; off it, F_k is (λ/2)‖w‖², minimised
+at 0.  The starting point ``w0`` plays no part.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Algorithm, Param
+from .dane import LocalNewton
+
+
+class OneShotAveraging(Algorithm):
+    name = "one-shot"
+    title = "One-shot averaging"
+    reference = "Section 3.4, first display (Zinkevich et al., 2010)"
+    divergence_hint = None
+    params = (
+        Param("local_tol", "float", 1e-10,
+              "Stop each node's Newton-CG when ‖∇F_k‖ has shrunk by this factor from its value "
+              "at 0.", low=0, high=1, low_open=True, high_open=True, log=True),
+    )
+
+    def setup(self):
+        self.done = False
+
+    def _step(self):
+        if self.done:
+            return
+        pb = self.problem
+        local = LocalNewton(pb)
+        sup = local.support
+        zero = np.zeros(sup.col.size)
+        v = local.solve(zero, zero, zero, 0.0, self.hp["local_tol"], self.check_stop)
+        weights = pb.data.node_sizes[sup.node] / pb.n
+        self.grad_evals += local.work
+        self.count_round(up_per_node=1, down_per_node=0)
+        self.w = np.bincount(sup.col, weights=weights * v, minlength=pb.d)
+        self.done = True

@@ -1,0 +1,98 @@
+"""Centralised SGD: the plain stochastic gradient baseline of Section 2.1, on the pooled data.
+
+A reference, not a federated method (``federated = False``; no communication rounds).
+One iteration is one epoch of n steps
+
+    w ← w − h_t (φ_i'(x_iᵀw) x_i + λ w),
+
+with i uniform with replacement or following a fresh random permutation each epoch.  The
+stepsize is either constant, h_t = h, or decaying, h_t = h / (1 + h λ t) with t the
+number of steps taken since the start (Bottou, "Stochastic gradient descent tricks",
+2012): for the λ-strongly convex f this behaves like 1/(λt) late on, the rate-optimal
+schedule, while starting at h.  A constant stepsize stalls at a noise floor of order h;
+the decaying one keeps converging, slowly — which is the point of the variance-reduced
+methods the paper builds on.
+
+A step costs O(nnz of x_i): the shrinkage by (1 − h_t λ) of untouched coordinates is
+applied lazily (:func:`._svrg_kernels.sgd_epoch`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParameterError
+from ._svrg_kernels import (
+    LOSS_CODES,
+    SAMPLE_STREAM,
+    average_example_smoothness,
+    permutation_samples,
+    sgd_epoch,
+    uniform_samples,
+)
+from .base import Algorithm, Param, default_stepsize
+
+#: SGD steps per kernel call; Stop is checked between calls (about 0.1 s of work).
+STEPS_PER_CALL = 1 << 20
+
+
+class SGD(Algorithm):
+    name = "sgd"
+    title = "SGD (centralised)"
+    reference = "Stochastic gradient descent (Section 2.1)"
+    federated = False
+    divergence_hint = "stepsize"
+    params = (
+        Param("stepsize", "float", None,
+              "Initial stepsize h.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the smoothness of "
+              "an average f_i; it must stay below 1/λ so the shrinkage 1 − hλ is positive.",
+              low=0, low_open=True, log=True),
+        Param("schedule", "choice", "decaying",
+              "'decaying': h_t = h/(1 + hλt), t the step count (about 1/(λt) late on).  "
+              "'constant': h_t = h (converges only to a neighbourhood of w*).",
+              choices=("decaying", "constant")),
+        Param("sampling", "choice", "uniform",
+              "'uniform': examples with replacement.  'permutation': a fresh random order of "
+              "the data every epoch.", choices=("uniform", "permutation")),
+    )
+
+    def setup(self):
+        pb = self.problem
+        self.h = default_stepsize(self.hp["stepsize"], 0.5 / average_example_smoothness(pb))
+        if self.h * pb.lam >= 1.0:
+            raise ParameterError(f"{self.name}.stepsize", self.h,
+                                 f"number in (0, 1/λ) = (0, {1.0 / pb.lam:.6g})")
+        X = pb.X
+        self._kernel_args = (X.indptr, X.indices, X.data, pb.y, LOSS_CODES[pb.loss.name],
+                             float(getattr(pb.loss, "gamma", 1.0)))
+        self._last = np.zeros(pb.d, dtype=np.int64)
+        self._cum = np.zeros(pb.n + 1)
+
+    def stepsizes(self) -> np.ndarray:
+        """h_t for the n steps of this epoch."""
+        n = self.problem.n
+        if self.hp["schedule"] == "constant":
+            return np.full(n, self.h)
+        t = self.iteration * n + np.arange(n, dtype=np.float64)
+        return self.h / (1.0 + self.h * self.problem.lam * t)
+
+    def samples(self) -> np.ndarray:
+        n = self.problem.n
+        rng = self.rng(SAMPLE_STREAM)
+        if self.hp["sampling"] == "uniform":
+            return uniform_samples(rng, np.array([n]), np.array([n]))
+        return permutation_samples(rng, np.array([0, n], dtype=np.int64))
+
+    def _step(self):
+        w = np.array(self.w)
+        samples, h = self.samples(), self.stepsizes()
+        # The epoch in pieces, so Stop takes effect between them; each piece ends with
+        # every coordinate up to date, so the cut points change the iterates by rounding only.
+        for a in range(0, samples.size, STEPS_PER_CALL):
+            if a:
+                self.check_stop()
+            b = a + STEPS_PER_CALL
+            sgd_epoch(*self._kernel_args, w, samples[a:b], h[a:b], self.problem.lam,
+                      self._last, self._cum)
+        self.grad_evals += self.problem.n
+        self.w = w
