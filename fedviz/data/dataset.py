@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import FedvizError
+from ._stats_kernels import node_feature_counts
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,14 +211,12 @@ class DatasetStats:
         n, d, K = ds.n, ds.d, ds.n_nodes
         sizes = ds.node_sizes.astype(np.int64)
         # Explicit zeros are not appearances: count stored nonzeros only.
-        nz = X.data != 0
-        cols = X.indices[nz]
-        rows_node = np.repeat(ds.node_of_row, np.diff(X.indptr))[nz]
-        feature_counts = np.bincount(cols, minlength=d).astype(np.int64)
-        # n_k^j as a K x d CSR: duplicates (k, j) are summed by the COO -> CSR conversion.
-        nkj = sp.csr_matrix((np.ones(cols.size, dtype=np.int64), (rows_node, cols)), shape=(K, d))
-        nkj.sum_duplicates()
-        nkj.sort_indices()
+        ptr, idx, cnt = node_feature_counts(X.indptr.astype(np.int64), X.indices, X.data,
+                                            ds.offsets.astype(np.int64), d,
+                                            max(1, min(numba.get_num_threads(), K)))
+        nkj = sp.csr_matrix((cnt, idx, ptr), shape=(K, d))
+        # n^j = Σ_k n_k^j and ω^j = #{k : n_k^j > 0}, both from the (smaller) K × d pattern.
+        feature_counts = np.bincount(nkj.indices, weights=nkj.data, minlength=d).astype(np.int64)
         omega = np.bincount(nkj.indices, minlength=d).astype(np.int64)
         phi = feature_counts / n
         row_of_entry = np.repeat(np.arange(K), np.diff(nkj.indptr))
@@ -226,7 +226,7 @@ class DatasetStats:
         A = np.ones(d)
         seen = omega > 0
         A[seen] = K / omega[seen]
-        return cls(n=n, d=d, nnz=int(nz.sum()), n_nodes=K, node_sizes=sizes,
+        return cls(n=n, d=d, nnz=int(feature_counts.sum()), n_nodes=K, node_sizes=sizes,
                    feature_counts=feature_counts, node_feature_counts=nkj, omega=omega,
                    phi=phi, phi_local=phi_local, S=S, A=A)
 
