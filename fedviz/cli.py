@@ -197,6 +197,36 @@ def _cmd_algorithms(args) -> int:
     return 0
 
 
+def _cmd_figure2(args) -> int:
+    from .experiments import figure2
+    from .plots import paper_figure2
+
+    def progress(label, rec):
+        print(f"{label:>7}: {rec.iteration} iterations, f-f* {rec.suboptimality:.3e}, "
+              f"test error {100 * rec.test_error:.2f}%, {rec.seconds:.1f}s, {rec.status}", file=sys.stderr)
+
+    result = figure2(args.preset, iterations=args.iterations, seed=args.seed, progress=progress)
+    title = (f"Figure 2 on {args.preset}: n = {result.data.n:,}, d = {result.data.d:,}, "
+             f"K = {result.data.n_nodes:,}, λ = 1/n")
+    fig = paper_figure2(result.runs, baselines=result.baselines, title=title)
+    fig.update_layout(width=1100, height=450)
+    if args.out:
+        if args.out.endswith(".html"):
+            fig.write_html(args.out, include_plotlyjs="cdn")
+        elif args.out.endswith(".png"):
+            from .plots.export import write_png
+            write_png(fig, args.out)
+        else:
+            from .errors import ParameterError
+            raise ParameterError("--out", args.out, "a file name ending in .html or .png")
+        print(f"wrote {args.out}", file=sys.stderr)
+    summary = {label: {"suboptimality": recs[-1].suboptimality, "test_error": recs[-1].test_error,
+                       "status": recs[-1].status} for label, recs in result.runs.items()}
+    summary["OPT"] = {"objective": result.optimum.objective, "test_error": result.optimum.test_error}
+    print(json.dumps({k: {kk: _jsonable(vv) for kk, vv in v.items()} for k, v in summary.items()}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fedviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -216,6 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.csv|FILE.json", help="also write every record to a file")
     p.add_argument("--json", action="store_true", help="print one JSON object per iteration")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("figure2", help="reproduce the paper's Figure 2 (FSVRG, GD, CoCoA+, FSVRGR vs OPT)")
+    p.add_argument("--preset", default="google-plus-small", help="google-plus-small (default) or google-plus")
+    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", metavar="FILE.html|FILE.png", help="write the figure")
+    p.set_defaults(func=_cmd_figure2)
 
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")

@@ -24,8 +24,8 @@ X_AXES = {
 # The paper's Figure 2 markers where they exist (OPT squares, GD diamonds, CoCoA+ triangles,
 # FSVRG circles, FSVRGR stars), then Plotly's defaults.
 _STYLE = {
-    "gd": ("diamond", "#17becf"), "cocoa-plus": ("triangle-up", "#9467bd"),
-    "fsvrg": ("circle", "#2ca02c"), "fsvrgr": ("star", "#d62728"),
+    "GD": ("diamond", "#17becf"), "CoCoA+": ("triangle-up", "#9467bd"),
+    "FSVRG": ("circle", "#2ca02c"), "FSVRGR": ("star", "#d62728"),
 }
 _PALETTE = ["#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78",
             "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
@@ -63,6 +63,10 @@ def x_values(cols: Mapping[str, np.ndarray], axis: str, *, nodes: int = 1, round
 
 def _style(label: str, algorithm: str, i: int):
     marker, color = _STYLE.get(label, _STYLE.get(algorithm, (None, None)))
+    if marker is None:  # 'FSVRG ×2' in a sweep, '#3 GD' in the history: style by the title inside
+        for title, style in _STYLE.items():
+            if label.endswith(" " + title) or label.startswith(title + " "):
+                marker, color = style
     return marker or "circle", color or _PALETTE[i % len(_PALETTE)]
 
 
@@ -203,5 +207,6 @@ def label_balance_figure(positive_fraction: np.ndarray, node_sizes: np.ndarray, 
     return fig
 
 
-_LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=60, b=50),
-               legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="left", x=0))
+# The legend sits under the plot, where it cannot cover a title or a curve.
+_LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=40),
+               legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0))

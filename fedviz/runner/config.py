@@ -1,0 +1,206 @@
+"""The frozen configuration of a dashboard run, and its round trip through a URL query string.
+
+A :class:`RunConfig` is what the Run page's widgets produce and what a shared link
+reproduces (as TensorFlow Playground does): the data (a :class:`DataSpec`), the loss,
+λ, the algorithms with their hyperparameters, the number of iterations and the seed.
+Query-string values are validated exactly like widget values; a bad one is reported
+by name and dropped, never trusted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from ..algorithms import ALGORITHMS, get_algorithm
+from ..data.build import PRESET_PREFIX, DataSpec
+from ..errors import FedvizError, ParameterError
+from ..validation import check_int, check_real
+
+DEFAULT_DATA = DataSpec(source=PRESET_PREFIX + "google-plus-small")
+#: The paper's Figure 2 line-up.
+DEFAULT_ALGORITHMS = ("fsvrg", "gd", "cocoa-plus")
+MAX_ITERATIONS = 10_000
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's curves (given the same machine's floating point).
+
+    ``algorithms`` is a tuple of ``(name, ((param, value), ...))`` with only the
+    hyperparameters that differ from the defaults.
+    """
+
+    data: DataSpec = DEFAULT_DATA
+    loss: str = "logistic"
+    lam: float | None = None
+    algorithms: tuple = tuple((name, ()) for name in DEFAULT_ALGORITHMS)
+    iterations: int = 30
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("iterations", self.iterations, low=1, high=MAX_ITERATIONS)
+        check_int("seed", self.seed, low=0, high=2**32 - 1)
+        if self.lam is not None:
+            check_real("lam", self.lam, low=0, low_open=True)
+        if not self.algorithms:
+            raise ParameterError("algorithms", "none", "at least one algorithm")
+        for name, hyper in self.algorithms:
+            get_algorithm(name).validate(dict(hyper))
+
+    def hyper(self, name: str) -> dict:
+        return dict(dict(self.algorithms)[name])
+
+    def labels(self) -> list[tuple[str, str, dict]]:
+        """(label, algorithm, hyperparameters) per algorithm; labels are the display titles."""
+        return [(get_algorithm(name).title, name, dict(hyper)) for name, hyper in self.algorithms]
+
+    def as_json(self) -> dict:
+        data = self.data
+        source = data.source if isinstance(data.source, str) else f"upload:{data.name or 'file'}"
+        return {"data": {"source": source, "test": None if data.test is None else
+                         (data.test if isinstance(data.test, str) else f"upload:{data.test_name or 'file'}"),
+                         "partition": data.partition, "nodes": data.nodes, "seed": data.seed,
+                         "test_fraction": data.test_fraction, "positive": data.positive},
+                "loss": self.loss, "lam": self.lam,
+                "algorithms": {name: dict(hyper) for name, hyper in self.algorithms},
+                "iterations": self.iterations, "seed": self.seed}
+
+
+def to_query(config: RunConfig) -> dict[str, str]:
+    """The query-string form: short keys, only what differs from the defaults.
+
+    An uploaded file cannot travel in a link; its config is written without the data
+    (``data=upload``), and the link then opens on the default data set.
+    """
+    q: dict[str, str] = {}
+    d = config.data
+    if isinstance(d.source, bytes) or (isinstance(d.source, str) and not d.source.startswith(PRESET_PREFIX)):
+        q["data"] = "upload"
+    elif d.source != DEFAULT_DATA.source:
+        q["data"] = d.source[len(PRESET_PREFIX):]
+    if d.partition:
+        q["partition"] = d.partition
+    if d.nodes is not None:
+        q["nodes"] = str(d.nodes)
+    if d.seed:
+        q["data_seed"] = str(d.seed)
+    if config.loss != "logistic":
+        q["loss"] = config.loss
+    if config.lam is not None:
+        q["lam"] = repr(config.lam)
+    names = [name for name, _ in config.algorithms]
+    if tuple(names) != DEFAULT_ALGORITHMS:
+        q["algorithms"] = ",".join(names)
+    for name, hyper in config.algorithms:
+        for key, value in hyper:
+            q[f"{name}.{key}"] = str(value).lower() if isinstance(value, bool) else repr(value) \
+                if isinstance(value, float) else str(value)
+    if config.iterations != 30:
+        q["iterations"] = str(config.iterations)
+    if config.seed:
+        q["seed"] = str(config.seed)
+    return q
+
+
+def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
+    """Parse a query string into a config.  Returns the config and a list of problems
+    (each names the key and what was wrong); a bad key is dropped, the rest is kept."""
+    problems: list[str] = []
+
+    def take(key, parse):
+        if key not in query:
+            return None
+        try:
+            return parse(str(query[key]))
+        except (FedvizError, ValueError) as e:
+            problems.append(f"{key}: {e}")
+            return None
+
+    data_kw = {}
+    source = take("data", _parse_source)
+    if source is not None:
+        data_kw["source"] = source
+    for key, name, parse in (("partition", "partition", _parse_partition), ("nodes", "nodes", _int(1, 10**6)),
+                             ("data_seed", "seed", _int(0, 2**32 - 1))):
+        value = take(key, parse)
+        if value is not None:
+            data_kw[name] = value
+    kw: dict = {}
+    if data_kw:
+        kw["data"] = replace(DEFAULT_DATA, **data_kw)
+    loss = take("loss", _parse_loss)
+    if loss:
+        kw["loss"] = loss
+    lam = take("lam", lambda t: check_real("lam", float(t), low=0, low_open=True))
+    if lam is not None:
+        kw["lam"] = lam
+    names = take("algorithms", _parse_algorithms) or list(DEFAULT_ALGORITHMS)
+    algos = []
+    for name in names:
+        cls = get_algorithm(name)
+        hyper = {}
+        for p in cls.params:
+            key = f"{name}.{p.name}"
+            value = take(key, lambda t, p=p, name=name: p.parse(t, name))
+            if value is not None:
+                hyper[p.name] = value
+        algos.append((name, tuple(sorted(hyper.items()))))
+    kw["algorithms"] = tuple(algos)
+    for key in query:
+        if "." in key and key.split(".", 1)[0] not in names:
+            problems.append(f"{key}: not a hyperparameter of a chosen algorithm ({', '.join(names)})")
+    it = take("iterations", _int(1, MAX_ITERATIONS))
+    if it is not None:
+        kw["iterations"] = it
+    seed = take("seed", _int(0, 2**32 - 1))
+    if seed is not None:
+        kw["seed"] = seed
+    try:
+        return RunConfig(**kw), problems
+    except FedvizError as e:  # a combination that is invalid as a whole
+        problems.append(str(e))
+        return RunConfig(), problems
+
+
+def _int(low, high):
+    def parse(text):
+        value = float(text)
+        if not math.isfinite(value) or value != int(value):
+            raise ValueError(f"{text!r} is not an integer")
+        return check_int("value", int(value), low=low, high=high)
+    return parse
+
+
+def _parse_source(text: str):
+    if text == "upload":
+        raise ValueError("an uploaded file cannot be shared in a link; upload it again on the Data page")
+    from ..data.presets import make_preset  # noqa: F401 - the import checks availability
+    from ..data.presets import parse_preset_spec
+
+    parse_preset_spec(text)  # validates the name and the overrides
+    return PRESET_PREFIX + text
+
+
+def _parse_partition(text: str):
+    from ..data.partition import make_partitioner
+
+    make_partitioner(text, n_nodes=2, seed=0)  # validates the spec
+    return text
+
+
+def _parse_loss(text: str):
+    from ..problems.losses import make_loss
+
+    return make_loss(text).name
+
+
+def _parse_algorithms(text: str):
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError("no algorithm named")
+    for name in names:
+        if name not in ALGORITHMS:
+            raise ParameterError("algorithms", name, "one of " + ", ".join(ALGORITHMS))
+    return list(dict.fromkeys(names))

@@ -1,0 +1,273 @@
+"""The Streamlit adapter: the only module of fedviz that imports streamlit.
+
+It owns the cached loaders (``st.cache_data`` for data sets, statistics and optima —
+keyed by content, so nothing per-user is shared), the widgets generated from parameter
+metadata, the live run view (a fragment that redraws every 0.5 s from the run
+manager's snapshot; worker threads never call ``st.*``), the query-string sync and the
+error guard that turns every exception into a message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from dataclasses import replace
+
+import numpy as np
+import streamlit as st
+
+from .algorithms import ALGORITHMS, get_algorithm
+from .algorithms.base import Param
+from .data.baselines import majority_test_error, node_majority_test_error
+from .data.build import DataSpec, build
+from .errors import FedvizError
+from .plots import X_AXES, suboptimality_figure, test_error_figure
+from .problems.objective import Problem
+from .problems.optimum import solve
+from .runner import RunJob, get_manager
+from .runner.config import RunConfig, from_query, to_query
+from .runner.sweep import best_variants, final_suboptimality
+
+log = logging.getLogger("fedviz.ui")
+
+#: Largest upload accepted (also set as server.maxUploadSize in .streamlit/config.toml).
+MAX_UPLOAD_MB = 200
+#: Rows accepted from an upload: keeps one classroom user from exhausting the server.
+MAX_UPLOAD_ROWS = 3_000_000
+
+
+# -- errors ----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def guard(what: str = "That"):
+    """Show any error as a message; never let a traceback reach the page."""
+    try:
+        yield
+    except FedvizError as e:
+        st.error(str(e), icon=":material/error:")
+    except MemoryError:
+        st.error(f"{what} needs more memory than this server has. Try a smaller data set.", icon=":material/error:")
+    except Exception as e:  # noqa: BLE001 - the UI shows a message, the log keeps the traceback
+        log.exception("unexpected error")
+        st.error(f"{what} failed unexpectedly ({type(e).__name__}: {e}). The details are in the server log.",
+                 icon=":material/error:")
+
+
+# -- cached computations (content-keyed, shared safely) -----------------------------------------
+@st.cache_data(max_entries=8, show_spinner="Building the data set…")
+def load_dataset(spec: DataSpec):
+    ds = build(spec)
+    ds.stats  # computed once here, so cached copies carry it
+    return ds
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing the optimum (Newton-CG)…")
+def load_optimum(spec: DataSpec, loss: str, lam: float | None) -> dict:
+    ds = load_dataset(spec)
+    problem = Problem(ds, loss, lam)
+    opt = solve(problem)
+    return {"w": opt.w, "objective": opt.objective, "test_error": opt.test_error,
+            "train_error": opt.train_error, "grad_norm": opt.grad_norm, "seconds": opt.seconds,
+            "lam": problem.lam}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def load_baselines(spec: DataSpec) -> dict:
+    ds = load_dataset(spec)
+    if ds.task != "classification":
+        return {}
+    return {"majority": majority_test_error(ds), "node_majority": node_majority_test_error(ds)}
+
+
+def session_id() -> str:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "bare"
+
+
+# -- state shared by the pages ----------------------------------------------------------------
+def current_config() -> RunConfig:
+    """The session's run configuration: from the URL on first visit, then from the widgets."""
+    if "config" not in st.session_state:
+        config, problems = from_query(dict(st.query_params))
+        st.session_state.config = config
+        st.session_state.query_problems = problems
+    return st.session_state.config
+
+
+def set_config(config: RunConfig) -> None:
+    st.session_state.config = config
+    query = to_query(config)
+    if dict(st.query_params) != query:
+        st.query_params.from_dict(query)
+
+
+def show_query_problems() -> None:
+    for text in st.session_state.pop("query_problems", []) or []:
+        st.warning(f"Ignored a setting from the link — {text}", icon=":material/link_off:")
+
+
+# -- widgets from parameter metadata -------------------------------------------------------------
+def param_widget(p: Param, owner: str, current, *, key: str):
+    """One input for an algorithm hyperparameter; ``None`` means 'derived default'."""
+    label = p.name.replace("_", " ")
+    if p.kind == "bool":
+        return st.checkbox(label, value=bool(p.default if current is None else current), help=p.help, key=key)
+    if p.kind == "choice":
+        options = list(p.choices)
+        value = p.default if current is None else current
+        return st.selectbox(label, options, index=options.index(value), help=p.help, key=key)
+    if p.kind == "int":
+        value = int(p.default if current is None else current)
+        return int(st.number_input(label, value=value, step=1, min_value=None if p.low is None else int(p.low),
+                                   max_value=None if p.high is None else int(p.high), help=p.help, key=key))
+    # float: an empty box keeps the derived default
+    derived = p.default is None
+    shown = "" if current is None and derived else repr(float(p.default if current is None else current))
+    text = st.text_input(label + (" (blank: derived)" if derived else ""), value=shown, help=p.help, key=key)
+    if text.strip() == "":
+        if derived:
+            return None
+        return p.default
+    try:
+        return p.parse(text.strip(), owner)
+    except FedvizError as e:
+        st.error(str(e))
+        raise _Invalid() from e
+
+
+class _Invalid(Exception):
+    """A widget holds an invalid value (the widget already showed why)."""
+
+
+def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
+    """Hyperparameter inputs for each chosen algorithm; None if any is invalid."""
+    current = dict(config.algorithms)
+    out, ok = [], True
+    for name in names:
+        cls = get_algorithm(name)
+        old = dict(current.get(name, ()))
+        with st.expander(f"{cls.title} — {cls.reference}" + ("" if cls.federated else " · not federated")):
+            hyper = {}
+            for p in cls.params:
+                try:
+                    value = param_widget(p, name, old.get(p.name), key=f"hp-{name}-{p.name}")
+                except _Invalid:
+                    ok = False
+                    continue
+                if value is not None and value != p.default:
+                    hyper[p.name] = value
+            try:
+                cls.validate(hyper)
+            except FedvizError as e:
+                st.error(str(e))
+                ok = False
+        out.append((name, tuple(sorted(hyper.items()))))
+    return tuple(out) if ok else None
+
+
+def algorithm_label(name: str) -> str:
+    cls = ALGORITHMS[name]
+    return cls.title + ("" if cls.federated else " (centralised)")
+
+
+# -- runs ------------------------------------------------------------------------------------------
+def start_run(config: RunConfig, *, key: str = "run", variants: list | None = None):
+    """Submit ``config`` to the server's run manager; the handle lives in the session."""
+    ds = load_dataset(config.data)
+    opt = load_optimum(config.data, config.loss, config.lam)
+    problem = Problem(ds, config.loss, config.lam)
+    algorithms = tuple(variants) if variants else tuple(config.labels())
+    job = RunJob(make_problem=lambda: problem, algorithms=algorithms, iterations=config.iterations,
+                 seed=config.seed, config=config.as_json(), f_star=opt["objective"])
+    old = st.session_state.get(key)
+    if old is not None and not old.done:
+        old.stop("replaced by a new run")
+    handle = get_manager().submit(job, session_id())
+    st.session_state[key] = handle
+    st.session_state[key + "-meta"] = {"baselines": {**load_baselines(config.data),
+                                                     "optimum": opt["test_error"]},
+                                       "nodes": ds.n_nodes, "regression": ds.task == "regression"}
+    return handle
+
+
+def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "round_cost", height: int = 420,
+              sweep: bool = False, stacked: bool = False):
+    """Progress, statuses and the two live figures of the run in ``st.session_state[key]``.
+
+    Runs as a fragment every 0.5 s while the run is active; it only reads the
+    manager's immutable snapshot, and it heartbeats the session so the manager knows
+    the browser is still there.
+    """
+    @st.fragment(run_every=0.5)
+    def _view():
+        handle = st.session_state.get(key)
+        if handle is None:
+            return
+        get_manager().touch(session_id())
+        snap = handle.snapshot()
+        meta = st.session_state.get(key + "-meta", {})
+        _progress(snap)
+        axis = st.session_state.get(axis_key, "iteration")
+        cost = float(st.session_state.get(cost_key, 1.0))
+        runs = {label: snap.columns[label] for label in snap.columns}
+        if sweep and snap.finished and any(" ×" in label for label in runs):
+            final = final_suboptimality(runs)
+            best = best_variants(final)
+            with st.expander("Stepsize sweep: final f − f* of every variant (the best is kept)"):
+                st.table({"variant": list(final), "final f − f*": [f"{v:.3e}" for v in final.values()],
+                          "kept": ["✓" if label in best.values() else "" for label in final]})
+            runs = {label: runs[label] for label in best.values()}
+        c1, c2 = (st.container(), st.container()) if stacked else st.columns(2)
+        with c1:
+            st.plotly_chart(suboptimality_figure(runs, axis=axis, nodes=meta.get("nodes", 1), round_cost=cost,
+                                                 height=height), width="stretch", key=f"{key}-sub")
+        with c2:
+            st.plotly_chart(test_error_figure(runs, baselines=meta.get("baselines"), axis=axis,
+                                              nodes=meta.get("nodes", 1), round_cost=cost, height=height,
+                                              regression=meta.get("regression", False)),
+                            width="stretch", key=f"{key}-err")
+    _view()
+
+
+_ICONS = {"queued": ":material/hourglass_empty:", "running": ":material/autorenew:",
+          "done": ":green[:material/check_circle:]", "diverged": ":red[:material/warning:]",
+          "stopped": ":orange[:material/stop_circle:]", "failed": ":red[:material/cancel:]"}
+
+
+def _progress(snap) -> None:
+    if snap.status == "queued":
+        st.info(f"Waiting for a free slot: position {snap.queue_position} in the queue.", icon=":material/hourglass_empty:")
+        return
+    eta = snap.eta_seconds
+    text = "Compiling kernels (first run only)…" if snap.compiling else (
+        f"{100 * snap.progress:.0f}%" + (f" · about {eta:.0f} s left" if eta and math.isfinite(eta) and
+                                         snap.status == "running" else ""))
+    st.progress(min(1.0, max(0.0, snap.progress)), text=text)
+    parts = []
+    for label, status in snap.statuses.items():
+        msg = snap.messages.get(label) or ""
+        parts.append(f"{_ICONS.get(status, '')} **{label}**: {status}" + (f" — {msg}" if msg else ""))
+    st.markdown("  \n".join(parts))
+    if snap.message:
+        st.caption(snap.message)
+
+
+def axis_controls(axis_key: str = "axis", cost_key: str = "round_cost") -> None:
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        st.radio("x axis", list(X_AXES), format_func=X_AXES.get, horizontal=True, key=axis_key)
+    with c2:
+        if st.session_state.get(axis_key) == "simulated":
+            st.slider("c: seconds per communication round", 0.0, 60.0, 1.0, 0.5, key=cost_key,
+                      help="TIME = I × (c + T_A), the paper's eq. (4): a round's cost on top of the "
+                           "measured computation")
+
+
+def fmt_pct(v) -> str:
+    return "n/a" if v is None or not np.isfinite(v) else f"{100 * v:.2f}%"
+
+
+def with_data(config: RunConfig, data: DataSpec) -> RunConfig:
+    return replace(config, data=data)

@@ -1,0 +1,148 @@
+"""Every page through Streamlit's AppTest: widgets render, a tiny run completes, bad input shows
+a message (never a traceback)."""
+
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from fedviz.data.build import DataSpec
+from fedviz.runner.config import RunConfig
+
+from conftest import DATA
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TINY = DataSpec(source="preset:identical-nodes")
+
+
+def _app(config: RunConfig | None = None, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    if config is not None:
+        at.session_state["config"] = config
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _wait_for_run(at: AppTest, key: str = "run", timeout: float = 120.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        handle = at.session_state[key]
+        if handle.done:
+            at.run()
+            return handle.snapshot()
+        time.sleep(0.2)
+    pytest.fail("the run did not finish in time")
+
+
+def test_home_explains_and_offers_the_one_click_experiment():
+    at = _app()
+    assert "federated optimization" in at.markdown[0].value
+    assert "Reproduce the paper's experiment" in at.button[0].label
+
+
+def test_home_button_runs_fsvrg_gd_and_cocoa_on_google_plus_small():
+    at = _app()
+    at.button[0].click().run()
+    assert not at.exception
+    snap = _wait_for_run(at)
+    assert set(snap.statuses) == {"FSVRG", "GD", "CoCoA+"}
+    assert all(s == "done" for s in snap.statuses.values()), snap.messages
+    assert all(len(c["iteration"]) == 31 for c in snap.columns.values())
+    assert not at.exception and not at.error
+
+
+def test_data_page_shows_statistics_of_a_preset():
+    at = _app(RunConfig(data=TINY, algorithms=(("gd", ()),), iterations=2), "pages/data.py")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["nodes K"] == "10" and metrics["examples n"] == "3,000"
+    assert not at.error
+
+
+def test_data_page_bad_generator_knob_is_a_message():
+    at = _app(page="pages/data.py")
+    at.number_input(key="knob-label_noise").set_value(2.0).run()
+    assert not at.exception
+    assert any("label_noise" in e.value for e in at.error)
+
+
+def test_data_page_upload_shows_statistics():
+    at = _app(page="pages/data.py")
+    at.radio[0].set_value("Upload a LIBSVM file").run()
+    at.file_uploader(key="upload-train").set_value(
+        ("heart_scale", (DATA / "heart_scale").read_bytes(), "application/octet-stream")).run()
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    # 270 rows, 25% of each node's rows held out for testing: 100 nodes of 2-3 rows.
+    assert metrics["features d"] == "13"
+    assert int(metrics["examples n"].replace(",", "")) + int(metrics["test examples"].replace(",", "")) == 270
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"", "empty"),
+    (b"a,b,c\n1,2,3\n", "line 1"),
+    (b"+1 1:0.5 2:nan\n", "line 1"),
+    (b"\x00\x01\x02binary", "line 1"),
+])
+def test_data_page_bad_upload_is_a_message_naming_the_line(content, expected):
+    at = _app(page="pages/data.py")
+    at.radio[0].set_value("Upload a LIBSVM file").run()
+    at.file_uploader(key="upload-train").set_value(("bad.txt", content, "text/plain")).run()
+    assert not at.exception
+    assert any(expected in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_run_page_tiny_run_to_completion():
+    config = RunConfig(data=TINY, algorithms=(("gd", ()), ("fsvrg", ())), iterations=3)
+    at = _app(config, "pages/run.py")
+    run = next(b for b in at.button if b.label.endswith(" Run"))
+    run.click().run()
+    assert not at.exception
+    snap = _wait_for_run(at)
+    assert snap.statuses == {"GD": "done", "FSVRG": "done"}
+    assert not at.error
+
+
+def test_run_page_refuses_a_bad_hyperparameter_before_running():
+    config = RunConfig(data=TINY, algorithms=(("gd", ()),), iterations=3)
+    at = _app(config, "pages/run.py")
+    at.expander[0]  # the GD expander exists
+    at.text_input(key="hp-gd-stepsize").set_value("-1").run()
+    assert not at.exception
+    assert any("gd.stepsize" in e.value and "> 0" in e.value for e in at.error)
+    run = next(b for b in at.button if b.label.endswith(" Run"))
+    assert run.disabled
+
+
+def test_a_diverging_run_ends_as_diverged_with_its_curves():
+    config = RunConfig(data=TINY, algorithms=(("gd", (("stepsize", 1e6),)),), iterations=20)
+    at = _app(config, "pages/run.py")
+    next(b for b in at.button if b.label.endswith(" Run")).click().run()
+    snap = _wait_for_run(at)
+    assert snap.statuses["GD"] == "diverged" and "lower stepsize" in snap.messages["GD"]
+    assert len(snap.columns["GD"]["iteration"]) >= 2
+    assert not at.exception
+
+
+def test_compare_page_lists_history_and_exports():
+    at = _app(page="pages/compare.py")
+    assert not at.exception
+    assert at.tabs[0].label == "History"
+
+
+def test_bad_query_string_values_are_reported_and_ignored():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["iterations"] = "-5"
+    at.query_params["gd.stepsize"] = "abc"
+    at.query_params["algorithms"] = "gd"
+    at.run()
+    at.switch_page("pages/run.py")
+    at.run()
+    assert not at.exception
+    texts = " ".join(w.value for w in at.warning)
+    assert "iterations" in texts and "gd.stepsize" in texts
+    assert at.session_state["config"].iterations == 30
