@@ -261,7 +261,7 @@ def axis_controls(axis_key: str = "axis", cost_key: str = "round_cost") -> None:
     with c2:
         if st.session_state.get(axis_key) == "simulated":
             st.slider("c: seconds per communication round", 0.0, 60.0, 1.0, 0.5, key=cost_key,
-                      help="TIME = I × (c + T_A), the paper's eq. (4): a round's cost on top of the "
+                      help="TIME = I × (c + T_A), the paper's eq. (3): a round's cost on top of the "
                            "measured computation")
 
 

@@ -90,3 +90,50 @@ def test_errors_are_one_line_with_exit_code_2(args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert needle in lines[0] and "Traceback" not in r.stderr
+
+
+def test_run_prints_one_json_object_per_iteration():
+    r = fedviz("run", "preset:identical-nodes", "--algorithms", "gd,fsvrg", "--iterations", "3",
+               "--set", "gd.stepsize=0.5", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(row["algorithm"], row["iteration"]) for row in rows] == \
+        [("gd", i) for i in range(4)] + [("fsvrg", i) for i in range(4)]
+    for row in rows:
+        assert {"algorithm", "iteration", "objective", "suboptimality", "test_error", "rounds", "seconds",
+                "status"} <= set(row)
+    assert rows[3]["status"] == "done" and rows[0]["status"] == "running"
+    assert rows[3]["rounds"] == 3 and rows[-1]["rounds"] == 6  # FSVRG: two rounds per iteration
+
+
+def test_run_writes_csv_and_json(tmp_path):
+    import csv
+    out = tmp_path / "runs.csv"
+    r = fedviz("run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "2", "--out", out)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [int(row["iteration"]) for row in rows] == [0, 1, 2]
+    out = tmp_path / "runs.json"
+    fedviz("run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "2", "--out", out)
+    assert [row["iteration"] for row in json.loads(out.read_text())] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--algorithms", "nope"), "algorithm='nope'"),
+    (("--algorithms", "gd", "--set", "gd.stepsize=-1"), "gd.stepsize"),
+    (("--algorithms", "gd", "--set", "gd.step=1"), "known hyperparameter: stepsize"),
+    (("--algorithms", "gd", "--set", "fsvrg.stepsize=1"), "--algorithms"),
+    (("--algorithms", "fedavg", "--set", "fedavg.client_fraction=2"), "fedavg.client_fraction"),
+])
+def test_run_refuses_bad_settings_before_running(args, needle):
+    r = fedviz("run", "preset:identical-nodes", *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_algorithms_lists_the_registry():
+    r = fedviz("algorithms", "--json")
+    algos = {a["name"]: a for a in json.loads(r.stdout)}
+    assert {"gd", "fsvrg", "naive-fsvrg", "dane", "cocoa-plus", "cocoa", "one-shot", "primal-method",
+            "dual-method", "fedavg", "fedprox", "scaffold", "svrg", "sgd"} <= set(algos)
+    assert algos["svrg"]["federated"] is False and algos["fsvrg"]["federated"] is True
+    assert all(p["help"] for a in algos.values() for p in a["params"])

@@ -1,7 +1,7 @@
 """The dual family: CoCoA+/CoCoA and the Appendix's primal and dual methods (Algorithms 5 and 6).
 
 Oracles: dense NumPy transcriptions of the pseudo-code (CoCoA+'s local SDCA with the
-paper's X_k, Algorithm 5 with d × d solves, eq. (32) with explicit ∇ξ), brentq and
+paper's X_k, Algorithm 5 with d × d solves, eq. (15) with explicit ∇ξ), brentq and
 bounded scalar maximisation for the coordinate steps, the Appendix's Theorem 1 and
 Lemma 1 as exact identities, weak duality, and w* from Newton-CG or a dense ridge solve.
 """
@@ -121,7 +121,7 @@ def _reference_cocoa_step(p, alpha, w, orders, sigma_p, gamma):
 
 
 def _reference_primal_method(p, alpha0, sigma, iterations):
-    """Algorithm 5 literally: dense g_k, d × d local solves with F_k of eq. (29)."""
+    """Algorithm 5 literally: dense g_k, d × d local solves with F_k of eq. (12)."""
     Xd, y, lam, n, K = p.X.toarray(), p.y, p.lam, p.n, p.data.n_nodes
     sl = [p.data.node_slice(k) for k in range(K)]
     eta = K / sigma
@@ -129,7 +129,7 @@ def _reference_primal_method(p, alpha0, sigma, iterations):
     w = Xd.T @ alpha0 / (lam * n)
     g = [eta * (K / n * Xd[s].T @ alpha0[s] - lam * w) for s in sl]
 
-    def grad_Fk(k, v):  # eq. (35)
+    def grad_Fk(k, v):  # eq. (18)
         return K / n * Xd[sl[k]].T @ (Xd[sl[k]] @ v - y[sl[k]]) + lam * v
 
     ws, gs = [w], [g]
@@ -149,7 +149,7 @@ def _reference_primal_method(p, alpha0, sigma, iterations):
 
 
 def _reference_dual_method(p, alpha0, sigma, iterations):
-    """Algorithm 6 literally: h_k = argmin D_k^t(u) of eq. (32), squared loss, dense."""
+    """Algorithm 6 literally: h_k = argmin D_k^t(u) of eq. (15), squared loss, dense."""
     Xd, y, lam, n, K = p.X.toarray(), p.y, p.lam, p.n, p.data.n_nodes
     alpha = alpha0.copy()
     ws = [Xd.T @ alpha / (lam * n)]

@@ -101,7 +101,7 @@ def test_objective_equals_dense_reference():
 
 
 def test_node_gradients_average_to_the_full_gradient():
-    """Eq. (12)-(13): f = Σ_k (n_k/n) F_k, so Σ_k (n_k/n) ∇F_k = ∇f."""
+    """Eqs. (6)-(7): f = Σ_k (n_k/n) F_k, so Σ_k (n_k/n) ∇F_k = ∇f."""
     problem, _, _ = _problem(Logistic(), True)
     w = np.random.default_rng(7).normal(size=problem.d)
     G = problem.node_grads_data(w).toarray()

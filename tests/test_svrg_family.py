@@ -3,7 +3,7 @@ the exact identities of Section 3 (Proposition 1; FSVRG with K = 1 is SVRG), the
 desirable properties (A) and (D) of Section 3.1, convergence with default
 hyperparameters, and DANE's degradation with K that the paper reports.
 
-The references below are written from Algorithms 1-4 and eq. (16) directly: dense
+The references below are written from Algorithms 1-4 and eq. (10) directly: dense
 vectors, one Python step per sample, no lazy updates.  They draw their samples through
 the documented contract (``rng(SAMPLE_STREAM)``: per-node stable argsort of
 ``random(n)`` keys for permutations, one ``integers(0, highs)`` call for uniform draws).

@@ -266,7 +266,7 @@ class NodeBlocks:
     (its support S_k; off S_k both systems are the identity).  The two are linked by
     push-through, (I + τAᵀA)⁻¹ = I − τAᵀ(I + τAAᵀ)⁻¹A, so only the smaller of M_k and
     N_k is factored (Cholesky; both are symmetric positive definite with eigenvalues ≥ 1,
-    so the factorisation is stable).  Algorithm 6's block step (eq. 36) needs M_k⁻¹ and
+    so the factorisation is stable).  Algorithm 6's block step (eq. 19) needs M_k⁻¹ and
     Algorithm 5's local ridge problem, written in the step δ = w − w^t on S_k, needs
     N_k⁻¹ (the Woodbury/dual form when n_k < m_k).
 

@@ -1,9 +1,9 @@
 """CoCoA+ (Ma et al. 2015, "Adding vs. averaging in distributed primal-dual optimization"): Figure 2's COCOA.
 
-CoCoA+ works on the dual (eq. 30): node k owns the dual variables α_[k] of its
+CoCoA+ works on the dual (eq. 13): node k owns the dual variables α_[k] of its
 examples, and every iteration (one round) it
 
-1. receives w = (1/(λn)) Xᵀα (eq. 31);
+1. receives w = (1/(λn)) Xᵀα (eq. 14);
 2. approximately maximises its local subproblem (Ma et al., eq. 9)
 
        G_k^{σ'}(Δα_[k]) = −(1/n) Σ_{i∈P_k} φ_i*(−α_i − Δα_i) − (1/K)(λ/2)‖w‖²

@@ -1,7 +1,7 @@
 """DANE, the Distributed Approximate Newton method: Algorithm 2 of the paper (Section 3.4).
 
-Each iteration takes two rounds.  The server collects ∇f(w^t) (eq. 13) and sends it
-back; every node k solves its subproblem (eq. 16)
+Each iteration takes two rounds.  The server collects ∇f(w^t) (eq. 7) and sends it
+back; every node k solves its subproblem (eq. 10)
 
     w_k = argmin_w  F_k(w) − a_kᵀw + (μ/2)‖w − w^t‖²,   a_k = ∇F_k(w^t) − η∇f(w^t),
 

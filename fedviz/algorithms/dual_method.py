@@ -1,17 +1,17 @@
 """The Appendix's dual method (Algorithm 6, Dual Block Proximal Gradient Ascent) and the dual family's base class.
 
-The dual of f(w) = (1/n) Σ φ_i(x_iᵀw) + (λ/2)‖w‖² (eq. 28) is eq. (30),
+The dual of f(w) = (1/n) Σ φ_i(x_iᵀw) + (λ/2)‖w‖² (eq. 11) is eq. (13),
 
     max_α  D(α) = −(1/(2λn²)) ‖Σ_i α_i x_i‖² − (1/n) Σ_i φ_i*(−α_i),
 
 with one dual variable α_i per example, and a dual point maps to the primal point
-w(α) = (1/(λn)) Σ_i α_i x_i (eq. 31; the paper's X is d × n, so this is its (1/(λn))Xα).
+w(α) = (1/(λn)) Σ_i α_i x_i (eq. 14; the paper's X is d × n, so this is its (1/(λn))Xα).
 At the optimum α*_i = −φ_i'(x_iᵀw*) and w(α*) = w*.
 
 This module owns :class:`DualAlgorithm`, the state every method of the family keeps
 (α, w = w(α), the starting point, the duality gap), and :class:`DualMethod`, Algorithm 6
 for ridge regression: every node maximises the separable lower bound of D built from
-XᵀX ⪯ σ·Diag(X_kᵀX_k) exactly over its own block (eq. 32, which for the squared loss is
+XᵀX ⪯ σ·Diag(X_kᵀX_k) exactly over its own block (eq. 15, which for the squared loss is
 the linear system (36)), and α^{t+1} = α^t + h^t.  Theorem 1 of the Appendix says its
 image w(α^t) is the primal method's iterate (:mod:`.primal_method`); CoCoA+
 (:mod:`.cocoa_plus`) is the same scheme with the block step done inexactly.
@@ -61,7 +61,7 @@ def initial_dual(problem: Problem, alpha0, w0) -> np.ndarray:
 
 
 def primal_image(problem: Problem, alpha: np.ndarray) -> np.ndarray:
-    """w(α) = (1/(λn)) Σ_i α_i x_i, eq. (31)."""
+    """w(α) = (1/(λn)) Σ_i α_i x_i, eq. (14)."""
     return problem.XT @ alpha / (problem.lam * problem.n)
 
 
@@ -94,7 +94,7 @@ class DualAlgorithm(Algorithm):
     Attributes
     ----------
     alpha : ndarray (n,)
-        The current dual variables; ``w`` is their image (eq. 31), maintained
+        The current dual variables; ``w`` is their image (eq. 14), maintained
         incrementally.
     """
 
@@ -112,7 +112,7 @@ class DualAlgorithm(Algorithm):
 
     @property
     def dual_objective(self) -> float:
-        """D(α) of eq. (30), with ‖Σ α_i x_i‖²/(λn)² taken as ‖w‖²."""
+        """D(α) of eq. (13), with ‖Σ α_i x_i‖²/(λn)² taken as ‖w‖²."""
         p = self.problem
         return float(-0.5 * p.lam * (self.w @ self.w) - np.mean(p.loss.conjugate(-self.alpha, p.y)))
 
@@ -141,19 +141,19 @@ def check_sigma(owner: str, sigma: float | None, K: int) -> float:
 class DualMethod(DualAlgorithm):
     """Algorithm 6 of the Appendix for ridge regression: exact dual block proximal ascent.
 
-    Each iteration is one round.  Node k receives w^t, solves eq. (36),
+    Each iteration is one round.  Node k receives w^t, solves eq. (19),
 
         (I + τ X_kᵀX_k) h_k = y_k − X_kᵀw^t − α_k^t,   τ = σ/(λn),
 
     exactly (in the paper's notation, X_k is d × n_k; a Cholesky factor of the smaller of
     I + τX_kᵀX_k and I + τX_kX_kᵀ on the node's features, computed once), sets
     α_k ← α_k + h_k and sends (1/(λn)) X_k h_k, a vector supported on its features; the
-    server adds them up.  The reported iterate is w(α^t), eq. (31).
+    server adds them up.  The reported iterate is w(α^t), eq. (14).
     """
 
     name = "dual-method"
     title = "Dual method (Alg. 6)"
-    reference = "Algorithm 6 (Dual Block Proximal Gradient Ascent), Appendix, eqs. (30)–(32)"
+    reference = "Algorithm 6 (Dual Block Proximal Gradient Ascent), Appendix, eqs. (13)–(15)"
     losses = ("squared",)
     params = (_sigma_param(),)
 

@@ -1,6 +1,6 @@
 """Federated SVRG (FSVRG): the paper's proposed method, Algorithm 4 (Section 3.6).
 
-Each iteration takes two rounds.  First the server collects ∇f(w^t) (eq. 13).  Then every
+Each iteration takes two rounds.  First the server collects ∇f(w^t) (eq. 7).  Then every
 node k starts from w_k = w^t and runs one pass over a random permutation of its n_k
 examples with the local stepsize h_k = h/n_k,
 

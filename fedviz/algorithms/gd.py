@@ -1,7 +1,7 @@
 """Distributed gradient descent: the GD baseline of the paper's Figure 2 (Section 4.1).
 
 Each iteration is one round: nodes send ∇F_k(w^t) weighted by n_k/n, the server forms
-∇f(w^t) (eq. 13) and steps w^{t+1} = w^t − h ∇f(w^t).
+∇f(w^t) (eq. 7) and steps w^{t+1} = w^t − h ∇f(w^t).
 """
 
 from __future__ import annotations

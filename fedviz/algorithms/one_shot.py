@@ -1,7 +1,7 @@
 """One-shot averaging: the first display of Section 3.4 (after Zinkevich et al., 2010).
 
-Every node minimises its own local objective F_k (eq. 12) and the server averages the
-minimisers with the weights n_k/n of eq. (13),
+Every node minimises its own local objective F_k (eq. 6) and the server averages the
+minimisers with the weights n_k/n of eq. (7),
 
     w_k = argmin_w F_k(w),   w = Σ_k (n_k/n) w_k.
 

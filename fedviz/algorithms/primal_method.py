@@ -10,7 +10,7 @@ Theorem 1 says that for the squared loss its iterates are the images w(α^t) of 
 dual method's (Algorithm 6), so it converges for every partition, unlike DANE.
 
 Local functions.  The Appendix takes F_k(w) = (K/n) Σ_{i∈P_k} φ_i(x_iᵀw) + (λ/2)‖w‖²
-(eq. 29) and assumes equal n_k, so that this F_k is the F_k of eq. (12).  We keep eq. (29)
+(eq. 12) and assumes equal n_k, so that this F_k is the F_k of eq. (6).  We keep eq. (12)
 for every partition: f = (1/K) Σ_k F_k still holds exactly, and neither Lemma 1 nor the
 proof of Theorem 1 uses equal n_k, so the method and the equivalence carry over
 unchanged to unbalanced nodes (what differs is only that F_k is no longer node k's
@@ -58,7 +58,7 @@ class PrimalMethod(Algorithm):
 
     name = "primal-method"
     title = "Primal method (Alg. 5)"
-    reference = "Algorithm 5 (Primal Method), Appendix, eqs. (9), (29); Lemma 1, Theorem 1"
+    reference = "Algorithm 5 (Primal Method), Appendix, eqs. (9), (12); Lemma 1, Theorem 1"
     losses = ("squared",)
     params = (_sigma_param(),)
 

@@ -44,7 +44,7 @@ def _columns(records) -> dict[str, np.ndarray]:
 def x_values(cols: Mapping[str, np.ndarray], axis: str, *, nodes: int = 1, round_cost: float = 0.0):
     """The x coordinate of each record for an axis key of :data:`X_AXES`.
 
-    ``simulated`` is the paper's eq. (4), TIME = I × (c + T_A), accumulated over the run:
+    ``simulated`` is the paper's eq. (3), TIME = I × (c + T_A), accumulated over the run:
     every communication round costs ``round_cost`` seconds (c) on top of the measured
     computation time (T_A, the wall seconds of the simulation).
     """

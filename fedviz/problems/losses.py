@@ -1,4 +1,4 @@
-"""Losses φ_i(z) of the L2-regularised linear predictors of the paper's Appendix, eq. (28).
+"""Losses φ_i(z) of the L2-regularised linear predictors of the paper's Appendix, eq. (11).
 
 Each loss is a small stateless object acting on margins ``z = Xw`` and labels ``y``
 elementwise.  It provides the value, the first and second derivatives in z (from which

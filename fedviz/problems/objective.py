@@ -1,9 +1,9 @@
-"""The objective f(w) = (1/n) Σ_i φ_i(x_iᵀw) + (λ/2)‖w‖² of the paper's eqs. (1) and (28).
+"""The objective f(w) = (1/n) Σ_i φ_i(x_iᵀw) + (λ/2)‖w‖² of the paper's eqs. (1) and (11).
 
 :class:`Problem` binds a federated data set, a loss and λ.  It evaluates f, ∇f and
 Hessian-vector products with two sparse matrix-vector products each (the memory-bound
 floor every algorithm is measured against), and the per-node quantities F_k and ∇F_k
-of eq. (12).
+of eq. (6).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class Problem:
         """∇²f(w) v for the curvature ``D = curvature(w)``."""
         return self.XT @ (D * (self.X @ v)) / self.n + self.lam * v
 
-    # -- per-node quantities (eq. 12: F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w)) -----------------------
+    # -- per-node quantities (eq. 6: F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w)) -----------------------
     def node_grads_data(self, w: np.ndarray) -> sp.csr_matrix:
         """The data part of each ∇F_k as rows of a K × d sparse matrix: (1/n_k) X_kᵀ φ'(X_k w)."""
         z = self.X @ w
