@@ -254,6 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.html|FILE.png", help="write the figure")
     p.set_defaults(func=_cmd_figure2)
 
+    p = sub.add_parser("bench", help="speed and memory against a SciPy gradient pass and scikit-learn's SAGA")
+    p.add_argument("--scale", choices=["small", "medium", "paper"], default="small",
+                   help="google-plus at about 50k, 200k or 2.17M examples")
+    p.add_argument("--iterations", type=int, default=5, help="iterations per algorithm for the median")
+    p.add_argument("--sklearn-solvers", default="newton-cg,lbfgs,liblinear",
+                   help="scikit-learn solvers timed on the optimum ('' to skip)")
+    p.add_argument("--no-experiment", action="store_true", help="skip the end-to-end experiment timing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
+
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_algorithms)
