@@ -193,7 +193,8 @@ def format_table(r: dict) -> str:
         ratio = f"{a['ratio_to_saga_epoch']:.2f}" if a["ratio_to_saga_epoch"] is not None else "n/a"
         lines.append(f"| {label}, per iteration | {a['seconds_per_iteration']:.3f} | "
                      f"{a['ratio_to_gradient_pass']:.2f} | {ratio} |")
-    lines += ["", f"generation {r['generate_seconds']:.1f} s, statistics {r['stats_seconds']:.2f} s, "
+    lines += ["", f"generation {r['generate_seconds']:.1f} s (peak memory then "
+                  f"{r['peak_memory_gb_after_generate']:.2f} GB), statistics {r['stats_seconds']:.2f} s, "
                   f"optimum {r['optimum_seconds']:.1f} s (‖∇f‖ = {r['optimum_grad_norm']:.1e})"]
     for solver, v in r["sklearn"].items():
         if isinstance(v, dict):

@@ -146,3 +146,31 @@ def test_bad_query_string_values_are_reported_and_ignored():
     texts = " ".join(w.value for w in at.warning)
     assert "iterations" in texts and "gd.stepsize" in texts
     assert at.session_state["config"].iterations == 30
+
+
+def test_stepsize_sweep_keeps_the_best_variant():
+    config = RunConfig(data=TINY, algorithms=(("gd", ()),), iterations=5)
+    at = _app(config, "pages/run.py")
+    at.checkbox[0].check().run()  # "Stepsize sweep"
+    next(b for b in at.button if b.label.endswith(" Run")).click().run()
+    snap = _wait_for_run(at)
+    assert len(snap.statuses) == 5 and all(label.startswith("GD ×") for label in snap.statuses)
+    final = {label: cols["suboptimality"][-1] for label, cols in snap.columns.items()}
+    # The table marks exactly one kept variant, the one with the lowest final f − f*.
+    table = at.table[0].value
+    kept = [v for v, k in zip(table["variant"], table["kept"]) if k == "✓"]
+    assert kept == [min(final, key=final.get)]
+
+
+def test_compare_what_if_runs_two_partitionings_side_by_side():
+    config = RunConfig(data=DataSpec(source="preset:google-plus-small?nodes=20"),
+                       algorithms=(("fsvrg", ()),), iterations=3)
+    at = _app(config, "pages/compare.py")
+    next(b for b in at.button if b.label.endswith("Run both")).click().run()
+    a = _wait_for_run(at, "whatif-run-a")
+    b = _wait_for_run(at, "whatif-run-b")
+    assert a.statuses == {"FSVRG": "done"} and b.statuses == {"FSVRG": "done"}
+    # Same rows, same f*: only the split differs, so the curves start at the same point.
+    assert a.columns["FSVRG"]["objective"][0] == b.columns["FSVRG"]["objective"][0]
+    assert a.columns["FSVRG"]["objective"][-1] != b.columns["FSVRG"]["objective"][-1]
+    assert not at.exception

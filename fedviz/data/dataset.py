@@ -159,7 +159,9 @@ class FederatedDataset:
             # Sort test rows by node too, so per-node test views are contiguous.
             torder = np.argsort(tn, kind="stable")
             X_test, y_test, tn = X_test[torder], y_test[torder], tn[torder]
-        return cls(X=X[order], y=y[order], offsets=offsets, X_test=X_test, y_test=y_test,
+        if np.any(order != np.arange(order.size)):  # already grouped (a generator's output): no copy
+            X, y = X[order], y[order]
+        return cls(X=X, y=y, offsets=offsets, X_test=X_test, y_test=y_test,
                    test_nodes=tn.astype(np.int64), meta=meta)
 
     def with_nodes(self, node_of_row, *, meta_update: Mapping | None = None) -> "FederatedDataset":
