@@ -117,6 +117,8 @@ def test_error_figure(runs: Mapping[str, Sequence], *, baselines: Mapping[str, f
 
 _BASELINE_STYLE = {"optimum": ("OPT", "#1f77b4", "solid"), "majority": ("predict majority", "#7f7f7f", "dot"),
                    "node_majority": ("per-node majority", "#bcbd22", "dash")}
+# OPT's label goes under its line: the curves converge onto it from above.
+_BASELINE_LABEL = {"optimum": "bottom right"}
 
 
 def _add_baselines(fig, baselines, row=None, col=None):
@@ -126,7 +128,8 @@ def _add_baselines(fig, baselines, row=None, col=None):
         name, color, dash = _BASELINE_STYLE.get(key, (key, "#444", "dot"))
         kw = {} if row is None else dict(row=row, col=col)
         fig.add_hline(y=value, line=dict(color=color, dash=dash, width=1.5),
-                      annotation_text=f"{name} {100 * value:.2f}%", annotation_position="top right", **kw)
+                      annotation_text=f"{name} {100 * value:.2f}%",
+                      annotation_position=_BASELINE_LABEL.get(key, "top right"), **kw)
 
 
 def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round_cost=0.0,
@@ -142,7 +145,9 @@ def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(tickformat=".1%", row=1, col=2)
     fig.update_xaxes(title_text=X_AXES[axis])
-    fig.update_layout(height=height, title=title, **_LAYOUT)
+    fig.update_layout(height=height, **_LAYOUT)
+    if title:  # above the subplot titles, not on them
+        fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), margin=dict(t=90))
     return fig
 
 
