@@ -99,6 +99,9 @@ def run(scale: str = "small", *, iterations: int = 5, sklearn_solvers=("newton-c
         log(f"{label}: {med:.3f}s/iteration")
     out["algorithms"] = rows
 
+    out["stop_latency_seconds"] = stop_latency(problem, ("fsvrg", "gd", "cocoa-plus"))
+    log(f"stop latency {out['stop_latency_seconds']}")
+
     if experiment:
         # The paper's experiment end to end: generation, the optimum, 30 iterations of each line.
         t = time.perf_counter()
@@ -112,6 +115,31 @@ def run(scale: str = "small", *, iterations: int = 5, sklearn_solvers=("newton-c
         log(f"whole experiment {out['experiment_seconds']:.1f}s")
     out["first_record_seconds_small"] = _first_record_small()
     out["peak_memory_gb"] = _rss_gb()
+    return out
+
+
+def stop_latency(problem, names) -> dict:
+    """Seconds from Stop, pressed mid-iteration through the run manager, to the run's end."""
+    from .runner.manager import RunJob, RunManager
+
+    manager = RunManager(1, store=None, reaper=False)
+    out = {}
+    try:
+        for name in names:
+            handle = manager.submit(RunJob(make_problem=lambda: problem, algorithms=((name, name, {}),),
+                                           iterations=10_000, f_star=0.0), "bench")
+            while True:
+                cols = handle.snapshot().columns.get(name)
+                if cols is not None and len(cols["iteration"]) >= 3:
+                    break
+                time.sleep(0.02)
+            time.sleep(0.37)  # land inside an iteration rather than between two
+            t = time.perf_counter()
+            handle.stop("bench")
+            handle.wait(60)
+            out[name] = time.perf_counter() - t
+    finally:
+        manager.close(5)
     return out
 
 
@@ -204,6 +232,7 @@ def format_table(r: dict) -> str:
     if "experiment_seconds" in r:
         lines.append(f"whole experiment (generation, optimum, 30 iterations of FSVRG, GD, CoCoA+): "
                      f"{r['experiment_seconds']:.1f} s")
+    lines.append("stop latency: " + ", ".join(f"{k} {v:.2f} s" for k, v in r["stop_latency_seconds"].items()))
     lines.append(f"first record on google-plus-small: {r['first_record_seconds_small']:.2f} s; "
                  f"peak memory {r['peak_memory_gb']:.2f} GB")
     return "\n".join(lines)
