@@ -218,10 +218,14 @@ class Algorithm:
     def gradient(self) -> np.ndarray:
         """∇f(w) for the current w, computed at most once per iteration (not counted as work:
         the runner uses it for metrics; algorithms count theirs through :meth:`full_gradient`)."""
+        return self.objective_and_gradient()[1]
+
+    def objective_and_gradient(self) -> tuple[float, np.ndarray]:
+        """(f(w), ∇f(w)) for the current w, from one fused pass, cached like :meth:`gradient`."""
         z = self.margins()
         if self._g is None:
-            self._g = self.problem.grad(self.w, z)
-        return self._g
+            self._f, self._g = self.problem.value_grad(self.w, z)
+        return self._f, self._g
 
     def rng(self, *stream: int) -> np.random.Generator:
         """A generator for (seed, iteration, *stream): reproducible and independent per use,

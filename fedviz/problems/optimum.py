@@ -59,7 +59,8 @@ def solve(problem: Problem, *, gtol: float = 1e-10, max_iter: int = 100, use_cac
 
 
 def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
-    X, XT, y, loss, lam, n = problem.X, problem.XT, problem.y, problem.loss, problem.lam, problem.n
+    X, y, loss, lam, n = problem.X, problem.y, problem.loss, problem.lam, problem.n
+    XT = X.T  # a CSC view: SciPy's fastest Xᵀr
     w = np.zeros(problem.d)
     z = np.zeros(n)
     hvs = 0

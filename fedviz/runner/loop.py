@@ -127,8 +127,8 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         obj = grad_norm = test_err = train_err = nan
     else:
         z = algo.margins()
-        obj = p.value(w, z)
-        grad_norm = float(np.linalg.norm(algo.gradient()))
+        obj, g = algo.objective_and_gradient()
+        grad_norm = float(np.linalg.norm(g))
         test_err = p.test_error(w)
         train_err = p.train_error(w, z)
     return IterationRecord(
