@@ -31,7 +31,16 @@ def node_feature_counts(indptr, indices, data, offsets, d, parts):
     """CSR arrays (indptr, indices, counts) of the K × d matrix n_k^j, indices sorted."""
     K = offsets.size - 1
     sizes = np.zeros(K, dtype=np.int64)
-    bounds = np.linspace(0, K, parts + 1).astype(np.int64)
+    # Node ranges of about equal nonzeros: node sizes are heavy-tailed, equal node counts are not.
+    bounds = np.empty(parts + 1, dtype=np.int64)
+    bounds[0] = 0
+    bounds[parts] = K
+    total = indptr[offsets[K]]
+    k = 0
+    for p in range(1, parts):
+        while k < K and indptr[offsets[k]] < total * p // parts:
+            k += 1
+        bounds[p] = k
     for c in numba.prange(parts):
         mark = np.full(d, -1, dtype=np.int64)
         count = np.zeros(d, dtype=np.int64)
