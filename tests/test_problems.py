@@ -179,3 +179,21 @@ def test_optimum_is_cached_per_problem():
     assert solve(problem) is solve(problem)
     other = Problem(problem.data, "logistic", problem.lam * 2)
     assert solve(other) is not solve(problem)
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES, ids=repr)
+@pytest.mark.parametrize("n", [300, 60_000])  # below and above the fused kernel's threshold
+def test_value_grad_error_equals_the_separate_evaluations(loss, n):
+    rng = np.random.default_rng(9)
+    X = sp.random(n, 15, density=0.3, random_state=1, format="csr")
+    y = rng.normal(size=n) if loss.task == "regression" else np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    problem = Problem(FederatedDataset.from_assignment(X, y, rng.integers(0, 5, n)), loss, 1e-3)
+    w = rng.normal(size=15)
+    w[0] = 0.0
+    z = problem.X @ w
+    z[:7] = 0.0  # ties predict -1
+    f, g, err = problem.value_grad_error(w, z)
+    assert f == pytest.approx(float(np.mean(loss.value(z, problem.y)) + 0.5e-3 * w @ w), rel=1e-12)
+    np.testing.assert_allclose(g, problem.X.T @ (loss.deriv(z, problem.y) / n) + 1e-3 * w, rtol=1e-12,
+                               atol=1e-15)
+    assert err == pytest.approx(problem.train_error(w, z), abs=1e-15)

@@ -224,8 +224,13 @@ class Algorithm:
         """(f(w), ∇f(w)) for the current w, from one fused pass, cached like :meth:`gradient`."""
         z = self.margins()
         if self._g is None:
-            self._f, self._g = self.problem.value_grad(self.w, z)
+            self._f, self._g, self._train_error = self.problem.value_grad_error(self.w, z)
         return self._f, self._g
+
+    def train_error(self) -> float:
+        """The training error at the current w, a by-product of :meth:`objective_and_gradient`."""
+        self.objective_and_gradient()
+        return self._train_error
 
     def rng(self, *stream: int) -> np.random.Generator:
         """A generator for (seed, iteration, *stream): reproducible and independent per use,

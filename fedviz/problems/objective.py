@@ -94,10 +94,20 @@ class Problem:
 
     def value_grad(self, w: np.ndarray, z: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """f(w) and ∇f(w) with one pass over the margins (a fused kernel where the loss has one)."""
+        f, g, _ = self.value_grad_error(w, z)
+        return f, g
+
+    def value_grad_error(self, w: np.ndarray, z: np.ndarray | None = None):
+        """f(w), ∇f(w) and the training error (classification error, or MSE for ridge) together."""
         z = self.X @ w if z is None else z
-        total, d = self.loss.value_deriv(z, self.y)
+        total, d, errors = self.loss.value_deriv(z, self.y)
         f = total / self.n + 0.5 * self.lam * float(w @ w)
-        return f, self.X.T @ (d / self.n) + self.lam * w
+        g = self.X.T @ (d / self.n) + self.lam * w
+        if errors is None:
+            train = float(np.mean((z - self.y) ** 2)) if self.loss.task == "regression" else float("nan")
+        else:
+            train = errors / self.n if self.n else float("nan")
+        return f, g, train
 
     def curvature(self, w: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
         """The diagonal D with ∇²f(w) = Xᵀ D X / n + λI, i.e. φ''(x_iᵀw)."""

@@ -130,7 +130,7 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         obj, g = algo.objective_and_gradient()
         grad_norm = float(np.linalg.norm(g))
         test_err = p.test_error(w)
-        train_err = p.train_error(w, z)
+        train_err = algo.train_error()
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
         test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,
