@@ -45,47 +45,19 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..errors import ParameterError
-from ..problems.losses import Logistic, SmoothedHinge, Squared
+from ..problems._compiled import dphi, loss_code
 from ..problems.objective import Problem
 
-#: Loss codes understood by the kernels.
-LOGISTIC, SQUARED, SMOOTHED_HINGE = 0, 1, 2
 
 #: Work units (entries visited) per batch of nodes between two checks of the Stop button:
 #: about 0.05–0.1 s on one core, so Stop takes effect well within a second.
 BATCH_WORK = 8_000_000
 
 
-def loss_code(loss) -> tuple[int, float]:
-    """The kernel's code for a loss and its smoothing parameter γ (1 where unused)."""
-    if isinstance(loss, Logistic):
-        return LOGISTIC, 1.0
-    if isinstance(loss, Squared):
-        return SQUARED, 1.0
-    if isinstance(loss, SmoothedHinge):
-        return SMOOTHED_HINGE, loss.gamma
-    raise ParameterError("loss", getattr(loss, "name", loss), "logistic, squared or smoothed-hinge")
-
-
 # ---------------------------------------------------------------------------------------------
 # Compiled kernels
 # ---------------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
-def _dphi(code, gamma, z, y):
-    """φ'(z; y) for the three losses (same formulas as :mod:`fedviz.problems.losses`)."""
-    if code == LOGISTIC:
-        # −y·expit(−y z) = −y / (1 + exp(y z)); exp overflow gives −0, which is right.
-        return -y / (1.0 + math.exp(y * z))
-    if code == SQUARED:
-        return z - y
-    a = (1.0 - y * z) / gamma
-    if a < 0.0:
-        a = 0.0
-    elif a > 1.0:
-        a = 1.0
-    return -y * a
 
 
 @njit(cache=True, nogil=True)
@@ -190,7 +162,7 @@ def _node_pass(k, offsets, epochs, bsize, order, obase,
                         y[j] = rpow[m] * y[j] + a[j] * qsum[m]
                         last[j] = t
                     z += val * y[j]
-                coef[q - lo] = _dphi(code, gamma, z, labels[i]) * inv
+                coef[q - lo] = dphi(code, z, labels[i], gamma) * inv
             # 2. The step: the affine part once per coordinate, then the data gradient.
             for q in range(lo, hi):
                 i = start + (q if bsize == 0 else order[ebase + q])

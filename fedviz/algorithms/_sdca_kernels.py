@@ -32,9 +32,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-#: Loss codes understood by the kernels.
-SQUARED, LOGISTIC, SMOOTHED_HINGE = 0, 1, 2
-LOSS_CODES = {"squared": SQUARED, "logistic": LOGISTIC, "smoothed-hinge": SMOOTHED_HINGE}
+from ..problems._compiled import LOGISTIC, LOSS_CODES, SMOOTHED_HINGE, SQUARED  # noqa: F401 - shared codes
+
 
 # Bounds that keep b = α_i y_i strictly inside (0, 1) in floating point for the logistic
 # loss (see :func:`_logistic_dual_b`): u = min(b, 1 − b) ≥ e^V_MIN_LOW ≈ 3e-308 when

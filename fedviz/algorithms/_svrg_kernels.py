@@ -40,6 +40,8 @@ import math
 import weakref
 
 import numba
+
+from ..problems._compiled import LOSS_CODES, dphi  # noqa: F401 - LOSS_CODES re-exported
 import numpy as np
 import scipy.sparse as sp
 from numba import prange
@@ -51,7 +53,6 @@ from ..problems.objective import Problem
 SAMPLE_STREAM = 1
 
 #: Loss codes understood by the kernels.
-LOSS_CODES = {"logistic": 0, "squared": 1, "smoothed-hinge": 2}
 
 #: Work (touched entries, roughly) per batch of nodes between two Stop checks: about 20–50 ms.
 BATCH_WORK = 4_000_000
@@ -89,25 +90,6 @@ def segment_argsort(keys, ptr):
 
 
 # ----------------------------------------------------------------------------- losses
-@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def dphi(code, z, y, gamma):
-    """φ'(z; y) for the loss ``code`` (see :data:`LOSS_CODES`), as in :mod:`fedviz.problems.losses`."""
-    if code == 0:
-        t = -y * z
-        if t >= 0.0:
-            s = 1.0 / (1.0 + math.exp(-t))
-        else:
-            e = math.exp(t)
-            s = e / (1.0 + e)
-        return -y * s
-    if code == 1:
-        return z - y
-    v = (1.0 - y * z) / gamma
-    if v < 0.0:
-        v = 0.0
-    elif v > 1.0:
-        v = 1.0
-    return -y * v
 
 
 @numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
