@@ -197,3 +197,75 @@ def test_value_grad_error_equals_the_separate_evaluations(loss, n):
     np.testing.assert_allclose(g, problem.X.T @ (loss.deriv(z, problem.y) / n) + 1e-3 * w, rtol=1e-12,
                                atol=1e-15)
     assert err == pytest.approx(problem.train_error(w, z), abs=1e-15)
+
+
+# -- products on every core (fedviz.problems._blocks) ---------------------------------------------
+def _random_csr(n, d, per_row, seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.poisson(per_row, size=n)  # unequal rows, some empty
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(d, size=k, replace=False)) for k in lengths] + [np.empty(0, int)])
+    return sp.csr_matrix((rng.normal(size=indptr[-1]), indices.astype(np.int32), indptr), shape=(n, d))
+
+
+@pytest.mark.parametrize("n, d, per_row", [(40_000, 300, 12), (5_000, 50_000, 40), (0, 10, 1), (3, 4, 2)])
+def test_row_blocks_match_scipy_and_a_dense_reference(n, d, per_row):
+    from fedviz.problems import _blocks
+
+    X = _random_csr(n, d, per_row, seed=n + d)
+    blocks = _blocks.RowBlocks(X)
+    assert blocks.rows[0] == 0 and blocks.rows[-1] == n and np.all(np.diff(blocks.rows) >= 0)
+    rng = np.random.default_rng(0)
+    w, r = rng.normal(size=d), rng.normal(size=n)
+    # X w is summed row by row in SciPy's order: equal bit for bit.
+    assert np.array_equal(blocks.matvec(w), X @ w)
+    dense = X.toarray()
+    np.testing.assert_allclose(blocks.rmatvec(r), dense.T @ r, rtol=1e-12, atol=1e-12 * max(1, np.abs(r).sum()))
+
+
+def test_row_blocks_are_set_by_the_matrix_and_results_do_not_depend_on_threads():
+    import numba
+
+    from fedviz.problems import _blocks
+
+    X = _random_csr(60_000, 2_000, 20, seed=3)
+    assert X.nnz >= 8 * _blocks.MIN_BLOCK_NNZ  # the test must exercise MAX_BLOCKS blocks
+    blocks = _blocks.RowBlocks(X)
+    assert blocks.n_blocks == _blocks.MAX_BLOCKS
+    # Blocks hold about equal nonzeros (within one row of the ideal split).
+    per_block = np.diff(X.indptr[blocks.rows])
+    assert per_block.max() - per_block.min() <= 2 * np.diff(X.indptr).max()
+    rng = np.random.default_rng(1)
+    w, r = rng.normal(size=X.shape[1]), rng.normal(size=X.shape[0])
+    before = numba.get_num_threads()
+    try:
+        results = []
+        for threads in (1, before):
+            numba.set_num_threads(threads)
+            results.append((blocks.matvec(w), blocks.rmatvec(r)))
+    finally:
+        numba.set_num_threads(before)
+    assert np.array_equal(results[0][0], results[1][0]) and np.array_equal(results[0][1], results[1][1])
+
+
+def test_objective_gradient_and_hessian_through_blocks(monkeypatch):
+    """The Problem's f, ∇f and ∇²f v with X split into blocks agree with a dense transcription."""
+    from fedviz.problems import _blocks
+
+    monkeypatch.setattr(_blocks, "MIN_BLOCK_NNZ", 10)
+    problem, X, y = _problem(Logistic(), True, n=400, d=30)
+    assert problem.blocks.n_blocks > 1
+    rng = np.random.default_rng(2)
+    w, v = rng.normal(size=problem.d), rng.normal(size=problem.d)
+    Xd = problem.X.toarray()  # rows grouped by node, as the problem holds them
+    yd = problem.y
+    z = Xd @ w
+    s = 1 / (1 + np.exp(yd * z))
+    f = np.mean(np.logaddexp(0, -yd * z)) + 0.5 * problem.lam * w @ w
+    g = Xd.T @ (-yd * s) / problem.n + problem.lam * w
+    f2, g2, _ = problem.value_grad_error(w)
+    assert f2 == pytest.approx(f, rel=1e-13)
+    np.testing.assert_allclose(g2, g, rtol=1e-12, atol=1e-15)
+    D = problem.curvature(w)
+    np.testing.assert_allclose(problem.hessp(D, v), Xd.T @ (s * (1 - s) * (Xd @ v)) / problem.n + problem.lam * v,
+                               rtol=1e-12, atol=1e-15)

@@ -85,7 +85,7 @@ class Param:
                 value = float(text) if self.kind == "float" else int(float(text))
                 if self.kind == "int" and float(text) != int(float(text)):
                     raise ValueError
-            except ValueError:
+            except (ValueError, OverflowError):  # 'abc', '1.5' for an int, 'inf' for an int
                 raise ParameterError(qual, text, self.range_text()) from None
             return self.validate(value, owner)
         return self.validate(text, owner)
@@ -203,7 +203,7 @@ class Algorithm:
         """X @ w for the current w, computed at most once per iteration."""
         self._validate_cache()
         if self._z is None:
-            self._z = self.problem.X @ self.w
+            self._z = self.problem.matvec(self.w)
         return self._z
 
     def set_margins(self, z: np.ndarray) -> None:

@@ -18,6 +18,7 @@ import scipy.sparse.linalg as spla
 from ..data.baselines import classification_error
 from ..data.dataset import FederatedDataset
 from ..errors import ParameterError
+from ._blocks import RowBlocks
 from .losses import Loss, make_loss
 
 
@@ -80,17 +81,34 @@ class Problem:
         about five times faster than a materialised CSR transpose."""
         return self.X.T
 
+    @cached_property
+    def blocks(self) -> RowBlocks:
+        """X as row blocks for products on every core (:meth:`matvec`, :meth:`rmatvec`)."""
+        return RowBlocks(self.X)
+
+    @cached_property
+    def test_blocks(self) -> RowBlocks:
+        return RowBlocks(self.data.X_test)
+
+    def matvec(self, w: np.ndarray) -> np.ndarray:
+        """X w on every core."""
+        return self.blocks.matvec(w)
+
+    def rmatvec(self, r: np.ndarray) -> np.ndarray:
+        """Xᵀ r on every core."""
+        return self.blocks.rmatvec(r)
+
     # -- objective ---------------------------------------------------------------------------
     def margins(self, w: np.ndarray) -> np.ndarray:
-        return self.X @ w
+        return self.matvec(w)
 
     def value(self, w: np.ndarray, z: np.ndarray | None = None) -> float:
-        z = self.X @ w if z is None else z
+        z = self.matvec(w) if z is None else z
         return float(np.mean(self.loss.value(z, self.y)) + 0.5 * self.lam * (w @ w))
 
     def grad(self, w: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
-        z = self.X @ w if z is None else z
-        return self.XT @ (self.loss.deriv(z, self.y) / self.n) + self.lam * w
+        z = self.matvec(w) if z is None else z
+        return self.rmatvec(self.loss.deriv(z, self.y) / self.n) + self.lam * w
 
     def value_grad(self, w: np.ndarray, z: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """f(w) and ∇f(w) with one pass over the margins (a fused kernel where the loss has one)."""
@@ -99,10 +117,12 @@ class Problem:
 
     def value_grad_error(self, w: np.ndarray, z: np.ndarray | None = None):
         """f(w), ∇f(w) and the training error (classification error, or MSE for ridge) together."""
-        z = self.X @ w if z is None else z
+        z = self.matvec(w) if z is None else z
         total, d, errors = self.loss.value_deriv(z, self.y)
         f = total / self.n + 0.5 * self.lam * float(w @ w)
-        g = self.X.T @ (d / self.n) + self.lam * w
+        d /= self.n
+        g = self.rmatvec(d)
+        g += self.lam * w
         if errors is None:
             train = float(np.mean((z - self.y) ** 2)) if self.loss.task == "regression" else float("nan")
         else:
@@ -111,12 +131,12 @@ class Problem:
 
     def curvature(self, w: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
         """The diagonal D with ∇²f(w) = Xᵀ D X / n + λI, i.e. φ''(x_iᵀw)."""
-        z = self.X @ w if z is None else z
+        z = self.matvec(w) if z is None else z
         return self.loss.deriv2(z, self.y)
 
     def hessp(self, D: np.ndarray, v: np.ndarray) -> np.ndarray:
         """∇²f(w) v for the curvature ``D = curvature(w)``."""
-        return self.XT @ (D * (self.X @ v)) / self.n + self.lam * v
+        return self.rmatvec(D * self.matvec(v)) / self.n + self.lam * v
 
     # -- per-node quantities (eq. 6: F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w)) -----------------------
     def node_grads_data(self, w: np.ndarray) -> sp.csr_matrix:
@@ -149,7 +169,7 @@ class Problem:
             s = np.linalg.svd(X.toarray(), compute_uv=False)
             # Round up past the SVD's rounding error so L stays an upper bound.
             return float(s[0] ** 2) * (1 + 1e-9) if s.size else 0.0
-        op = spla.LinearOperator((X.shape[1], X.shape[1]), matvec=lambda v: self.XT @ (X @ v),
+        op = spla.LinearOperator((X.shape[1], X.shape[1]), matvec=lambda v: self.rmatvec(self.matvec(v)),
                                  dtype=np.float64)
         val = spla.eigsh(op, k=1, which="LA", tol=1e-3, return_eigenvectors=False,
                          v0=np.ones(X.shape[1]))
@@ -166,13 +186,13 @@ class Problem:
         ds = self.data
         if ds.y_test.size == 0:
             return float("nan")
-        z = ds.X_test @ w
+        z = self.test_blocks.matvec(w)
         if self.loss.task == "regression":
             return float(np.mean((z - ds.y_test) ** 2))
         return classification_error(z, ds.y_test)
 
     def train_error(self, w: np.ndarray, z: np.ndarray | None = None) -> float:
-        z = self.X @ w if z is None else z
+        z = self.matvec(w) if z is None else z
         if self.loss.task == "regression":
             return float(np.mean((z - self.y) ** 2))
         return classification_error(z, self.y)

@@ -60,7 +60,6 @@ def solve(problem: Problem, *, gtol: float = 1e-10, max_iter: int = 100, use_cac
 
 def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
     X, y, loss, lam, n = problem.X, problem.y, problem.loss, problem.lam, problem.n
-    XT = X.T  # a CSC view: SciPy's fastest Xᵀr
     w = np.zeros(problem.d)
     z = np.zeros(n)
     hvs = 0
@@ -68,7 +67,7 @@ def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
     Xsq_T = type(X)((X.data * X.data, X.indices, X.indptr), shape=X.shape).T
     f = problem.value(w, z)
     for it in range(max_iter + 1):
-        g = XT @ (loss.deriv(z, y) / n) + lam * w
+        g = problem.rmatvec(loss.deriv(z, y) / n) + lam * w
         gnorm = float(np.linalg.norm(g))
         if gnorm <= gtol:
             return w, it, hvs, f, gnorm
@@ -77,10 +76,10 @@ def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
         D = loss.deriv2(z, y) / n
         # Forcing term min(0.5, sqrt‖g‖)‖g‖ gives superlinear convergence (Nocedal & Wright, Thm 7.2).
         M = Xsq_T @ D + lam
-        p, used = _cg(lambda v: XT @ (D * (X @ v)) + lam * v, -g, M,
+        p, used = _cg(lambda v: problem.rmatvec(D * problem.matvec(v)) + lam * v, -g, M,
                       tol=min(0.5, np.sqrt(gnorm)) * gnorm, max_iter=max(50, 2 * problem.d))
         hvs += used
-        Xp = X @ p
+        Xp = problem.matvec(p)
         slope = float(g @ p)
         t = 1.0
         while True:
