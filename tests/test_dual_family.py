@@ -14,8 +14,9 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import brentq, minimize_scalar
 
-from fedviz.algorithms._sdca_kernels import (LOSS_CODES, NodeBlocks, node_permutations, plan_batches,
-                                             sdca_step)
+from fedviz.algorithms._batches import chunk_bounds, plan
+from fedviz.algorithms import _sdca_kernels as sdca_kernels
+from fedviz.algorithms._sdca_kernels import LOSS_CODES, NodeBlocks, node_permutations, sdca_step
 from fedviz.algorithms.base import StopRequested
 from fedviz.algorithms.cocoa import CoCoA
 from fedviz.algorithms.cocoa_plus import CoCoAPlus
@@ -263,6 +264,28 @@ def test_threaded_batched_kernel_matches_the_dense_reference(loss, monkeypatch):
     assert len(calls) == 2 and np.array_equal(algo.alpha, alpha) and np.array_equal(algo.w, w)
 
 
+@pytest.mark.parametrize("cls", [CoCoAPlus, CoCoA])
+def test_iterates_do_not_depend_on_the_batch_size(cls, monkeypatch):
+    """Batches only set how often Stop is checked: the chunks, and so the order in which
+    each thread's accumulator sums its nodes, are the same for every batch size, so the
+    iterates are bitwise equal."""
+    import fedviz.algorithms.cocoa_plus as cp
+
+    monkeypatch.setattr(cp, "_PARALLEL_MIN_WORK", 0)
+    p = _problem("logistic", n=240, d=15, K=9, partition="iid", seed=8)
+    runs = []
+    for target in (1e18, 150, 1):
+        monkeypatch.setattr(cp, "_BATCH_WORK", target)
+        algo = cls(p, seed=1, local_passes=2)
+        for _ in range(2):
+            algo.step()
+        runs.append((algo.alpha.copy(), algo.w.copy(), len(algo._batches)))
+    (a1, w1, b1), (a2, w2, b2), (a3, w3, b3) = runs
+    assert b1 == 1 < b2 < b3
+    assert np.array_equal(a1, a2) and np.array_equal(a1, a3)
+    assert np.array_equal(w1, w2) and np.array_equal(w1, w3)
+
+
 def test_logistic_dual_iterates_stay_strictly_inside_the_domain():
     """α_i y_i ∈ (0, 1) after every round, even with λ tiny, far-away points (b_i → 0) and
     outliers with flipped labels."""
@@ -325,14 +348,58 @@ def test_same_seed_same_iterates_and_other_seeds_differ():
     assert not np.allclose(runs[0], runs[2])
 
 
-def test_plan_batches_covers_every_node_once_in_order():
-    work = np.random.default_rng(0).integers(1, 100, size=37)
-    batches = plan_batches(work, 2, target=300)
-    assert len(batches) > 1
-    nodes = np.concatenate([np.arange(b[0], b[-1]) for b in batches])
-    assert np.array_equal(nodes, np.arange(37))
-    for b in batches:
-        assert len(b) == 3 and np.all(np.diff(b) >= 0)
+def _walk(batches, n_chunks, steps=None):
+    """Replay a plan: per chunk, the (node, step) units in the order the batches visit them."""
+    seen = [[] for _ in range(n_chunks)]
+    for lo, hi in batches:
+        assert lo.shape == hi.shape == (n_chunks, 2)
+        for c in range(n_chunks):
+            k, g = lo[c]
+            while (k, g) < tuple(hi[c]):
+                total = 1 if steps is None else max(int(steps[k]), 1)
+                assert 0 <= g < total
+                seen[c].append((k, g))
+                k, g = (k, g + 1) if g + 1 < total else (k + 1, 0)
+    return seen
+
+
+@pytest.mark.parametrize("mid_node", [False, True], ids=["whole-nodes", "mid-node"])
+def test_plan_visits_every_unit_once_in_fixed_chunks(mid_node):
+    """Whatever the target, every node (and every step of it, when batches may cut inside
+    a node) is visited exactly once, in order, by the same chunk: the chunks, and so the
+    order of every sum, do not depend on the batch size."""
+    rng = np.random.default_rng(0)
+    K, C = 37, 3
+    steps = rng.integers(0, 9, size=K) if mid_node else None
+    work = rng.integers(1, 100, size=K).astype(float)
+    if mid_node:
+        work = work + 10.0 * steps
+    bounds = chunk_bounds(work, C)
+    assert bounds[0] == 0 and bounds[-1] == K and np.all(np.diff(bounds) >= 0)
+    expect = [[(k, g) for k in range(bounds[c], bounds[c + 1])
+               for g in range(1 if steps is None else max(int(steps[k]), 1))] for c in range(C)]
+    sizes = []
+    for target in (1.0, 37.0, 300.0, 1e9):
+        batches = plan(work, C, target, steps=steps,
+                       step_work=None if steps is None else np.full(K, 10.0))
+        assert _walk(batches, C, steps) == expect
+        sizes.append(len(batches))
+    assert sizes[-1] == 1 and sizes[0] > sizes[1] > sizes[2] > 1
+    if mid_node:
+        # Some batch boundary falls inside a node (what makes one heavy node interruptible).
+        cuts = [lo[c, 1] for lo, _ in plan(work, C, 37.0, steps=steps, step_work=np.full(K, 10.0))
+                for c in range(C)]
+        assert max(cuts) > 0
+
+
+def test_plan_cuts_a_single_node_into_batches_of_the_target_work():
+    """The centralised SVRG's case: one node with a million steps, two chunks (one empty)."""
+    batches = plan(np.array([3.0 * 10**6]), 2, 3e5, steps=np.array([10**6]),
+                   step_work=np.array([3.0]))
+    assert len(batches) == 10
+    assert _walk(batches, 2, [10**6]) == [[(0, g) for g in range(10**6)], []]
+    taken = [int(hi[0, 1] or 10**6) - int(lo[0, 1]) for lo, hi in batches]
+    assert max(taken) - min(taken) <= 1 and sum(taken) == 10**6
 
 
 # ---------------------------------------------------------------------------------------
@@ -342,8 +409,57 @@ def test_plan_batches_covers_every_node_once_in_order():
 SHAPES = [(60, 40, 6), (240, 6, 4)]
 
 
+@pytest.fixture(params=["direct", "tiled"])
+def factorisation(request, monkeypatch):
+    """'tiled': every node matrix above 4 × 4 factored panel by panel (3 columns a time),
+    the path the paper's large nodes take, so that Stop can act inside a factorisation."""
+    if request.param == "tiled":
+        monkeypatch.setattr(sdca_kernels, "DIRECT_MAX", 4)
+        monkeypatch.setattr(sdca_kernels, "FACTOR_TILE", 3)
+    return request.param
+
+
+@pytest.mark.parametrize("size,tile", [(1, 3), (7, 7), (50, 7), (64, 16)])
+def test_tiled_cholesky_is_the_cholesky_factor(size, tile):
+    rng = np.random.default_rng(size)
+    A = rng.normal(size=(size, size + 3))
+    M = A @ A.T + 0.5 * np.eye(size)
+    calls = []
+    L = np.tril(sdca_kernels._cholesky_tiled(M.copy(), tile, lambda: calls.append(1)))
+    np.testing.assert_allclose(L, np.linalg.cholesky(M), rtol=0, atol=1e-12 * np.abs(M).max())
+    np.testing.assert_allclose(L @ L.T, M, rtol=0, atol=1e-13 * np.abs(M).max())
+    panels = -(-size // tile)
+    assert len(calls) == sum(1 + (panels - j - 1) for j in range(panels - 1))
+
+
+def test_stop_inside_a_large_factorisation_caches_nothing(monkeypatch):
+    monkeypatch.setattr(sdca_kernels, "DIRECT_MAX", 4)
+    monkeypatch.setattr(sdca_kernels, "FACTOR_TILE", 3)
+    p = _problem("squared", n=60, d=40, K=3, partition="equal-iid", density=0.5)
+    blocks = NodeBlocks(p.X, p.data.offsets, 0.7)
+    c = np.random.default_rng(0).normal(size=p.n)
+    expect = blocks.solve_rows(c)
+    blocks = NodeBlocks(p.X, p.data.offsets, 0.7)
+    assert blocks.row_form[0] and p.data.node_sizes[0] == 20
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def between():
+        calls.append(1)
+        if len(calls) == 12:  # node 0's 20 × 20 matrix: 7 row blocks formed, then panels
+            raise Stop
+
+    with pytest.raises(Stop):
+        blocks.solve_rows(c, between=between)
+    assert blocks._cache == {} and blocks._used == 0
+    assert np.array_equal(blocks.solve_rows(c), expect)
+
+
 @pytest.mark.parametrize("shape", SHAPES)
-def test_node_blocks_solve_both_systems(shape):
+def test_node_blocks_solve_both_systems(shape, factorisation):
     n, d, K = shape
     p = _problem("squared", n=n, d=d, K=K, partition="equal-iid", density=0.5)
     tau = 0.7
@@ -364,7 +480,7 @@ def test_node_blocks_solve_both_systems(shape):
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("partition", ["equal-iid", "equal-noniid", "noniid"])
-def test_primal_and_dual_methods_match_dense_references(shape, partition):
+def test_primal_and_dual_methods_match_dense_references(shape, partition, factorisation):
     n, d, K = shape
     p = _problem("squared", n=n, d=d, K=K, partition=partition, seed=2)
     alpha0 = np.random.default_rng(1).normal(size=p.n)

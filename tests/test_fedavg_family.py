@@ -424,6 +424,37 @@ def test_scaffold_converges_with_default_hyperparameters(loss, iid):
 # Stop and hyperparameters
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("cls,hyper", [
+    (FedAvg, {"client_fraction": 0.7, "local_epochs": 2, "batch_size": 3}),
+    (FedProx, {"client_fraction": 1.0, "batch_size": 4}),
+    (Scaffold, {"client_fraction": 0.5, "local_epochs": 3}),
+    (Scaffold, {"client_fraction": 1.0, "local_epochs": 2, "batch_size": 5}),
+], ids=["fedavg-minibatch", "fedprox", "scaffold-full-batch", "scaffold-minibatch"])
+def test_iterates_do_not_depend_on_the_batch_size(cls, hyper, monkeypatch):
+    """Batches only set how often Stop is checked: the chunks (and so the order of every
+    sum) and each node's row orders are the same for every batch size, so the iterates
+    and control variates are bitwise equal."""
+    problem = make_problem("logistic", K=9, lam=1e-2)
+    runs = []
+    work = cls(problem, **hyper).local.work
+    # One batch; a few nodes per chunk and batch; a node per chunk and batch.
+    for target in (10**18, 2.5 * np.median(work), 1):
+        monkeypatch.setattr(kern, "BATCH_WORK", target)
+        alg = cls(problem, seed=3, **hyper)
+        calls = []
+        alg.stop_requested = lambda: calls.append(1) and False
+        for _ in range(3):
+            alg.step()
+        state = [alg.w.copy()]
+        if alg.uses_control_variates():
+            state += [alg.local.ctrl.copy(), alg.local.s.copy()]
+        runs.append((state, len(calls)))
+    (one, n_one), (some, n_some), (many, n_many) = runs
+    assert n_one == 3 and 3 < n_some <= n_many  # one check per batch, after it
+    for a, b, c in zip(one, some, many):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
 def test_stop_between_batches_leaves_the_state_unchanged(monkeypatch):
     problem = make_problem("logistic", K=8, lam=1e-2)
     alg = Scaffold(problem, seed=0, client_fraction=1.0)

@@ -500,6 +500,45 @@ def test_same_seed_same_iterates(make):
     assert np.array_equal(runs[0], runs[1]) and not np.allclose(runs[0], runs[2])
 
 
+@pytest.mark.parametrize("make", [
+    lambda pb: FSVRG(pb, seed=5),
+    lambda pb: NaiveFSVRG(pb, seed=5, local_steps=9),
+    lambda pb: DANE(pb, seed=5, solver="svrg", local_passes=3, local_steps=7, mu=0.1),
+    lambda pb: SVRG(pb, seed=5),
+    lambda pb: SVRG(pb, seed=5, sampling="permutation", inner_steps=250),
+], ids=["fsvrg", "naive-fsvrg", "dane-svrg-3-passes", "svrg", "svrg-permutation"])
+def test_iterates_do_not_depend_on_the_batch_size(make, monkeypatch):
+    """Batches only set how often Stop is checked: cut every few steps — inside nodes, across
+    DANE's passes, and through the centralised SVRG's single node — the iterates are
+    bitwise those of one uncut call."""
+    pb = _problem("logistic", "noniid", seed=21, K=6)
+    runs = []
+    for target in (1e18, 40.0, 1.0):
+        monkeypatch.setattr(kernels, "BATCH_WORK", target)
+        algo = make(pb)
+        calls = []
+        algo.stop_requested = lambda: calls.append(1) and False
+        for _ in range(2):
+            algo.step()
+        runs.append((algo.w.copy(), len(calls)))
+    (w_one, one), (w_some, some), (w_many, many) = runs
+    assert one == 2 and 2 < some < many  # one check per batch, after it
+    assert np.array_equal(w_one, w_some) and np.array_equal(w_one, w_many)
+    assert np.all(np.isfinite(w_one)) and np.linalg.norm(w_one) > 0
+
+
+def test_sgd_iterates_do_not_depend_on_the_steps_per_call(monkeypatch):
+    pb = _problem("logistic", "iid", seed=22)
+    runs = []
+    for per_call in (10**9, 7, 1):
+        monkeypatch.setattr(sgd_module, "STEPS_PER_CALL", per_call)
+        algo = SGD(pb, seed=2)
+        for _ in range(3):
+            algo.step()
+        runs.append(algo.w.copy())
+    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+
+
 @pytest.mark.parametrize("make", [lambda pb: FSVRG(pb), lambda pb: DANE(pb), lambda pb: SGD(pb)],
                          ids=["fsvrg", "dane-exact", "sgd"])
 def test_stop_is_honoured_between_batches(make, monkeypatch):

@@ -30,10 +30,11 @@ node × feature pattern: Σ_k |support_k| ≤ nnz values, at most 240 MB at the 
 where a dense K × d array would take 1.6 GB.  Then c − c_k = s − s_k, with the dense
 s = Σ_k (n_k/n) s_k kept by the server.
 
-Threads.  :meth:`LocalSGD.round` processes the sampled nodes in batches (so the runner's
-Stop takes effect between batches) and spreads each batch over the cores with
-``numba.prange`` over contiguous chunks balanced by work; every chunk owns its scratch
-and accumulators, so results do not depend on thread timing.
+Threads.  :meth:`LocalSGD.round` spreads the sampled nodes over the cores with
+``numba.prange`` over contiguous chunks balanced by work, and the chunks advance in
+batches between which the runner's Stop is checked (:mod:`._batches`).  Every chunk owns
+its scratch and accumulators and the row orders are drawn node by node from one stream,
+so results depend neither on thread timing nor on the batch size.
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ from numba import njit, prange
 
 from ..problems._compiled import dphi, loss_code
 from ..problems.objective import Problem
+from ._batches import plan
 
 
-#: Work units (entries visited) per batch of nodes between two checks of the Stop button:
-#: about 0.05–0.1 s on one core, so Stop takes effect well within a second.
-BATCH_WORK = 8_000_000
+#: Work units (entries visited) per thread and batch, between two checks of the Stop
+#: button: about 50 ms on a quiet core at the paper's scale.
+BATCH_WORK = 1_000_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,21 +191,22 @@ def _node_pass(k, offsets, epochs, bsize, order, obase,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _round_batch(nodes, weights, pweights, chunk_start, offsets, epochs, bsize, order, order_start,
+def _round_batch(nodes, weights, pweights, lo, hi, offsets, epochs, bsize, order, order_start,
                  indptr, indices, data, labels, code, gamma,
                  pat_ptr, pat_ind, ctrl, s, use_ctrl,
                  x, eta, lam, mu,
                  Y, LAST, A, G, COEF, RPOW, QSUM, ACC, ACC_S, QACC):
-    """Run ``nodes`` (a batch) in parallel chunks and accumulate their weighted updates.
+    """Run one batch, ``nodes[lo[c]:hi[c]]`` in chunk c, the chunks in parallel, and accumulate
+    their weighted updates.
 
     Per chunk c: ACC[c] += w_k (Δ_k − o_k) on node k's support, where Δ_k = y_k − x and o_k
     the off-support closed form −η q_{T_k}(λx + s), and QACC[c] += w_k q_{T_k}; so the
-    batch's Σ w_k Δ_k = Σ_c ACC[c] − η (Σ_c QACC[c]) (λx + s).  With ``use_ctrl`` the new
+    round's Σ w_k Δ_k = Σ_c ACC[c] − η (Σ_c QACC[c]) (λx + s).  With ``use_ctrl`` the new
     data control variates s_k⁺ = G/T_k replace ``ctrl`` on the node's pattern and
-    ACC_S[c] += p_k (s_k⁺ − s_k).
+    ACC_S[c] += p_k (s_k⁺ − s_k).  Node ``nodes[b]`` reads its row orders from
+    ``order[order_start[b]:]``.
     """
-    nch = chunk_start.shape[0] - 1
-    for c in prange(nch):
+    for c in prange(lo.shape[0]):
         y = Y[c]
         last = LAST[c]
         a = A[c]
@@ -212,7 +215,7 @@ def _round_batch(nodes, weights, pweights, chunk_start, offsets, epochs, bsize, 
         acc_s = ACC_S[c]
         rpow = RPOW[c]
         qsum = QSUM[c]
-        for b in range(chunk_start[c], chunk_start[c + 1]):
+        for b in range(lo[c], hi[c]):
             k = nodes[b]
             T = _node_pass(k, offsets, epochs, bsize, order, order_start[b],
                            indptr, indices, data, labels, code, gamma,
@@ -311,24 +314,21 @@ class LocalSGD:
             self.s = np.zeros(0)
 
     # -- batching ---------------------------------------------------------------------------
-    def batches(self, nodes: np.ndarray) -> list[np.ndarray]:
-        """Split ``nodes`` into consecutive batches of about :data:`BATCH_WORK` work each."""
+    def plan(self, nodes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The batches of a round on ``nodes``: per batch, the first and the end position in
+        ``nodes`` of every chunk (see :mod:`._batches`)."""
         if nodes.size == 0:
             return []
-        cum = np.cumsum(self.work[nodes])
-        cuts = np.searchsorted(cum, np.arange(BATCH_WORK, cum[-1], BATCH_WORK), side="right")
-        cuts = np.unique(np.concatenate([[0], cuts, [nodes.size]]))
-        return [nodes[lo:hi] for lo, hi in zip(cuts[:-1], cuts[1:]) if hi > lo]
-
-    def _chunks(self, nodes: np.ndarray) -> np.ndarray:
-        """Boundaries of at most ``threads`` contiguous chunks of ``nodes`` with balanced work."""
-        C = min(self.threads, nodes.size)
-        cum = np.cumsum(self.work[nodes])
-        inner = np.searchsorted(cum, cum[-1] * np.arange(1, C) / C, side="left") + 1
-        return np.concatenate([[0], np.clip(inner, 1, nodes.size), [nodes.size]]).astype(np.int64)
+        return [(lo[:, 0].copy(), hi[:, 0].copy())
+                for lo, hi in plan(self.work[nodes], self.threads, BATCH_WORK)]
 
     def orders(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Local row orders for ``nodes``: E permutations per node (empty for full batch)."""
+        """Local row orders for ``nodes``: E permutations per node (empty for full batch).
+
+        The contract: node after node, E·n_k uniforms from ``rng.random`` shuffled by
+        :func:`shuffle_segments`.  :meth:`round` draws them batch by batch with the same
+        result.
+        """
         if self.batch_size == 0:
             return np.zeros(0, dtype=np.int64)
         sizes = self.sizes[nodes]
@@ -351,14 +351,14 @@ class LocalSGD:
         weights : ndarray
             Their aggregation weights w_k (n_k / n_S for the FedAvg average).
         rng : Generator, optional
-            Draws the local row orders (minibatch SGD only).
+            Draws the local row orders (minibatch SGD only), as :meth:`orders` would.
         orders : ndarray of int, optional
             Explicit local row orders instead of ``rng``: for node ``nodes[b]`` a block of
             E·n_k local row indices (E permutations of 0..n_k−1), blocks in ``nodes``
             order.  Lets a test feed a reference implementation the same samples.
         check_stop : callable, optional
-            Called between batches of nodes; may raise to abandon the round, in which case
-            the control variates are restored.
+            Called after every batch of nodes; may raise to abandon the round, in which
+            case the control variates are restored.
 
         Returns
         -------
@@ -371,46 +371,50 @@ class LocalSGD:
         weights = np.asarray(weights, dtype=np.float64)
         x = np.ascontiguousarray(x, dtype=np.float64)
         full = self.batch_size == 0
+        # Where each node's row orders start in the round's stream (and in ``orders``).
+        block = self.epochs * self.sizes[nodes]
+        starts_all = np.concatenate([[0], np.cumsum(block)[:-1]]).astype(np.int64)
         if orders is not None and not full:
             orders = np.asarray(orders, dtype=np.int64)
-            need = self.epochs * int(self.sizes[nodes].sum())
-            if orders.shape != (need,):
-                raise ValueError(f"orders must hold {need} local row indices, got shape {orders.shape}")
-            starts_all = np.concatenate([[0], np.cumsum(self.epochs * self.sizes[nodes])])
+            if orders.shape != (int(block.sum()),):
+                raise ValueError(f"orders must hold {int(block.sum())} local row indices, "
+                                 f"got shape {orders.shape}")
         elif not full and rng is None:
             raise ValueError("minibatch steps need rng or orders")
+        batches = self.plan(nodes)
+        streams = None
+        if not full and orders is None and batches:
+            # One copy of the stream per chunk, advanced to the chunk's first node, so every
+            # node draws the uniforms :meth:`orders` would give it whatever the batches.
+            streams = [_stream_at(rng, int(starts_all[b]) if b < nodes.size else 0)
+                       for b in batches[0][0]]
         pweights = self.sizes[nodes] / self.problem.n
         self._ACC.fill(0.0)
         self._ACC_S.fill(0.0)
         self._QACC.fill(0.0)
         s = self.s if self.control else np.zeros(0)
+        no_order = np.zeros(0, dtype=np.int64)
         backups: list[tuple[np.ndarray, np.ndarray]] = []
-        done = 0
         try:
-            for i, batch in enumerate(self.batches(nodes)):
-                if i and check_stop is not None:
-                    check_stop()
-                sl = slice(done, done + batch.size)
+            for lo, hi in batches:
                 if full:
-                    order = np.zeros(0, dtype=np.int64)
-                    ostart = np.zeros(batch.size, dtype=np.int64)
+                    order, ostart = no_order, np.zeros(nodes.size, dtype=np.int64)
                 elif orders is not None:
-                    order = orders
-                    ostart = starts_all[sl].astype(np.int64)
+                    order, ostart = orders, starts_all
                 else:
-                    order = self.orders(batch, rng)
-                    ostart = np.concatenate([[0], np.cumsum(self.epochs * self.sizes[batch])[:-1]])
+                    order, ostart = self._draw(nodes, lo, hi, streams)
                 if self.control:
-                    idx = _pattern_positions(self.pat_ptr, batch)
+                    idx = _pattern_positions(self.pat_ptr, _slices(nodes, lo, hi))
                     backups.append((idx, self.ctrl[idx]))
-                _round_batch(batch, weights[sl], pweights[sl], self._chunks(batch), self.offsets,
-                             self.epochs, self.batch_size, order, ostart.astype(np.int64),
+                _round_batch(nodes, weights, pweights, lo, hi, self.offsets,
+                             self.epochs, self.batch_size, order, ostart,
                              self.indptr, self.indices, self.data, self.labels, self.code, self.gamma,
                              self.pat_ptr, self.pat_ind, self.ctrl, s, self.control,
                              x, self.eta, self.lam, self.mu,
                              self._Y, self._LAST, self._A, self._G, self._COEF, self._RPOW, self._QSUM,
                              self._ACC, self._ACC_S, self._QACC)
-                done += batch.size
+                if check_stop is not None:
+                    check_stop()
         except BaseException:
             for idx, old in backups:
                 self.ctrl[idx] = old
@@ -418,6 +422,36 @@ class LocalSGD:
         off = self.lam * x + s if self.control else self.lam * x
         delta = self._ACC.sum(axis=0) - self.eta * float(self._QACC.sum()) * off
         return delta, (self._ACC_S.sum(axis=0) if self.control else None)
+
+    def _draw(self, nodes, lo, hi, streams) -> tuple[np.ndarray, np.ndarray]:
+        """This batch's row orders, chunk by chunk from the chunk's stream, and where each
+        node's orders start in them (indexed by position in ``nodes``)."""
+        parts = []
+        ostart = np.zeros(nodes.size, dtype=np.int64)
+        pos = 0
+        for c in range(lo.size):
+            part = nodes[lo[c]:hi[c]]
+            sizes = self.sizes[part]
+            block = self.epochs * sizes
+            ostart[lo[c]:hi[c]] = pos + np.concatenate([[0], np.cumsum(block)[:-1]])
+            out = np.empty(int(block.sum()), dtype=np.int64)
+            shuffle_segments(sizes, self.epochs, streams[c].random(out.size), out)
+            parts.append(out)
+            pos += out.size
+        return np.concatenate(parts), ostart
+
+
+def _stream_at(rng: np.random.Generator, offset: int) -> np.random.Generator:
+    """An independent copy of ``rng`` moved ``offset`` doubles ahead (one 64-bit draw each)."""
+    bits = type(rng.bit_generator)()
+    bits.state = rng.bit_generator.state
+    bits.advance(offset)
+    return np.random.Generator(bits)
+
+
+def _slices(nodes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The nodes of one batch: ``nodes[lo[c]:hi[c]]`` over the chunks."""
+    return np.concatenate([nodes[a:b] for a, b in zip(lo, hi)])
 
 
 def _pattern_positions(pat_ptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:

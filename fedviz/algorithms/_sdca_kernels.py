@@ -6,15 +6,13 @@ This module owns
   G_k^{σ'} (Ma et al. 2015, eq. 9) for the squared loss and the smoothed hinge (closed
   forms) and the logistic loss (Newton's method on a convex reformulation, since its
   conjugate has no closed-form prox);
-* :func:`cocoa_local_sdca`: local SDCA over a batch of nodes, nodes spread over the
-  cores in chunks balanced by work, each chunk adding its nodes' Δw_k into its own
-  accumulator (:func:`cocoa_local_sdca_serial`: the same on one thread, for small
-  problems);
+* :func:`cocoa_local_sdca`: local SDCA over one batch of nodes, the nodes spread over
+  the cores in fixed chunks balanced by work (:mod:`._batches`), each chunk adding its
+  nodes' Δw_k into its own accumulator (:func:`cocoa_local_sdca_serial`: the same on one
+  thread, for small problems);
 * :func:`node_permutations`: the per-node random visiting orders (Fisher–Yates driven
   by SplitMix64 from one seed per node, so a node's order does not depend on which
   thread runs it, and a test can regenerate it);
-* :func:`plan_batches`: how nodes are cut into batches (Stop is checked between them)
-  and chunks (one per thread);
 * :class:`NodeBlocks`: the exact per-node linear solves with I + τ X_kᵀX_k of the
   Appendix's Algorithms 5 and 6, factored once in whichever of the two push-through
   forms is smaller.
@@ -201,63 +199,128 @@ def _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, k0,
 
 
 @numba.njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def cocoa_local_sdca(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, chunk_starts,
+def cocoa_local_sdca(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo, hi,
                      passes, sigma_p, agg, lam_n, loss, gamma, acc, dw, a_loc, perm):
-    """Local SDCA on every node of one batch, then the aggregation weight ``agg`` (γ) applied.
+    """Local SDCA on nodes ``lo[c] .. hi[c] − 1`` of every chunk c, then the aggregation weight ``agg`` (γ) applied.
 
-    Node k (``chunk_starts[c] <= k < chunk_starts[c+1]`` for chunk c) makes ``passes``
-    passes over its rows, each in a fresh random order (:func:`node_permutations` of
-    ``seeds[k]``), maximising G_k^{σ'} one coordinate at a time (:func:`sdca_step`).  It
-    keeps the trial values α_[k] + Δα_[k] in ``a_loc[c]`` and Δw_k = (1/(λn)) X_kᵀΔα_[k]
-    in the dense scratch ``dw[c]``; the margin x_iᵀ(w + σ'Δw_k) is ``z0[i]`` (= x_iᵀw)
-    plus σ' x_iᵀΔw_k, so a step costs O(nnz of row i).  At the end of the node,
-    α_[k] += γΔα_[k] (in place in ``alpha``), γΔw_k is added to the chunk's accumulator
-    ``acc[c]``, and the touched entries of ``dw[c]`` are reset to zero — O(nnz_k) — so
-    ``dw`` is never cleared densely.
+    Node k makes ``passes`` passes over its rows, each in a fresh random order
+    (:func:`node_permutations` of ``seeds[k]``), maximising G_k^{σ'} one coordinate at a
+    time (:func:`sdca_step`).  It keeps the trial values α_[k] + Δα_[k] in ``a_loc[c]`` and
+    Δw_k = (1/(λn)) X_kᵀΔα_[k] in the dense scratch ``dw[c]``; the margin x_iᵀ(w + σ'Δw_k)
+    is ``z0[i]`` (= x_iᵀw) plus σ' x_iᵀΔw_k, so a step costs O(nnz of row i).  At the end
+    of the node, α_[k] += γΔα_[k] (in place in ``alpha``), γΔw_k is added to the chunk's
+    accumulator ``acc[c]``, and the touched entries of ``dw[c]`` are reset to zero —
+    O(nnz_k) — so ``dw`` is never cleared densely.
 
     ``perm`` (chunks × max n_k, int64) and ``a_loc`` (chunks × max n_k) are scratch.
     """
-    for c in numba.prange(chunk_starts.shape[0] - 1):
-        _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, chunk_starts[c],
-                    chunk_starts[c + 1], passes, sigma_p, agg, lam_n, loss, gamma, acc[c], dw[c],
-                    a_loc[c], perm[c])
+    for c in numba.prange(lo.shape[0]):
+        _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo[c], hi[c],
+                    passes, sigma_p, agg, lam_n, loss, gamma, acc[c], dw[c], a_loc[c], perm[c])
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def cocoa_local_sdca_serial(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, chunk_starts,
+def cocoa_local_sdca_serial(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo, hi,
                             passes, sigma_p, agg, lam_n, loss, gamma, acc, dw, a_loc, perm):
     """:func:`cocoa_local_sdca` on the calling thread, every chunk in turn (for small problems)."""
-    for c in range(chunk_starts.shape[0] - 1):
-        _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, chunk_starts[c],
-                    chunk_starts[c + 1], passes, sigma_p, agg, lam_n, loss, gamma, acc[c], dw[c],
-                    a_loc[c], perm[c])
-
-
-def plan_batches(work: np.ndarray, n_chunks: int, target: float) -> list[np.ndarray]:
-    """Cut nodes 0..K−1 into consecutive batches of about ``target`` work, each split into
-    ``n_chunks`` chunks of about equal work.
-
-    Returns one array of chunk boundaries (node indices, length n_chunks + 1) per batch.
-    A node heavier than ``target`` forms a batch of its own; chunks may be empty.
-    """
-    work = np.asarray(work, dtype=np.float64)
-    K = work.size
-    cum = np.concatenate([[0.0], np.cumsum(work)])
-    total = cum[-1]
-    n_batches = max(1, int(math.ceil(total / max(target, 1.0))))
-    cuts = np.searchsorted(cum, np.linspace(0.0, total, n_batches + 1)[1:-1], side="left")
-    bounds = np.unique(np.concatenate([[0], cuts, [K]]).astype(np.int64))
-    out = []
-    for b0, b1 in zip(bounds[:-1], bounds[1:]):
-        goals = np.linspace(cum[b0], cum[b1], n_chunks + 1)[1:-1]
-        inner = np.clip(np.searchsorted(cum, goals, side="left"), b0, b1)
-        out.append(np.concatenate([[b0], inner, [b1]]).astype(np.int64))
-    return out
+    for c in range(lo.shape[0]):
+        _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo[c], hi[c],
+                    passes, sigma_p, agg, lam_n, loss, gamma, acc[c], dw[c], a_loc[c], perm[c])
 
 
 # ---------------------------------------------------------------------------------------
 # Exact block solves of the Appendix (Algorithms 5 and 6, ridge regression)
 # ---------------------------------------------------------------------------------------
+#: Matrices up to this size are factored by one LAPACK call (about 5 ms); larger
+#: ones panel by panel, FACTOR_TILE columns at a time, with Stop checked in between.
+DIRECT_MAX = 512
+FACTOR_TILE = 256
+
+
+def _never() -> None:
+    """A Stop check that never stops."""
+
+
+def _cholesky_tiled(M: np.ndarray, tile: int, between) -> np.ndarray:
+    """The lower Cholesky factor of the SPD matrix M, in place in its lower triangle.
+
+    The right-looking blocked algorithm (Golub & Van Loan, Algorithm 4.2.4): factor a
+    diagonal block, solve for the panel below it, subtract the panel's outer product from
+    the trailing matrix one column strip at a time.  Every piece costs at most
+    2 · size · tile² flops (about 50 ms for the paper's largest node), and ``between`` is
+    called after each.  The upper triangle is left with stale values, as LAPACK's potrf
+    leaves it; ``cho_solve`` reads the lower one only.
+    """
+    size = M.shape[0]
+    for j0 in range(0, size, tile):
+        j1 = min(j0 + tile, size)
+        L11 = sla.cholesky(M[j0:j1, j0:j1], lower=True, check_finite=False)
+        M[j0:j1, j0:j1] = L11
+        if j1 == size:
+            break
+        # L21 = A21 L11⁻ᵀ.
+        M[j1:, j0:j1] = sla.solve_triangular(L11, M[j1:, j0:j1].T, lower=True,
+                                             check_finite=False).T
+        between()
+        L21 = M[j1:, j0:j1]
+        for c0 in range(j1, size, tile):
+            c1 = min(c0 + tile, size)
+            M[c0:, c0:c1] -= L21[c0 - j1:] @ L21[c0 - j1:c1 - j1].T
+            between()
+    return M
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _support_sizes(offsets, indptr, indices, d, T):
+    """|S_k|: the distinct columns among node k's stored entries (T threads, one mark
+    array of length d each)."""
+    K = offsets.size - 1
+    mark = np.full((T, d), -1, dtype=np.int64)
+    out = np.zeros(K, dtype=np.int64)
+    per = (K + T - 1) // T
+    for c in numba.prange(T):
+        mk = mark[c]
+        for k in range(c * per, min(K, (c + 1) * per)):
+            cnt = 0
+            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                if mk[indices[p]] != k:
+                    mk[indices[p]] = k
+                    cnt += 1
+            out[k] = cnt
+    return out
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _sorted_supports(offsets, indptr, indices, d, T, sptr, scol, slot):
+    """Node k's distinct columns, sorted, into ``scol[sptr[k]:sptr[k+1]]``, and for every
+    stored entry its position there (``slot``, the entry's column of B).
+
+    What ``np.unique`` of the keys (node, column) gives, without its O(nnz) temporaries
+    (1.4 GB at the paper's scale).
+    """
+    K = offsets.size - 1
+    mark = np.full((T, d), -1, dtype=np.int64)
+    where = np.zeros((T, d), dtype=np.int64)
+    per = (K + T - 1) // T
+    for c in numba.prange(T):
+        mk = mark[c]
+        wh = where[c]
+        for k in range(c * per, min(K, (c + 1) * per)):
+            base = sptr[k]
+            cnt = 0
+            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                j = indices[p]
+                if mk[j] != k:
+                    mk[j] = k
+                    scol[base + cnt] = j
+                    cnt += 1
+            scol[base:base + cnt].sort()
+            for i in range(cnt):
+                wh[scol[base + i]] = base + i
+            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                slot[p] = wh[indices[p]]
+
+
 class NodeBlocks:
     """Per-node solves with M_k = I + τ A_k A_kᵀ (size n_k) and N_k = I + τ A_kᵀA_k (size m_k).
 
@@ -288,20 +351,23 @@ class NodeBlocks:
 
     def __init__(self, X: sp.csr_matrix, offsets: np.ndarray, tau: float, *,
                  budget_bytes: int = 256 * 2**20):
-        X = X.copy()
-        X.eliminate_zeros()  # explicit zeros are not part of a node's support
+        if not np.all(X.data != 0):
+            X = X.copy()
+            X.eliminate_zeros()  # explicit zeros are not part of a node's support
         self.tau = float(tau)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.K = K = len(self.offsets) - 1
         n, d = X.shape
-        # The support S_k of every node, and each stored entry's slot (column of B).
-        node_of_entry = np.repeat(np.repeat(np.arange(K), np.diff(self.offsets)), np.diff(X.indptr))
-        ukey, slot = np.unique(node_of_entry * np.int64(d) + X.indices, return_inverse=True)
-        self.support_indptr = np.searchsorted(ukey // d, np.arange(K + 1)).astype(np.int64)
-        self.support_indices = (ukey % d).astype(np.int64)
-        m_total = self.support_indices.size
-        idx_type = np.int32 if m_total < 2**31 else np.int64
-        self.B = sp.csr_matrix((X.data, slot.ravel().astype(idx_type), X.indptr), shape=(n, m_total))
+        # The support S_k of every node (sorted), and each stored entry's slot (column of B).
+        T = numba.get_num_threads()
+        sizes = _support_sizes(self.offsets, X.indptr, X.indices, d, T)
+        self.support_indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        m_total = int(self.support_indptr[-1])
+        self.support_indices = np.empty(m_total, dtype=np.int64)
+        slot = np.empty(X.nnz, dtype=np.int32 if m_total < 2**31 else np.int64)
+        _sorted_supports(self.offsets, X.indptr, X.indices, d, T, self.support_indptr,
+                         self.support_indices, slot)
+        self.B = sp.csr_matrix((X.data, slot, X.indptr), shape=(n, m_total))
         self.BT = self.B.T.tocsr()
         sizes = np.diff(self.offsets)
         #: Nodes solved through M_k (n_k ≤ m_k) rather than N_k.
@@ -323,45 +389,72 @@ class NodeBlocks:
         """A_kᵀ v_k for every node k at once (v of length n), concatenated over the supports."""
         return self.BT @ v
 
-    def _factor(self, k: int):
+    def _factor(self, k: int, between=_never):
+        """The Cholesky factor of node k's smaller matrix, (c, lower) as ``cho_factor`` gives it.
+
+        ``between`` (a Stop check) is called between the pieces of a large node's work, so
+        no piece takes long: the biggest node of the paper's scale has a 9000 × 9000 matrix,
+        whose factorisation is 240 GFlop.
+        """
         fac = self._cache.get(k)
-        if fac is None:
-            A = self.block(k)
-            G = (A @ A.T) if self.row_form[k] else (A.T @ A)
-            M = self.tau * G.toarray()
-            M[np.diag_indices_from(M)] += 1.0
+        if fac is not None:
+            return fac
+        A = self.block(k)
+        F = A if self.row_form[k] else A.T.tocsr()
+        FT = F.T.tocsr()
+        size = F.shape[0]
+        # τ F Fᵀ + I, a block of rows at a time: a sparse product computes every row on its
+        # own, so the blocks give bitwise the one product's rows.
+        M = np.empty((size, size))
+        for r0 in range(0, size, FACTOR_TILE):
+            r1 = min(r0 + FACTOR_TILE, size)
+            M[r0:r1] = self.tau * (F[r0:r1] @ FT).toarray()
+            if size > FACTOR_TILE:
+                between()
+        M[np.diag_indices_from(M)] += 1.0
+        if size <= DIRECT_MAX:
             fac = sla.cho_factor(M, lower=True, check_finite=False)
-            if self._used + M.nbytes <= self._budget:
-                self._cache[k] = fac
-                self._used += M.nbytes
+        else:
+            fac = (_cholesky_tiled(M, FACTOR_TILE, between), True)
+        if self._used + M.nbytes <= self._budget:
+            self._cache[k] = fac
+            self._used += M.nbytes
         return fac
 
     def _node_solves(self, form_rows: bool, v: np.ndarray, ptr: np.ndarray, between) -> np.ndarray:
         """u with u_k = (factored matrix of node k)⁻¹ v_k on the nodes of the given form, 0 elsewhere."""
         u = np.zeros_like(v)
-        for j, k in enumerate(np.flatnonzero(self.row_form == form_rows)):
+        for k in np.flatnonzero(self.row_form == form_rows):
             s = slice(ptr[k], ptr[k + 1])
-            u[s] = sla.cho_solve(self._factor(k), v[s], check_finite=False)
-            if between is not None and j % 64 == 63:
-                between()
+            u[s] = sla.cho_solve(self._factor(k, between), v[s], check_finite=False)
+            between()
         return u
 
     def solve_rows(self, c: np.ndarray, between=None) -> np.ndarray:
         """h with h_k = (I + τ A_k A_kᵀ)⁻¹ c_k for every node (c of length n): the dual block step.
 
-        ``between`` (e.g. a Stop check) is called every 64 node solves.
+        ``between`` (e.g. a Stop check) is called after every node, and inside a large
+        node's factorisation.
         """
+        between = between or _never
         h = self._node_solves(True, c, self.offsets, between)
         # N-form nodes: h_k = c_k − τ A_k N_k⁻¹ A_kᵀ c_k (zero slots of u leave other nodes alone).
-        u = self._node_solves(False, self.BT @ c, self.support_indptr, between)
+        Btc = self.BT @ c
+        between()
+        u = self._node_solves(False, Btc, self.support_indptr, between)
         h_cols = c - self.tau * (self.B @ u)
+        between()
         return np.where(np.repeat(self.row_form, np.diff(self.offsets)), h, h_cols)
 
     def solve_cols(self, r: np.ndarray, between=None) -> np.ndarray:
         """δ with δ_k = (I + τ A_kᵀA_k)⁻¹ r_k for every node (r over the supports): the
-        primal local step."""
+        primal local step.  ``between`` as for :meth:`solve_rows`."""
+        between = between or _never
         delta = self._node_solves(False, r, self.support_indptr, between)
         # M-form nodes: δ_k = r_k − τ A_kᵀ M_k⁻¹ A_k r_k.
-        u = self._node_solves(True, self.B @ r, self.offsets, between)
+        Br = self.B @ r
+        between()
+        u = self._node_solves(True, Br, self.offsets, between)
         delta_rows = r - self.tau * (self.BT @ u)
+        between()
         return np.where(np.repeat(self.row_form, np.diff(self.support_indptr)), delta_rows, delta)

@@ -29,9 +29,11 @@ array with one cache line per coordinate.
 A step evaluates one new example gradient: φ'(x_iᵀw̃) comes from the snapshot margins
 computed with the full gradient.  That is how the algorithms count their work.
 
-Nodes are processed in batches of roughly equal work (the caller checks Stop between
-batches); inside a batch, ``numba.prange`` spreads contiguous chunks of nodes balanced
-by work over the threads, each chunk with its own accumulator and work arrays.
+``numba.prange`` spreads contiguous chunks of nodes balanced by work over the threads,
+each chunk with its own accumulator and work arrays, and the chunks advance in batches
+between which the caller checks Stop (:mod:`._batches`).  A node's loop can stop after
+any step and resume in the next batch, so even the centralised SVRG, one node with n
+steps, is interruptible, and the result is bitwise the same however the work is cut.
 """
 
 from __future__ import annotations
@@ -47,15 +49,15 @@ import scipy.sparse as sp
 from numba import prange
 
 from ..problems.objective import Problem
+from ._batches import plan
 
 #: The stream of :meth:`Algorithm.rng` every algorithm of this family draws its samples from,
 #: so that two algorithms with the same seed see the same examples (Proposition 1).
 SAMPLE_STREAM = 1
 
-#: Loss codes understood by the kernels.
-
-#: Work (touched entries, roughly) per batch of nodes between two Stop checks: about 20–50 ms.
-BATCH_WORK = 4_000_000
+#: Work (touched entries, roughly) per thread and batch, between two Stop checks: about
+#: 50 ms on a quiet core at the paper's scale.
+BATCH_WORK = 2_000_000
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -254,91 +256,113 @@ _FIELDS = 8
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _node(r0, r1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt, gvec, c_off, phi,
-          smp, m, passes, hk, alpha, lam, rho, dane, eta, mu, use_s, acc, rec, zs, pw, ge):
-    """The local loop of one node; returns α_k h_k G(m · passes) (see the module docstring)."""
+def _snapshot(ps, r0, r1, indptr, data, slot, scol, y, code, gamma, z0, wt, lam, mu, rec, zs):
+    """Start pass ``ps``: the snapshot's margins, and for ps > 0 the new snapshot w̃ = w^t + us
+    and the subproblem's gradient there, ∇F_k(w̃) − a_k + μ(w̃ − w^t) (only DANE runs more
+    than one pass)."""
+    if ps == 0:
+        for i in range(r0, r1):
+            zs[i - r0] = z0[i]
+        return
+    nk = r1 - r0
+    for s in range(scol.size):
+        rec[s, _DK] = 0.0
+    for i in range(r0, r1):
+        zi = z0[i]
+        for p in range(indptr[i], indptr[i + 1]):
+            zi += data[p] * rec[slot[p], _US]
+        zs[i - r0] = zi
+        dd = dphi(code, zi, y[i], gamma) / nk
+        for p in range(indptr[i], indptr[i + 1]):
+            rec[slot[p], _DK] += dd * data[p]
+    for s in range(scol.size):
+        us = rec[s, _US]
+        rec[s, _CN] = (rec[s, _DK] + lam * (wt[scol[s]] + us)) - rec[s, _AA] + mu * us
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt, gvec, c_off,
+          phi, smp, m, passes, hk, alpha, lam, rho, dane, eta, mu, use_s, acc, rec, zs, pw, ge):
+    """Steps ``g0 .. g1 − 1`` of one node's local loop (of m · passes; step g is step g mod m
+    of pass g // m).
+
+    The node's state lives in ``rec``, ``zs``, ``pw`` and ``ge``, so a later call resumes
+    where this one ended, and any cut into calls performs the same operations in the same
+    order as one call.  The call with g0 = 0 initialises the node; the one that reaches
+    m · passes adds its result to ``acc`` and returns α_k h_k G(m · passes) (see the module
+    docstring); the others return 0.
+    """
     nk = r1 - r0
     ns = scol.size
-    for s in range(ns):
-        rec[s, _V] = 0.0
-        rec[s, _US] = 0.0
-        rec[s, _DK] = 0.0
-        rec[s, _LAST] = 0.0
-        # s_k^j = φ^j / φ_k^j with φ_k^j = n_k^j / n_k, evaluated as DatasetStats does.
-        if use_s and scnt[s] > 0.0:
-            rec[s, _SC] = phi[scol[s]] / (scnt[s] / nk)
-        else:
-            rec[s, _SC] = 1.0
-    # The snapshot gradient c on the support.  DANE forms it from the definition of the
-    # subproblem (16): ∇F_k(w^t) − a_k with a_k = ∇F_k(w^t) − η∇f(w^t).
-    if dane:
-        for i in range(r0, r1):
-            dd = dphi(code, z0[i], y[i], gamma) / nk
-            for p in range(indptr[i], indptr[i + 1]):
-                rec[slot[p], _DK] += dd * data[p]
-        for s in range(ns):
-            j = scol[s]
-            fk = rec[s, _DK] + lam * wt[j]
-            ak = fk - eta * gvec[j]
-            rec[s, _AA] = ak
-            rec[s, _CN] = fk - ak
-    else:
-        for s in range(ns):
-            rec[s, _CN] = gvec[scol[s]]
+    total = m * passes
     a = hk * rho
     r = 1.0 - a
-    _geom_table(a, m, pw, ge)
-
-    for ps in range(passes):
-        if ps == 0:
+    if g0 == 0:
+        for s in range(ns):
+            rec[s, _V] = 0.0
+            rec[s, _US] = 0.0
+            rec[s, _DK] = 0.0
+            rec[s, _LAST] = 0.0
+            # s_k^j = φ^j / φ_k^j with φ_k^j = n_k^j / n_k, evaluated as DatasetStats does.
+            if use_s and scnt[s] > 0.0:
+                rec[s, _SC] = phi[scol[s]] / (scnt[s] / nk)
+            else:
+                rec[s, _SC] = 1.0
+        # The snapshot gradient c on the support.  DANE forms it from the definition of the
+        # subproblem (16): ∇F_k(w^t) − a_k with a_k = ∇F_k(w^t) − η∇f(w^t).
+        if dane:
             for i in range(r0, r1):
-                zs[i - r0] = z0[i]
-        else:
-            # A new snapshot w̃ = w^t + us: its margins and the subproblem's gradient there,
-            # ∇F_k(w̃) − a_k + μ(w̃ − w^t) (only DANE runs more than one pass).
-            for s in range(ns):
-                rec[s, _DK] = 0.0
-            for i in range(r0, r1):
-                zi = z0[i]
-                for p in range(indptr[i], indptr[i + 1]):
-                    zi += data[p] * rec[slot[p], _US]
-                zs[i - r0] = zi
-                dd = dphi(code, zi, y[i], gamma) / nk
+                dd = dphi(code, z0[i], y[i], gamma) / nk
                 for p in range(indptr[i], indptr[i + 1]):
                     rec[slot[p], _DK] += dd * data[p]
             for s in range(ns):
-                us = rec[s, _US]
-                rec[s, _CN] = (rec[s, _DK] + lam * (wt[scol[s]] + us)) - rec[s, _AA] + mu * us
-        base = ps * m
-        for st in range(m):
-            li = smp[base + st]
-            i = r0 + li
-            p0 = indptr[i]
-            p1 = indptr[i + 1]
-            dot = 0.0
-            for p in range(p0, p1):
-                s = slot[p]
-                # Bring v_j up to step st (a no-op when Δ = 0: pw[0] = 1, ge[0] = 0).
-                dlt = st - int(rec[s, _LAST])
-                v = pw[dlt] * rec[s, _V] - hk * rec[s, _CN] * ge[dlt]
-                rec[s, _V] = v
-                dot += data[p] * v
-            zi = zs[li]
-            hd = hk * (dphi(code, zi + dot, y[i], gamma) - dphi(code, zi, y[i], gamma))
-            for p in range(p0, p1):
-                s = slot[p]
-                rec[s, _V] = r * rec[s, _V] - hk * rec[s, _CN] - hd * rec[s, _SC] * data[p]
-                rec[s, _LAST] = st + 1
-        for s in range(ns):
-            dlt = m - int(rec[s, _LAST])
-            v = rec[s, _V]
-            if dlt > 0:
-                v = pw[dlt] * v - hk * rec[s, _CN] * ge[dlt]
-            rec[s, _US] += v
-            rec[s, _V] = 0.0
-            rec[s, _LAST] = 0.0
+                j = scol[s]
+                fk = rec[s, _DK] + lam * wt[j]
+                ak = fk - eta * gvec[j]
+                rec[s, _AA] = ak
+                rec[s, _CN] = fk - ak
+        else:
+            for s in range(ns):
+                rec[s, _CN] = gvec[scol[s]]
+        _geom_table(a, m, pw, ge)
 
-    _, g_tot = _geom(a, m * passes)
+    for g in range(g0, g1):
+        ps = g // m
+        st = g - ps * m
+        if st == 0:
+            _snapshot(ps, r0, r1, indptr, data, slot, scol, y, code, gamma, z0, wt, lam, mu, rec, zs)
+        li = smp[g]
+        i = r0 + li
+        p0 = indptr[i]
+        p1 = indptr[i + 1]
+        dot = 0.0
+        for p in range(p0, p1):
+            s = slot[p]
+            # Bring v_j up to step st (a no-op when Δ = 0: pw[0] = 1, ge[0] = 0).
+            dlt = st - int(rec[s, _LAST])
+            v = pw[dlt] * rec[s, _V] - hk * rec[s, _CN] * ge[dlt]
+            rec[s, _V] = v
+            dot += data[p] * v
+        zi = zs[li]
+        hd = hk * (dphi(code, zi + dot, y[i], gamma) - dphi(code, zi, y[i], gamma))
+        for p in range(p0, p1):
+            s = slot[p]
+            rec[s, _V] = r * rec[s, _V] - hk * rec[s, _CN] - hd * rec[s, _SC] * data[p]
+            rec[s, _LAST] = st + 1
+        if st == m - 1:
+            # The end of a pass: every coordinate brought up to step m, then into the snapshot.
+            for s in range(ns):
+                dlt = m - int(rec[s, _LAST])
+                v = rec[s, _V]
+                if dlt > 0:
+                    v = pw[dlt] * v - hk * rec[s, _CN] * ge[dlt]
+                rec[s, _US] += v
+                rec[s, _V] = 0.0
+                rec[s, _LAST] = 0.0
+
+    if g1 < total:
+        return 0.0
+    _, g_tot = _geom(a, total)
     hg = hk * g_tot
     for s in range(ns):
         j = scol[s]
@@ -347,38 +371,25 @@ def _node(r0, r1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt, gvec, 
 
 
 @numba.njit(cache=True, parallel=True, error_model="numpy")
-def _batch(chunks, offsets, indptr, data, slot, sptr, scol, scnt, y, code, gamma, z0, wt, gvec,
+def _batch(lo, hi, offsets, indptr, data, slot, sptr, scol, scnt, y, code, gamma, z0, wt, gvec,
            c_off, phi, samples, sample_ptr, steps, hk, alpha, lam, rho, passes, dane, eta, mu,
            use_s, acc, beta, rec, zs, pw, ge):
-    for c in prange(chunks.size - 1):
-        b = 0.0
-        for k in range(chunks[c], chunks[c + 1]):
+    """One batch: chunk c runs from position ``lo[c]`` up to ``hi[c]`` (node, step; see
+    :func:`._batches.plan`) on its own thread, accumulator and workspace."""
+    for c in prange(lo.shape[0]):
+        k, g = lo[c, 0], lo[c, 1]
+        k1, g1 = hi[c, 0], hi[c, 1]
+        while k < k1 or (k == k1 and g < g1):
+            total = steps[k] * passes
+            end = total if k < k1 else g1
             s0 = sample_ptr[k]
-            b += _node(offsets[k], offsets[k + 1], indptr, data, slot,
-                       scol[sptr[k]:sptr[k + 1]], scnt[sptr[k]:sptr[k + 1]], y, code, gamma,
-                       z0, wt, gvec, c_off, phi,
-                       samples[s0:s0 + steps[k] * passes], steps[k], passes, hk[k], alpha[k],
-                       lam, rho, dane, eta, mu, use_s, acc[c], rec[c], zs[c], pw[c], ge[c])
-        beta[c] += b
-
-
-def plan_batches(work: np.ndarray, n_chunks: int, target: float | None = None) -> list[np.ndarray]:
-    """Consecutive batches of nodes of about ``target`` work (default :data:`BATCH_WORK`),
-    each cut into ``n_chunks`` chunks of about equal work; one array of chunk boundaries
-    (node indices, length n_chunks + 1) per batch.  A node heavier than ``target`` is a
-    batch of its own; chunks may be empty."""
-    target = BATCH_WORK if target is None else target
-    cum = np.concatenate([[0.0], np.cumsum(work, dtype=np.float64)])
-    K = work.size
-    n_batches = max(1, int(math.ceil(cum[-1] / target)))
-    cuts = np.searchsorted(cum, np.linspace(0.0, cum[-1], n_batches + 1)[1:-1])
-    bounds = np.unique(np.concatenate([[0], cuts, [K]]).astype(np.int64))
-    out = []
-    for b0, b1 in zip(bounds[:-1], bounds[1:]):
-        goals = np.linspace(cum[b0], cum[b1], n_chunks + 1)[1:-1]
-        inner = np.clip(np.searchsorted(cum, goals), b0, b1)
-        out.append(np.concatenate([[b0], inner, [b1]]).astype(np.int64))
-    return out
+            beta[c] += _node(offsets[k], offsets[k + 1], g, end, indptr, data, slot,
+                             scol[sptr[k]:sptr[k + 1]], scnt[sptr[k]:sptr[k + 1]], y, code, gamma,
+                             z0, wt, gvec, c_off, phi, samples[s0:s0 + total], steps[k], passes,
+                             hk[k], alpha[k], lam, rho, dane, eta, mu, use_s, acc[c], rec[c],
+                             zs[c], pw[c], ge[c])
+            k += 1
+            g = 0
 
 
 class LocalSVRG:
@@ -442,7 +453,8 @@ class LocalSVRG:
         phi : ndarray or None
             φ^j (DatasetStats.phi) to scale the data term by S_k (Algorithm 4); None: S = I.
         check_stop : callable or None
-            Called between batches of nodes.
+            Called after every batch (see :mod:`._batches`; the result does not depend on
+            how the work is cut).
         """
         steps = np.ascontiguousarray(steps, dtype=np.int64)
         hk = np.ascontiguousarray(hk, dtype=np.float64)
@@ -455,32 +467,43 @@ class LocalSVRG:
         use_s = phi is not None
         phi = phi if use_s else np.ones(1)
         sup = self.support
-        # Work of a node: passes over its entries, two sweeps over each sampled row, its slots.
-        row_len = self.node_nnz / self.sizes
-        work = (self.node_nnz + 2.0 * steps * row_len) * passes + np.diff(sup.ptr) + 1.0
-        batches = plan_batches(work, T)
-        for b, chunks in enumerate(batches):
-            if b and check_stop is not None:
-                check_stop()
-            _batch(chunks, self.offsets, self.indptr, self.data, sup.slot, sup.ptr, sup.col,
+        # Work of a node: its entries once per pass, two sweeps over each sampled row, its
+        # slots.  Batches may end inside a node (the centralised SVRG is a single node).
+        row_len = self.node_nnz / np.maximum(self.sizes, 1)
+        total_steps = steps * passes
+        work = self.node_nnz * passes + 2.0 * total_steps * row_len + np.diff(sup.ptr) + 1.0
+        batches = plan(work, T, BATCH_WORK, steps=total_steps, step_work=2.0 * row_len)
+        for lo, hi in batches:
+            _batch(lo, hi, self.offsets, self.indptr, self.data, sup.slot, sup.ptr, sup.col,
                    sup.count, self.y, self.code, self.gamma, z0, wt, gvec, c_off, phi, samples,
                    sample_ptr, steps, hk, alpha, float(lam), float(rho), int(passes), bool(dane),
                    float(eta), float(mu), use_s, acc, beta, rec, zs, pw, ge)
+            # Also after the last batch: Stop pressed during it need not wait for the metrics.
+            if check_stop is not None:
+                check_stop()
         return acc.sum(axis=0) - beta.sum() * c_off
 
 
 # ----------------------------------------------------------------------------- SGD
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def sgd_epoch(indptr, indices, data, y, code, gamma, w, samples, h, lam, last, cum):
-    """Plain SGD steps w ← (1 − h_t λ) w − h_t φ'(x_iᵀw) x_i, in place, the regulariser
-    applied lazily: an untouched coordinate is multiplied by Π(1 − h_s λ), read off the
-    prefix sums ``cum`` of log1p(−h_s λ)."""
+def sgd_epoch(indptr, indices, data, y, code, gamma, w, samples, h, lam, last, cum, t0, t1):
+    """Steps ``t0 .. t1 − 1`` of an epoch of plain SGD, w ← (1 − h_t λ) w − h_t φ'(x_iᵀw) x_i,
+    in place.
+
+    The regulariser is applied lazily: ``last[j]`` is the step up to which w_j is current,
+    and an untouched coordinate is multiplied by Π(1 − h_s λ), read off the prefix sums
+    ``cum`` of log1p(−h_s λ) over the whole epoch.  The call with t0 = 0 starts the epoch
+    (fills ``cum``, resets ``last``); the one that reaches the epoch's end brings every
+    coordinate up to date.  Between calls the state is in ``w``, ``last`` and ``cum``, so
+    any cut of the epoch into calls gives bitwise the same w.
+    """
     n_steps = samples.size
-    cum[0] = 0.0
-    for t in range(n_steps):
-        cum[t + 1] = cum[t] + math.log1p(-h[t] * lam)
-    last[:] = 0
-    for t in range(n_steps):
+    if t0 == 0:
+        cum[0] = 0.0
+        for t in range(n_steps):
+            cum[t + 1] = cum[t] + math.log1p(-h[t] * lam)
+        last[:] = 0
+    for t in range(t0, t1):
         i = samples[t]
         dot = 0.0
         for p in range(indptr[i], indptr[i + 1]):
@@ -496,9 +519,10 @@ def sgd_epoch(indptr, indices, data, y, code, gamma, w, samples, h, lam, last, c
             j = indices[p]
             w[j] = r * w[j] - step * data[p]
             last[j] = t + 1
-    for j in range(w.size):
-        if last[j] < n_steps:
-            w[j] *= math.exp(cum[n_steps] - cum[last[j]])
+    if t1 == n_steps:
+        for j in range(w.size):
+            if last[j] < n_steps:
+                w[j] *= math.exp(cum[n_steps] - cum[last[j]])
 
 
 # ----------------------------------------------------------------------------- constants

@@ -34,14 +34,14 @@ from typing import ClassVar
 import numba
 import numpy as np
 
-from ._sdca_kernels import (LOSS_CODES, cocoa_local_sdca, cocoa_local_sdca_serial, node_permutations,
-                            plan_batches)
+from ._batches import plan
+from ._sdca_kernels import LOSS_CODES, cocoa_local_sdca, cocoa_local_sdca_serial, node_permutations
 from .base import Param
 from .dual_method import DualAlgorithm
 
-#: Coordinate steps (weighted by row nonzeros) per compiled call; Stop is checked between
-#: calls.  About 10 ms of work, so Stop takes effect well within a second at paper scale.
-_BATCH_WORK = 1 << 22
+#: Coordinate steps (weighted by row nonzeros) per thread and compiled call; Stop is checked
+#: after every call.  About 50 ms of work on a quiet core at the paper's scale.
+_BATCH_WORK = 1 << 20
 #: Below this much work per iteration the nodes run on one thread: waking the thread pool
 #: costs more than it saves (and far more on a loaded machine).
 _PARALLEL_MIN_WORK = 1 << 16
@@ -103,7 +103,9 @@ class CoCoAPlus(DualAlgorithm):
         self._sqnorm = p.row_norms_sq
         work = self.passes * (np.diff(X.indptr[ds.offsets]) + ds.node_sizes)
         self._n_chunks = max(1, numba.get_num_threads()) if work.sum() >= _PARALLEL_MIN_WORK else 1
-        self._batches = plan_batches(work, self._n_chunks, _BATCH_WORK)
+        # Per batch, the first and the end node of every chunk.
+        self._batches = [(lo[:, 0].copy(), hi[:, 0].copy())
+                         for lo, hi in plan(work, self._n_chunks, _BATCH_WORK)]
         C, nk_max = self._n_chunks, int(ds.node_sizes.max())
         self._acc = np.zeros((C, p.d))
         self._dw = np.zeros((C, p.d))
@@ -132,9 +134,9 @@ class CoCoAPlus(DualAlgorithm):
         acc.fill(0.0)
         lam_n = p.lam * p.n
         kernel = cocoa_local_sdca if self._n_chunks > 1 else cocoa_local_sdca_serial
-        for chunks in self._batches:
+        for lo, hi in self._batches:
             kernel(X.indptr, X.indices, X.data, p.y, self._sqnorm, z0, alpha, p.data.offsets,
-                   seeds, chunks, self.passes, self.sigma_prime, self.gamma, lam_n,
+                   seeds, lo, hi, self.passes, self.sigma_prime, self.gamma, lam_n,
                    self._loss_code, self._smooth, acc, self._dw, self._a_loc, self._perm)
             self.check_stop()
         self.alpha = alpha

@@ -34,7 +34,9 @@ it at the price of shorter steps.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
+from numba import prange
 
 from ..problems.objective import Problem
 from ._svrg_kernels import (
@@ -52,6 +54,75 @@ MAX_NEWTON = 50
 MAX_CG = 500
 
 
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _matvec_plus(indptr, indices, data, x, a, v):
+    """A x + a v for a CSR matrix A, rows in parallel.
+
+    Each row is summed left to right from 0, as SciPy's CSR product does, and a v is
+    added after, as NumPy's ``A @ x + a * v`` does: bitwise the same result on every
+    core (``a = 0`` for a plain product).
+    """
+    out = np.empty(indptr.size - 1)
+    for i in prange(indptr.size - 1):
+        acc = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            acc += data[p] * x[indices[p]]
+        out[i] = acc + a * v[i] if a != 0.0 else acc
+    return out
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _segment_sums(ptr, x):
+    """out[k] = x[ptr[k]] + ... + x[ptr[k+1] − 1], added left to right from 0.
+
+    Bitwise what ``np.bincount(segment_ids, weights=x)`` gives for contiguous segments,
+    but in parallel and without the scatter: several times faster on the paper's 13M
+    support slots, which keeps every stretch between two Stop checks short.
+    """
+    out = np.zeros(ptr.size - 1)
+    for k in prange(ptr.size - 1):
+        acc = 0.0
+        for i in range(ptr[k], ptr[k + 1]):
+            acc += x[i]
+        out[k] = acc
+    return out
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _cg_update(ptr, done, rr, p, Hp, x, r):
+    """One CG update of every node at once, in place; returns the new ‖r_k‖².
+
+    α_k = rr_k / (p_k·Hp_k) (0 for a node that is done), x += α p, r −= α Hp: the same
+    operations, in the same order, as the NumPy expressions they replace, fused into two
+    passes over the slots.
+    """
+    rr_new = np.zeros(ptr.size - 1)
+    for k in prange(ptr.size - 1):
+        php = 0.0
+        for i in range(ptr[k], ptr[k + 1]):
+            php += p[i] * Hp[i]
+        alpha = 0.0 if done[k] else rr[k] / php
+        acc = 0.0
+        for i in range(ptr[k], ptr[k + 1]):
+            x[i] += alpha * p[i]
+            r[i] -= alpha * Hp[i]
+            acc += r[i] * r[i]
+        rr_new[k] = acc
+    return rr_new
+
+
+@numba.njit(cache=True, parallel=True, error_model="numpy")
+def _cg_direction(ptr, now, beta, r, p):
+    """p ← r + β p per node, and 0 for a node that is done, in place."""
+    for k in prange(ptr.size - 1):
+        for i in range(ptr[k], ptr[k + 1]):
+            p[i] = 0.0 if now[k] else r[i] + beta[k] * p[i]
+
+
+def _never() -> None:
+    """A Stop check that never stops (no runner attached)."""
+
+
 class LocalNewton:
     """Minimise every node's Φ_k(v) = F_k(v) − ℓ_kᵀv + (μ/2)‖v − c_k‖² at once, on its support.
 
@@ -61,6 +132,9 @@ class LocalNewton:
     Algorithm 7.1) runs on all nodes in lockstep, but every quantity that couples
     coordinates — CG's α and β, the Armijo backtracking, the stopping test — is a per-node
     segment sum, so nodes never influence each other; a node that has converged is frozen.
+
+    Every operation is on all nodes at once (at the paper's scale a sparse product or a
+    pass over the 13M slots takes 50–150 ms), and the solver checks Stop between them.
 
     Parameters
     ----------
@@ -77,6 +151,12 @@ class LocalNewton:
         self.K = ds.n_nodes
         self.row_node = ds.node_of_row
         self.slot_node = sup.node
+        # Slots and rows are contiguous per node: segment sums and per-node spreads need no
+        # index arrays.
+        self._slot_ptr = np.ascontiguousarray(sup.ptr, dtype=np.int64)
+        self._slot_count = np.diff(self._slot_ptr)
+        self._row_ptr = np.ascontiguousarray(ds.offsets, dtype=np.int64)
+        self._row_count = np.diff(self._row_ptr)
         self.row_weight = 1.0 / np.repeat(ds.node_sizes, ds.node_sizes).astype(np.float64)
         #: Example gradients (and Hessian-vector products, counted the same) of the last solve.
         self.work = 0
@@ -84,11 +164,28 @@ class LocalNewton:
         #: The largest ‖∇Φ_k‖ / ‖∇Φ_k(start)‖ over nodes after the last solve.
         self.residual = 0.0
 
+    def _B(self, x):
+        """B x (the margins of every node's own vector), on every core."""
+        B = self.B
+        return _matvec_plus(B.indptr, B.indices, B.data, x, 0.0, x[:1])
+
+    def _BT(self, x, a=0.0, v=None):
+        """Bᵀ x + a v, on every core."""
+        BT = self.BT
+        return _matvec_plus(BT.indptr, BT.indices, BT.data, x, a, x[:1] if v is None else v)
+
     def _seg(self, x):
-        return np.bincount(self.slot_node, weights=x, minlength=self.K)
+        return _segment_sums(self._slot_ptr, x)
 
     def _rows(self, x):
-        return np.bincount(self.row_node, weights=x, minlength=self.K)
+        return _segment_sums(self._row_ptr, x)
+
+    def _on_slots(self, per_node):
+        """A per-node array spread over the node's slots (``per_node[slot_node]``)."""
+        return np.repeat(per_node, self._slot_count)
+
+    def _on_rows(self, per_node):
+        return np.repeat(per_node, self._row_count)
 
     def _active_rows(self, active) -> int:
         return int(self.problem.data.node_sizes[active].sum())
@@ -103,18 +200,24 @@ class LocalNewton:
 
     def _grad(self, v, z, lin, center, mu):
         pb = self.problem
-        g = self.BT @ (pb.loss.deriv(z, pb.y) * self.row_weight) + pb.lam * v - lin
+        g = self._BT(pb.loss.deriv(z, pb.y) * self.row_weight, pb.lam, v) - lin
         if mu:
             g = g + mu * (v - center)
         return g
 
     def solve(self, start, lin, center, mu, rtol, check_stop=None) -> np.ndarray:
-        """The minimisers in slot space, each to ‖∇Φ_k‖ ≤ rtol · ‖∇Φ_k(start)‖."""
+        """The minimisers in slot space, each to ‖∇Φ_k‖ ≤ rtol · ‖∇Φ_k(start)‖.
+
+        ``check_stop`` is called between the solver's large operations.
+        """
         pb = self.problem
+        check = check_stop or _never
         lam, seg = pb.lam, self._seg
         v = np.array(start, dtype=np.float64)
-        z = self.B @ v
+        z = self._B(v)
+        check()
         g = self._grad(v, z, lin, center, mu)
+        check()
         gn = np.sqrt(seg(g * g))
         gn0 = np.where(gn > 0, gn, 1.0)
         quadratic = pb.loss.name == "squared"
@@ -125,30 +228,37 @@ class LocalNewton:
         for _ in range(MAX_NEWTON):
             if not active.any():
                 break
+            check()
             D = pb.loss.deriv2(z, pb.y) * self.row_weight
             # Forcing term min(0.1, √(‖g‖/‖g_0‖))·‖g‖, relative per node: superlinear
             # convergence (Nocedal & Wright, Theorem 7.2) whatever the scale of the node's g.
             # A quadratic (squared loss) is solved by one CG run to the target itself.
             forcing = target if quadratic else np.minimum(0.1, np.sqrt(gn / gn0)) * gn
-            p = self._cg(D, np.where(active[self.slot_node], -g, 0.0), active, forcing,
-                         lam + mu, check_stop)
+            b = np.where(self._on_slots(active), -g, 0.0)
+            check()
+            p = self._cg(D, b, active, forcing, lam + mu, check)
             # Per-node Armijo backtracking along p, blind to changes below the rounding of
             # f (near the minimiser the decrease is not measurable; ‖∇Φ_k‖ decides there).
             f0 = self._values(v, z, lin, center, mu)
             slack = 1e-13 * (np.abs(f0) + 1.0)
-            Bp = self.B @ p
+            check()
+            Bp = self._B(p)
             slope = seg(g * p)
             t = np.where(active, 1.0, 0.0)
             for _ in range(60):
-                v_new = v + t[self.slot_node] * p
-                z_new = z + t[self.row_node] * Bp
+                check()
+                v_new = v + self._on_slots(t) * p
+                z_new = z + self._on_rows(t) * Bp
+                check()
                 f_new = self._values(v_new, z_new, lin, center, mu)
                 bad = active & (f_new > f0 + 1e-4 * t * slope + slack) & (t > 1e-12)
                 if not bad.any():
                     break
                 t[bad] *= 0.5
             v, z = v_new, z_new
+            check()
             g = self._grad(v, z, lin, center, mu)
+            check()
             gn = np.sqrt(seg(g * g))
             self.work += self._active_rows(active)
             self.newton_iterations += 1
@@ -156,29 +266,27 @@ class LocalNewton:
         self.residual = float(np.max(gn / gn0, initial=0.0))
         return v
 
-    def _cg(self, D, b, active, tol, shift, check_stop):
+    def _cg(self, D, b, active, tol, shift, check):
         """Per-node conjugate gradients for H_k x = b_k, H = Bᵀ Diag(D) B + shift·I."""
-        seg, sn = self._seg, self.slot_node
+        ptr = self._slot_ptr
         x = np.zeros_like(b)
         r = b.copy()
         p = r.copy()
-        rr = seg(r * r)
+        rr = self._seg(r * r)
         done = ~active | (np.sqrt(rr) <= tol)
         for _ in range(MAX_CG):
             if done.all():
                 break
-            if check_stop is not None:
-                check_stop()
-            Hp = self.BT @ (D * (self.B @ p)) + shift * p
+            check()
+            Bp = self._B(p)
+            check()
+            Hp = self._BT(D * Bp, shift, p)
+            check()
             self.work += self._active_rows(~done)
-            pHp = seg(p * Hp)
-            alpha = np.where(done, 0.0, rr / np.where(done, 1.0, pHp))
-            x += alpha[sn] * p
-            r -= alpha[sn] * Hp
-            rr_new = seg(r * r)
+            rr_new = _cg_update(ptr, done, rr, p, Hp, x, r)
             now = done | (np.sqrt(rr_new) <= tol)
             beta = np.where(now, 0.0, rr_new / np.where(rr > 0, rr, 1.0))
-            p = np.where(now[sn], 0.0, r + beta[sn] * p)
+            _cg_direction(ptr, now, beta, r, p)
             rr = rr_new
             done = now
         return x
@@ -262,9 +370,12 @@ class DANE(Algorithm):
         sup = loc.support
         wt = self.w[sup.col]
         # a_k on the supports, from its definition: ∇F_k(w^t) − η∇f(w^t).
-        grad_Fk = loc.BT @ (pb.loss.deriv(z, pb.y) * loc.row_weight) + pb.lam * wt
+        grad_Fk = loc._BT(pb.loss.deriv(z, pb.y) * loc.row_weight, pb.lam, wt)
+        self.check_stop()
         a_k = grad_Fk - self.eta * g[sup.col]
+        self.check_stop()
         v = loc.solve(wt, a_k, wt, self.mu, self.hp["local_tol"], self.check_stop)
+        self.check_stop()
         # Off its support node k's minimiser is (a_k,j + μ w^t_j)/(λ + μ), the same on every node.
         w_off = (a_off + self.mu * self.w) / (pb.lam + self.mu)
         K = pb.data.n_nodes

@@ -96,6 +96,7 @@ class PrimalMethod(Algorithm):
         blocks = self.blocks
         # Right-hand sides of every node's system, from one pass over the data.
         rhs = -(self.eta * blocks.tau) * blocks.node_products(self.margins() - p.y) - self.r / lam_eta
+        self.check_stop()
         delta = blocks.solve_cols(rhs, between=self.check_stop)
         self.check_stop()
         self.r = self.r + lam_eta * delta
