@@ -35,6 +35,9 @@ log = logging.getLogger("fedviz.ui")
 MAX_UPLOAD_MB = 200
 #: Rows accepted from an upload: keeps one classroom user from exhausting the server.
 MAX_UPLOAD_ROWS = 3_000_000
+#: Seconds between two redraws of a run's live view while it runs, and while it is queued.
+LIVE_INTERVAL = 0.5
+QUEUED_INTERVAL = 2.0
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -84,6 +87,29 @@ def session_id() -> str:
 
     ctx = get_script_run_ctx()
     return ctx.session_id if ctx is not None else "bare"
+
+
+def session_connected(session_id: str) -> bool | None:
+    """Whether Streamlit's runtime still has a live websocket for the session (None: no runtime).
+
+    The run manager's liveness probe: a closed tab disconnects at once, whereas a
+    heartbeat from a page timer stalls in a throttled background tab.  Thread-safe
+    (``Runtime.is_active_session`` is documented callable from any thread).
+    """
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return None
+    alive = Runtime.instance().is_active_session(session_id)
+    return alive if isinstance(alive, bool) else None  # AppTest's mock runtime answers a mock
+
+
+def manager():
+    """The server's run manager, with Streamlit's liveness probe installed."""
+    m = get_manager()
+    if m.liveness is None:
+        m.liveness = session_connected
+    return m
 
 
 # -- state shared by the pages ----------------------------------------------------------------
@@ -184,7 +210,7 @@ def start_run(config: RunConfig, *, key: str = "run", variants: list | None = No
     old = st.session_state.get(key)
     if old is not None and not old.done:
         old.stop("replaced by a new run")
-    handle = get_manager().submit(job, session_id())
+    handle = manager().submit(job, session_id())
     st.session_state[key] = handle
     st.session_state[key + "-meta"] = {"baselines": {**load_baselines(config.data),
                                                      "optimum": opt["test_error"]},
@@ -196,39 +222,66 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
               sweep: bool = False, stacked: bool = False):
     """Progress, statuses and the two live figures of the run in ``st.session_state[key]``.
 
-    Runs as a fragment every 0.5 s while the run is active; it only reads the
-    manager's immutable snapshot, and it heartbeats the session so the manager knows
-    the browser is still there.
+    A fragment redraws them every :data:`LIVE_INTERVAL` seconds while the run runs, every
+    :data:`QUEUED_INTERVAL` seconds while it waits in the queue (only its place changes),
+    and not at all once it ended; when the run changes state, one full rerun redraws the
+    page with the timer the new state needs.  Every redraw costs the server a script run
+    and the browser a render, and a figure tens of milliseconds of the server's CPU
+    (holding the GIL), so open pages of queued and finished runs must stay cheap: a
+    queued run has no charts, and figures are rebuilt only when the snapshot or the axis
+    changed.  The fragment only reads the manager's immutable snapshot, and heartbeats
+    the session (the manager's fallback sign of life when the runtime cannot say whether
+    the browser is connected).
     """
-    @st.fragment(run_every=0.5)
+    handle = st.session_state.get(key)
+    state = None if handle is None else handle.status
+    every = {"running": LIVE_INTERVAL, "queued": QUEUED_INTERVAL}.get(state)
+
+    @st.fragment(run_every=every)
     def _view():
         handle = st.session_state.get(key)
         if handle is None:
             return
-        get_manager().touch(session_id())
+        manager().touch(session_id())
         snap = handle.snapshot()
-        meta = st.session_state.get(key + "-meta", {})
+        if every is not None and snap.status != state:
+            st.rerun()  # started or ended: the whole page again, with the timer its new state needs
         _progress(snap)
+        if snap.status == "queued":
+            return
         axis = st.session_state.get(axis_key, "iteration")
         cost = float(st.session_state.get(cost_key, 1.0))
-        runs = {label: snap.columns[label] for label in snap.columns}
-        if sweep and snap.finished and any(" ×" in label for label in runs):
-            final = final_suboptimality(runs)
-            best = best_variants(final)
+        version = (snap.run_id, snap.version, axis, cost)
+        cached = st.session_state.get(key + "-figures")
+        if cached is None or cached[0] != version:
+            figures = _figures(snap, st.session_state.get(key + "-meta", {}), axis, cost, height, sweep)
+            cached = st.session_state[key + "-figures"] = (version, *figures)
+        table, sub, err = cached[1:]
+        if table:
             with st.expander("Stepsize sweep: final f − f* of every variant (the best is kept)"):
-                st.table({"variant": list(final), "final f − f*": [f"{v:.3e}" for v in final.values()],
-                          "kept": ["✓" if label in best.values() else "" for label in final]})
-            runs = {label: runs[label] for label in best.values()}
+                st.table(table)
         c1, c2 = (st.container(), st.container()) if stacked else st.columns(2)
-        with c1:
-            st.plotly_chart(suboptimality_figure(runs, axis=axis, nodes=meta.get("nodes", 1), round_cost=cost,
-                                                 height=height), width="stretch", key=f"{key}-sub")
-        with c2:
-            st.plotly_chart(test_error_figure(runs, baselines=meta.get("baselines"), axis=axis,
-                                              nodes=meta.get("nodes", 1), round_cost=cost, height=height,
-                                              regression=meta.get("regression", False)),
-                            width="stretch", key=f"{key}-err")
+        c1.plotly_chart(sub, width="stretch", key=f"{key}-sub")
+        c2.plotly_chart(err, width="stretch", key=f"{key}-err")
+
     _view()
+
+
+def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool):
+    """(sweep table or None, suboptimality figure, test error figure) of a snapshot."""
+    runs = {label: snap.columns[label] for label in snap.columns}
+    table = None
+    if sweep and snap.finished and any(" ×" in label for label in runs):
+        final = final_suboptimality(runs)
+        best = best_variants(final)
+        table = {"variant": list(final), "final f − f*": [f"{v:.3e}" for v in final.values()],
+                 "kept": ["✓" if label in best.values() else "" for label in final]}
+        runs = {label: runs[label] for label in best.values()}
+    nodes = meta.get("nodes", 1)
+    sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height)
+    err = test_error_figure(runs, baselines=meta.get("baselines"), axis=axis, nodes=nodes, round_cost=cost,
+                            height=height, regression=meta.get("regression", False))
+    return table, sub, err
 
 
 _ICONS = {"queued": ":material/hourglass_empty:", "running": ":material/autorenew:",

@@ -1,78 +1,36 @@
 """End to end in real headless Chromium (Debian's), driven by Playwright, against
-``streamlit run app.py`` on a free port.
+``streamlit run app.py`` on a free port (both from ``live_server``).
 
 Set FEDVIZ_SCREENSHOTS=DIR to keep a screenshot of every page (the README's pictures).
 """
 
 import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from conftest import DATA
+from live_server import StreamlitServer, idle
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
-if not Path(CHROMIUM).exists():  # a missing browser is a broken setup, not a skip
-    raise RuntimeError("Debian's chromium is required for the browser tests: apt-get install chromium")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
-    env = dict(os.environ, FEDVIZ_DB=str(tmp_path_factory.mktemp("db") / "runs.sqlite"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + (proc.stdout.read() if proc.stdout else ""))
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    tmp = tmp_path_factory.mktemp("e2e")
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
+        yield s.url
 
 
 @pytest.fixture(scope="module")
-def page(server):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-            "--no-first-run", "--disable-component-update", "--disable-sync"])
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = context.new_page()
-        pg.set_default_timeout(60_000)
-        yield pg
-        context.close()
-        browser.close()
+def page(server, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    yield pg
+    context.close()
 
 
 def _shot(page, name):
@@ -80,12 +38,6 @@ def _shot(page, name):
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         page.wait_for_timeout(800)
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
-
-
-def _idle(page):
-    """Wait until Streamlit finished rerunning the script."""
-    page.wait_for_timeout(300)
-    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
 
 
 def _points(page) -> int:
@@ -105,20 +57,20 @@ def test_dashboard_end_to_end(server, page):
     _shot(page, "home")
     page.goto(server + "/data")
     page.get_by_text("Nodes K").first.wait_for()
-    _idle(page)
+    idle(page)
     nodes = page.get_by_role("spinbutton", name="Nodes K")
     nodes.fill("60")
     nodes.press("Enter")
-    _idle(page)
+    idle(page)
     page.locator('[data-testid="stMetricValue"]', has_text=re.compile(r"^60$")).first.wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
     _shot(page, "data")
 
     # 2. Start two algorithms and watch the chart update at least three times.
-    page.goto(server + "/run?data=google-plus-small%3Fnodes%3D60&algorithms=gd,fsvrg&iterations=2000")
+    page.goto(server + "/run?data=google-plus-small%3Fnodes%3D60&algorithms=gd,fsvrg&iterations=10000")
     run_button = page.get_by_role("button").filter(has_text=re.compile(r"\bRun$"))
     run_button.wait_for()
-    _idle(page)
+    idle(page)
     run_button.click()
     seen = []
     deadline = time.time() + 120
@@ -136,7 +88,7 @@ def test_dashboard_end_to_end(server, page):
     # 4. Upload heart_scale through the real file chooser and see its statistics.
     page.goto(server + "/data")
     page.get_by_text("Upload a LIBSVM file").click()
-    _idle(page)
+    idle(page)
     with page.expect_file_chooser() as chooser:
         page.get_by_role("button", name=re.compile("Browse files|Upload")).first.click()
     chooser.value.set_files(str(DATA / "heart_scale"))

@@ -279,6 +279,49 @@ def test_a_silent_session_is_reaped(managers, store):
                 assert not t.is_alive()
 
 
+def test_the_liveness_probe_overrides_the_heartbeat(managers, store, caplog):
+    """Connected sessions keep their runs without heartbeats (a throttled background tab);
+    disconnected ones lose them after the grace, unless they reconnect first; sessions the
+    probe cannot judge (None, or the probe raising) fall back to the heartbeat timeout."""
+    now = [0.0]
+    connected = {"tab": True, "closed": True, "unknown": None}
+
+    def probe(sid):
+        if sid == "broken":
+            raise RuntimeError("a bug in the probe")
+        return connected[sid]
+
+    m = managers(max_concurrent=4, session_timeout=30.0, disconnect_grace=5.0, clock=lambda: now[0],
+                 liveness=probe)
+    job = RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0)
+    runs = {sid: m.submit(job, sid) for sid in ("tab", "closed", "unknown", "broken")}
+    connected["closed"] = False
+    now[0] = 3.0
+    assert m.reap() == 0  # first seen disconnected at 3 s
+    now[0] = 7.5
+    assert m.reap() == 0  # 4.5 s ≤ 5 s of grace
+    now[0] = 8.5
+    assert m.reap() == 1
+    closed = runs["closed"]
+    assert closed.wait(WAIT) and closed.status == "stopped"
+    assert closed.snapshot().message == manager_mod.STOPPED_SESSION_CLOSED
+    assert manager_mod.STOPPED_SESSION_CLOSED in store.get_run(closed.store_ids["slow"]).message
+
+    # A reconnect within the grace restarts it: 'tab' is never gone for more than 4 s at a time.
+    for t, alive in ((10.0, False), (14.0, True), (18.0, False), (22.0, True)):
+        connected["tab"], now[0] = alive, t
+        assert m.reap() == 0
+    # At 31 s the sessions the probe cannot judge have been silent for 31 s > 30 s.
+    now[0] = 31.0
+    assert m.reap() == 2
+    for sid in ("unknown", "broken"):
+        assert runs[sid].wait(WAIT) and "heartbeat" in runs[sid].snapshot().message
+    assert "session liveness probe" in caplog.text
+    # 'tab' never sent a heartbeat, but it is connected: its run goes on.
+    now[0] = 1000.0
+    assert m.reap() == 0 and not runs["tab"].done and [h.session_id for h in m.active()] == ["tab"]
+
+
 def test_the_reaper_thread_stops_runs_without_heartbeat(managers):
     m = managers(max_concurrent=1, session_timeout=0.2, reaper=True)
     h = m.submit(RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0), "s")

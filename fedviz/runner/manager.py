@@ -6,12 +6,24 @@ the UI sees it), :class:`RunSnapshot` (an immutable picture of a run for one red
 (the process-wide manager of the dashboard).
 
 It is pure Python and never imports Streamlit: worker threads must not call ``st.*``.
-The UI polls :meth:`RunHandle.snapshot` (e.g. from ``st.fragment(run_every=0.5)``) and
-heartbeats with :meth:`RunManager.touch`.
+The UI polls :meth:`RunHandle.snapshot` (e.g. from ``st.fragment(run_every=0.5)``),
+heartbeats with :meth:`RunManager.touch` and supplies the liveness probe (see Sessions).
+
+Sessions
+--------
+A run belongs to a browser session and stops soon after that session is gone.  The
+manager learns it from a *liveness probe* that the UI supplies (a callable
+``session_id -> True | False | None``, here asking Streamlit's runtime whether the
+session's websocket is connected): a session reported gone for ``disconnect_grace``
+seconds (time for the browser's automatic reconnect) has its runs stopped.  Heartbeats
+are only the fallback, for sessions the probe cannot judge (None, or no probe): a
+timer in a page is a poor sign of life, because browsers throttle the timers of
+background tabs, and a connected user who switched tabs must not lose a run.
 
 Threads and locks
 -----------------
-Each running run has one daemon thread; at most ``max_concurrent`` run at once and the
+Each running run has one daemon thread, ``fedviz-run-<id>``, scheduled below the server's
+own threads so that pages stay responsive; at most ``max_concurrent`` run at once and the
 rest wait in FIFO order.  A run advances its algorithms round-robin, one iteration of
 each in turn, so all curves grow together.  The manager lock guards the queue and the
 sessions; each handle's lock guards its buffers.  The manager lock may be taken before a
@@ -35,9 +47,11 @@ thousands of iterations per second.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -67,6 +81,13 @@ ETA_WINDOW = 256
 
 #: The overall states of a run: waiting, running, and the three ways it ends.
 RUN_STATES = ("queued", "running", "done", "stopped", "failed")
+
+#: Seconds a session may stay disconnected before its runs stop: the browser reconnects by
+#: itself after a network blip, retrying with growing pauses (four or five tries in 15 s).
+DISCONNECT_GRACE = 15.0
+
+#: How much lower than the server's threads the run workers are scheduled (Linux nice steps).
+WORKER_NICE = 10
 
 #: Why a run stopped (the loop's own 'stopped' message uses the first).
 STOPPED_BY_USER = "stopped by the user"
@@ -523,8 +544,8 @@ class RunManager:
     store : RunStore or None
         Where runs are recorded; None keeps them in memory only.
     session_timeout : float
-        Seconds without :meth:`touch` after which a session's runs are stopped (a closed
-        browser tab stops heartbeating).
+        Seconds without :meth:`touch` after which the runs of a session that the liveness
+        probe cannot judge are stopped (a closed browser tab stops heartbeating).
     flush_interval : float
         Seconds between commits of a live run's records (see the module docstring).
     clock : callable
@@ -532,14 +553,25 @@ class RunManager:
     reaper : bool
         Start a background thread that checks session timeouts every second or so; with
         False they are checked on :meth:`submit`, :meth:`touch` and :meth:`reap` only.
+    liveness : callable (session_id) -> bool or None, optional
+        Whether a session is still connected: True keeps its runs (however old its last
+        heartbeat), False stops them once it has said so for ``disconnect_grace`` seconds,
+        None (or an error) leaves the session to the heartbeat timeout.  Also settable
+        later as the :attr:`liveness` attribute.  Called without the manager's lock.
+    disconnect_grace : float
+        See :data:`DISCONNECT_GRACE`.
     """
 
     def __init__(self, max_concurrent: int | None = None, store: RunStore | None = None,
                  session_timeout: float = 30.0, *, flush_interval: float = FLUSH_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic, reaper: bool = True):
+                 clock: Callable[[], float] = time.monotonic, reaper: bool = True,
+                 liveness: Callable[[str], bool | None] | None = None,
+                 disconnect_grace: float = DISCONNECT_GRACE):
         self.max_concurrent = check_int("max_concurrent", max_concurrent or os.cpu_count() or 1, low=1)
         self.session_timeout = check_real("session_timeout", session_timeout, low=0, low_open=True)
         self.flush_interval = check_real("flush_interval", flush_interval, low=0)
+        self.disconnect_grace = check_real("disconnect_grace", disconnect_grace, low=0)
+        self.liveness = liveness
         self.store = store
         #: Why the history is disabled (set by :func:`get_manager` when the store cannot open).
         self.store_problem = ""
@@ -547,7 +579,8 @@ class RunManager:
         self._lock = threading.Lock()
         self._queue: deque[RunHandle] = deque()
         self._running: dict[str, tuple[RunHandle, threading.Thread]] = {}
-        self._sessions: dict[str, float] = {}
+        self._sessions: dict[str, float] = {}  # session → its last sign of life
+        self._gone: dict[str, float] = {}  # session → when the probe first reported it gone
         self._closed = threading.Event()
         self._use_reaper = reaper
         self._reaper: threading.Thread | None = None
@@ -662,23 +695,57 @@ class RunManager:
         session_id = str(session_id)
         with self._lock:
             self._sessions.pop(session_id, None)
-        handles = self.active(session_id)
+            self._gone.pop(session_id, None)
+        return self._stop_runs(self.active(session_id), {session_id: reason})
+
+    @staticmethod
+    def _stop_runs(handles: list[RunHandle], reasons: Mapping[str, str]) -> int:
+        """Stop runs, the queued ones first: a stopped running run frees its slot for the next
+        in line, which must not start only to be stopped too."""
+        handles = sorted(handles, key=lambda h: h.status != "queued")  # stable: keeps queue order
         for h in handles:
-            h.stop(reason)
+            h.stop(reasons[h.session_id])
         return len(handles)
 
     def reap(self) -> int:
-        """Stop the runs of sessions silent for longer than ``session_timeout``; returns how many."""
-        now = self._clock()
+        """Stop the runs of sessions that are gone; returns how many runs were stopped.
+
+        A session is gone when the liveness probe has reported it disconnected for longer
+        than ``disconnect_grace``, or, when the probe cannot tell, when it sent no
+        heartbeat for longer than ``session_timeout``.
+        """
         with self._lock:
-            stale = [sid for sid, t in self._sessions.items() if now - t > self.session_timeout]
+            sessions = list(self._sessions)
+        verdicts = {sid: self._probe(sid) for sid in sessions}  # outside the lock: the probe is foreign code
+        now = self._clock()
+        stale: dict[str, str] = {}
+        with self._lock:
+            for sid, last in list(self._sessions.items()):
+                alive = verdicts.get(sid)  # None too for a session that arrived meanwhile
+                if alive is True:
+                    self._sessions[sid] = now
+                    self._gone.pop(sid, None)
+                elif alive is False:
+                    if now - self._gone.setdefault(sid, now) > self.disconnect_grace:
+                        stale[sid] = STOPPED_SESSION_CLOSED
+                elif now - last > self.session_timeout:
+                    stale[sid] = f"stopped: the browser session sent no heartbeat for {self.session_timeout:g} s"
             for sid in stale:
                 del self._sessions[sid]
-        stopped = 0
-        for sid in stale:
-            stopped += self.close_session(
-                sid, reason=f"stopped: the browser session sent no heartbeat for {self.session_timeout:g} s")
-        return stopped
+                self._gone.pop(sid, None)
+        return self._stop_runs([h for h in self.active() if h.session_id in stale], stale)
+
+    def _probe(self, session_id: str) -> bool | None:
+        """The liveness probe's verdict: only a real True or False counts, anything else is 'unknown'."""
+        probe = self.liveness
+        if probe is None:
+            return None
+        try:
+            alive = probe(session_id)
+        except Exception:  # noqa: BLE001 - a broken probe leaves sessions to the heartbeat
+            log.exception("session liveness probe")
+            return None
+        return alive if isinstance(alive, bool) else None
 
     def _ensure_reaper(self) -> None:
         if not self._use_reaper or self._reaper is not None:
@@ -689,7 +756,8 @@ class RunManager:
                 self._reaper.start()
 
     def _reap_loop(self) -> None:
-        interval = min(1.0, max(0.05, self.session_timeout / 4))
+        _background_os_thread(threading.current_thread().name)
+        interval = min(1.0, max(0.05, min(self.session_timeout, self.disconnect_grace) / 4))
         while not self._closed.wait(interval):
             try:
                 self.reap()
@@ -710,6 +778,7 @@ class RunManager:
 
     # -- the worker --------------------------------------------------------------------------------------
     def _work(self, handle: RunHandle) -> None:
+        _background_os_thread(threading.current_thread().name)
         journal = _Journal(self.store, handle, self.flush_interval)
         try:
             self._execute(handle, journal)
@@ -811,6 +880,31 @@ class RunManager:
                     handle._label_end(label, rec.status, rec.message)
                     journal.finish(label, rec.status, rec.message)
             journal.flush()
+
+
+def _background_os_thread(name: str) -> None:
+    """Mark the calling thread, for the kernel, as a named background thread (Linux only).
+
+    The name (Python 3.11 does not pass it on) lets ``top -H``, ``ps -L`` and
+    ``/proc/<pid>/task/*/comm`` tell run workers apart; the kernel keeps 15 bytes,
+    ``fedviz-run-1a2b``.  The lower priority (nice + :data:`WORKER_NICE`) keeps the
+    server responsive while runs use every core: the event loop and the script threads
+    that draw pages preempt the computation.  Both are inherited by the threads this
+    thread creates (numba's OpenMP team of this worker), and both are per thread on
+    Linux only; on other systems (where ``setpriority`` would reach the whole process)
+    this does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + WORKER_NICE))
+    except OSError:
+        pass
 
 
 def _describe(e: BaseException) -> str:

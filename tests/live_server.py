@@ -1,0 +1,174 @@
+"""Real servers for the browser tests: ``streamlit run app.py`` on a free loopback port, and
+Debian's headless chromium driven by Playwright.
+
+This module owns starting and ending the server's process group (so a failing test
+never leaves a server behind), reading the server's memory and threads from
+``/proc`` (what an operator would see, no hook inside the app), and the small page
+helpers every browser test needs.  The ``server`` and ``browser`` fixtures that use
+it live in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator, Mapping
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+                 "--no-first-run", "--disable-component-update", "--disable-sync")
+
+#: The manager names its run workers ``fedviz-run-<id>``; Linux keeps 15 bytes of a thread's
+#: name in ``/proc/<pid>/task/<tid>/comm``, which still begin with this.
+RUN_THREAD_PREFIX = "fedviz-run"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StreamlitServer:
+    """One ``streamlit run app.py --server.headless true`` on loopback, in its own process group.
+
+    The group lets a test end the server with everything it started.  It is not a new
+    session: Linux's autogroup scheduler would then split the CPU evenly between the
+    server and the test's browser, whatever the priorities inside, and the browser on
+    the same machine would measure the scheduler's split instead of the server (whose
+    run workers yield to its own threads, and here to the browser standing in for the
+    users' machines).
+
+    Parameters
+    ----------
+    db : path
+        The run history (``FEDVIZ_DB``): each server gets its own, or shares one on purpose.
+    log : path
+        Where the server's output goes.  A file, not a pipe: nobody reads a pipe while the
+        test runs, and a full pipe would block the server's logging.
+    env : mapping
+        Extra environment variables (e.g. ``FEDVIZ_MAX_RUNS``).
+    """
+
+    def __init__(self, db: Path, log: Path, env: Mapping[str, str] | None = None):
+        self.db, self.log, self.port = Path(db), Path(log), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "FEDVIZ_DB": str(db), **(env or {})}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 90.0) -> "StreamlitServer":
+        """Start the server and wait until its health endpoint answers."""
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                 "--server.port", str(self.port), "--server.address", "127.0.0.1",
+                 "--browser.gatherUsageStats", "false"],
+                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, process_group=0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"streamlit did not start within {timeout:g} s:\n{self.output()}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "the server was not started"
+        return self.proc.pid
+
+    def output(self, tail: int = 4000) -> str:
+        """The end of the server's log (for failure messages)."""
+        try:
+            return self.log.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
+
+    # -- what /proc says about the server process -------------------------------------------------
+    def rss_mb(self) -> float:
+        """Resident memory of the server process (``VmRSS``), in MiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS line: is the server still alive?")
+
+    def thread_names(self) -> list[str]:
+        """The kernel's name of every thread of the server (``comm``, at most 15 bytes)."""
+        names = []
+        for comm in Path(f"/proc/{self.pid}/task").glob("*/comm"):
+            with contextlib.suppress(OSError):  # a thread that ended while listing
+                names.append(comm.read_text().strip())
+        return names
+
+    def run_threads(self) -> int:
+        """How many run-worker threads the server has now."""
+        return sum(name.startswith(RUN_THREAD_PREFIX) for name in self.thread_names())
+
+    # -- ending it -----------------------------------------------------------------------------------
+    def kill(self) -> None:
+        """SIGKILL the whole process group, as a crash or the OOM killer would; waits for it."""
+        self._signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        """SIGTERM (Streamlit shuts down cleanly), then SIGKILL after 20 s; idempotent."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self._signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def __enter__(self) -> "StreamlitServer":
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator:
+    """Debian's chromium under Playwright, headless; closed (with Playwright) on exit."""
+    import pytest
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
+    if not Path(CHROMIUM).exists():  # a missing browser is a broken setup, not a skip
+        raise RuntimeError("Debian's chromium is required for the browser tests: apt-get install chromium")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+# -- page helpers -------------------------------------------------------------------------------------
+def idle(page, timeout: float = 120_000) -> None:
+    """Wait until Streamlit finished rerunning the script (its status widget is gone)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+
+
+def run_button(page):
+    import re
+
+    return page.get_by_role("button").filter(has_text=re.compile(r"\bRun$"))
