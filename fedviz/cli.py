@@ -43,15 +43,25 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
                    help="append a constant-1 bias feature (default: no for files, the preset's choice)")
     p.add_argument("--positive", type=float, help="for multiclass labels: the class that becomes +1")
+    p.add_argument("--index-base", choices=["auto", "0", "1"], default="auto",
+                   help="the files' feature indices: 0-based, 1-based (index 0 is refused), or auto, "
+                        "detected as scikit-learn does (default)")
+    p.add_argument("--max-rows", type=int, metavar="N", help="refuse a file with more than N data rows")
+    p.add_argument("--max-bytes", type=int, metavar="N",
+                   help="refuse a file larger than N bytes, before or after decompression "
+                        "(default 1 GiB)")
 
 
 def data_spec_from_args(args):
     from .data.build import DataSpec
 
     task = "regression" if args.loss == "squared" else "classification"
+    zero_based = {"auto": "auto", "0": True, "1": False}[args.index_base]
+    limits = {} if args.max_bytes is None else {"max_bytes": args.max_bytes}  # else the loader's default
     return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction,
                     partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
-                    positive=args.positive, task=task)
+                    positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
+                    **limits)
 
 
 def _cmd_inspect(args) -> int:

@@ -6,9 +6,11 @@ import numpy as np
 import streamlit as st
 
 from fedviz import ui
-from fedviz.data.build import PRESET_PREFIX, DataSpec
+from fedviz.data.build import MAX_NODES, PRESET_PREFIX, DataSpec
 from fedviz.data.partition import PARTITIONERS
+from fedviz.data.synthetic import MAX_SEED
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config
+from fedviz.errors import ParameterError
 from fedviz.plots import feature_appearance_figure, label_balance_figure, node_size_figure
 
 #: Generator knobs shown on the page (others stay at the preset's values).
@@ -23,6 +25,19 @@ KNOBS = {
     "alpha": ("α (model heterogeneity)", "FedProx Synthetic(α, β): how much the nodes' models differ."),
     "beta": ("β (data heterogeneity)", "FedProx Synthetic(α, β): how much the nodes' inputs differ."),
 }
+
+#: The index-base choices for uploads -> DataSpec.zero_based.
+INDEX_BASES = {"auto": "auto", "0-based": True, "1-based": False}
+
+
+def _positive(text: str) -> float | None:
+    if not text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ParameterError("positive class", text, "one of the file's labels (a number)") from None
+
 
 def _labels_text(labels) -> str:
     if isinstance(labels, dict):
@@ -50,11 +65,11 @@ with left:
             st.caption(PRESETS[name].description)
             base = preset_config(name)
             overrides = {}
-            nodes = st.number_input("Nodes K", 1, 20_000, int(over0.get("nodes", base.n_nodes)) if name == name0
+            nodes = st.number_input("Nodes K", 1, MAX_NODES, int(over0.get("nodes", base.n_nodes)) if name == name0
                                     else int(base.n_nodes), help="Number of devices holding the data.")
             if nodes != base.n_nodes:
                 overrides["nodes"] = int(nodes)
-            seed = st.number_input("Seed", 0, 2**31 - 1, int(over0.get("seed", 0)) if name == name0 else 0)
+            seed = st.number_input("Seed", 0, MAX_SEED, int(over0.get("seed", 0)) if name == name0 else 0)
             if seed:
                 overrides["seed"] = int(seed)
             with st.expander("Generator knobs"):
@@ -74,20 +89,25 @@ with left:
             preset_config(name, **overrides)  # validate before building
             spec = DataSpec(source=PRESET_PREFIX + format_preset_spec(name, overrides))
         else:
-            up = st.file_uploader("Training file (LIBSVM / svmlight, optionally .gz or .bz2)", key="upload-train",
-                                  help=f"At most {ui.MAX_UPLOAD_MB} MB and {ui.MAX_UPLOAD_ROWS:,} rows. "
-                                       "The file is only parsed, never executed.")
+            up = st.file_uploader("Training file (LIBSVM / svmlight, optionally .gz, .bz2 or .xz)",
+                                  key="upload-train",
+                                  help=f"At most {ui.MAX_UPLOAD_MB} MB (also once decompressed) and "
+                                       f"{ui.MAX_UPLOAD_ROWS:,} rows. The file is only parsed, never executed.")
             up_test = st.file_uploader("Test file (optional)", key="upload-test")
             task = st.radio("Task", ["auto", "classification", "regression"], horizontal=True,
                             help="auto: real-valued labels mean regression (ridge), others classification.")
+            index_base = st.radio("Feature indices", list(INDEX_BASES), horizontal=True, key="index-base",
+                                  help="auto: 0-based if some index is 0, else 1-based (as scikit-learn "
+                                       "decides). 1-based refuses index 0 and names its line.")
             positive = st.text_input("Positive class (multiclass files only)", "",
                                      help="With more than two classes, this class becomes +1 and all others -1.")
             if up is not None:
+                # Bytes only: the upload's name is a label for messages, never a path.
                 spec = DataSpec(source=up.getvalue(), name=up.name,
                                 test=None if up_test is None else up_test.getvalue(),
                                 test_name=None if up_test is None else up_test.name,
-                                task=task, positive=float(positive) if positive.strip() else None,
-                                max_rows=ui.MAX_UPLOAD_ROWS)
+                                task=task, positive=_positive(positive), zero_based=INDEX_BASES[index_base],
+                                max_rows=ui.MAX_UPLOAD_ROWS, max_bytes=ui.MAX_UPLOAD_MB << 20)
             elif not current.is_preset:
                 spec = current
 
@@ -116,20 +136,22 @@ with left:
                 items.append(f"{pname}={p.format(v)}")
         partition = choice + (":" + ",".join(items) if items else "")
         if choice not in ("natural", "reshuffle"):
-            part_nodes = int(st.number_input("Nodes for the partition", 1, 100_000, int(current.nodes or 100)))
+            part_nodes = int(st.number_input("Nodes for the partition", 1, MAX_NODES, int(current.nodes or 100)))
 
     if spec is not None:
-        spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes)
-        if spec != current:
-            ui.set_config(ui.with_data(config, spec))
-            current = spec
+        # The partitioner's seed has no widget here: keep the one the session (or its link) chose.
+        spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes, seed=current.seed)
 
 with right:
     if kind != "Generate" and spec is None:
         st.info("Upload a file to see its statistics. The current data set is unchanged.")
     else:
         with ui.guard("Building the data set"):
-            ds = ui.load_dataset(current)
+            chosen = current if spec is None else spec
+            ds = ui.load_dataset(chosen)  # a bad file stops here: the session keeps its data set
+            if chosen != current:
+                ui.set_config(ui.with_data(config, chosen))
+                current = chosen
             s = ds.stats.summary()
             src = ds.meta.get("source", "")
             st.subheader(f"{src}")
@@ -157,3 +179,5 @@ with right:
                                          ui.fmt_pct(opt["test_error"])]})
                 st.caption(f"Optimum: f* = {opt['objective']:.10f}, ‖∇f(w*)‖ = {opt['grad_norm']:.1e}, "
                            f"λ = {opt['lam']:.3g}, {opt['seconds']:.2f} s (Newton-CG).")
+        if spec is not None and spec != current:  # the new data failed to build (the error is above)
+            st.caption("The current data set is unchanged.")

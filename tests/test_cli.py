@@ -74,6 +74,7 @@ def test_readable_table_without_json():
 @pytest.mark.parametrize("args, needle", [
     (("inspect", DATA / "broken" / "a9a.truncated_1MiB"), "truncated"),
     (("inspect", DATA / "broken" / "a9a.colons_stripped"), "line 1"),
+    (("inspect", DATA / "agaricus_zero_based.train", "--index-base", "1"), "index 0 in one-based input"),
     (("inspect", "/no/such/file"), "No such file"),
     (("inspect", "preset:nope"), "preset"),
     (("inspect", "preset:google-plus-small?nodez=3"), "nodez"),

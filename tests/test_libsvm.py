@@ -478,6 +478,36 @@ def test_fuzz_grammar_agrees_with_sklearn(data, one_based):
             np.testing.assert_array_equal(d.qid, qid)
 
 
+def _outcome(data: bytes):
+    """What loading ``data`` gives, in a comparable form: the parsed rows or the error's message."""
+    d = _load_or_refuse(data)
+    if d is None:
+        with pytest.raises(DataFormatError) as info:
+            load_libsvm(data)
+        return "refused", str(info.value)
+    return ("loaded", d.y.tolist(), d.X.indptr.tolist(), d.X.indices.tolist(), d.X.data.tolist(),
+            d.n_features, d.zero_based, None if d.qid is None else d.qid.tolist())
+
+
+MAGICS = [magic for magic, _, _ in L._MAGIC]
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=300), GRAMMAR), st.sampled_from(sorted(COMPRESSORS)), st.data())
+def test_fuzz_compressed_input(data, kind, draw):
+    """Compressed bytes load exactly as their plain bytes do; a stream cut short is always refused;
+    a corrupted stream, or garbage behind a compressor's magic bytes, loads or is refused, nothing else."""
+    packed = COMPRESSORS[kind](data)
+    if not data.startswith(tuple(MAGICS)):  # one layer is decompressed: a nested archive is not plain text
+        assert _outcome(packed) == _outcome(data)
+    cut = draw.draw(st.integers(0, len(packed) - 1), label="cut")
+    assert _outcome(packed[:cut])[0] == "refused"
+    pos = draw.draw(st.integers(0, len(packed) - 1), label="position")
+    flip = draw.draw(st.integers(1, 255), label="xor")
+    _load_or_refuse(packed[:pos] + bytes([packed[pos] ^ flip]) + packed[pos + 1:])
+    _load_or_refuse(draw.draw(st.sampled_from(MAGICS), label="magic") + data)
+
+
 SEED_FILE = (b"# a small valid file\n+1 qid:3 1:0.708333 2:1 4:-0.320755 13:-1\n"
              b"-1 qid:3 3:0.333333 5:1e-3 7:1 #docid = 9\r\n0 qid:4\n2.5 qid:4 1:0 6:1.5E2\n")
 

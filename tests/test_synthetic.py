@@ -257,6 +257,11 @@ def test_make_preset_with_overrides():
     ("google-plus-small?nodes=abc", r"google-plus-small\.nodes.*integer"),
     ("google-plus-small?nodes=2.5", r"integer"),
     ("google-plus-small?nodes=0", r"synthetic\.n_nodes=0"),
+    # A link cannot ask for an unbounded draw: every size and the seed have a ceiling.
+    ("google-plus-small?nodes=100000000", r"synthetic\.n_nodes=100000000 .*\[1, 1000000\]"),
+    ("google-plus-small?seed=4294967296", r"synthetic\.seed=4294967296 .*\[0, 4294967295\]"),
+    ("google-plus-small?words=1000000000", r"synthetic\.n_words=1000000000 .*\[1, 10000000\]"),
+    ("fedprox-synthetic?nodes=200000", r"fedprox\.n_nodes=200000 .*\[1, 100000\]"),
     ("google-plus-small?nodes=3&n_nodes=4", r"given once"),
     ("google-plus-small?nodes", r"key=value"),
     ("iid?bias_feature=maybe", r"true or false"),

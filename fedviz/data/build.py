@@ -15,11 +15,14 @@ import scipy.sparse as sp
 from ..errors import FedvizError, ParameterError
 from ..validation import check_int, check_real
 from .dataset import FederatedDataset, chronological_split
-from .libsvm import load_libsvm, load_libsvm_pair, map_labels
+from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair, map_labels
 from .partition import make_partitioner
 from .presets import make_preset, parse_preset_spec
+from .synthetic import MAX_NODES
 
 PRESET_PREFIX = "preset:"
+__all__ = ["DataSpec", "build", "PRESET_PREFIX", "MAX_NODES"]  # MAX_NODES: the generator's bound,
+# also the most nodes a partitioner may split a data set into (the Data page's widgets allow as many)
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,17 @@ class DataSpec:
     task : str
         'classification', 'regression' or 'auto' (from the labels).
     name, test_name : str or None
-        Display names for uploaded bytes.
+        Display names for uploaded bytes; only ever shown, never opened as paths.
+    n_features : int or None
+        Width of the files' matrices (None: from the largest index).
+    zero_based : True, False or "auto"
+        The files' index base: 0-based, 1-based (index 0 is then refused, naming its line),
+        or detected as scikit-learn does.
+    max_rows : int or None
+        Refuse a file with more data rows than this.
+    max_bytes : int or None
+        Refuse a file larger than this, before or after decompression (a guard against
+        decompression bombs); the loader's 1 GiB by default.
     """
 
     source: str | bytes
@@ -70,6 +83,7 @@ class DataSpec:
     n_features: int | None = None
     zero_based: bool | str = "auto"
     max_rows: int | None = None
+    max_bytes: int | None = DEFAULT_MAX_BYTES
     loader_options: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -81,7 +95,7 @@ def build(spec: DataSpec) -> FederatedDataset:
     """Build the data set that ``spec`` describes (deterministic in ``spec``)."""
     check_int("seed", spec.seed, low=0, high=2**32 - 1)
     if spec.nodes is not None:
-        check_int("nodes", spec.nodes, low=1, high=10**6)
+        check_int("nodes", spec.nodes, low=1, high=MAX_NODES)
     if spec.test_fraction is not None:
         check_real("test_fraction", spec.test_fraction, low=0.0, high=1.0, high_open=True)
     if spec.is_preset:
@@ -108,12 +122,12 @@ def _build_preset(spec: DataSpec) -> FederatedDataset:
 
 def _build_file(spec: DataSpec) -> FederatedDataset:
     opts = dict(n_features=spec.n_features, zero_based=spec.zero_based, max_rows=spec.max_rows,
-                **spec.loader_options)
+                max_bytes=spec.max_bytes, **spec.loader_options)
     if spec.test is not None:
         train, test = load_libsvm_pair(spec.source, spec.test, names=(spec.name, spec.test_name), **opts)
     else:
         train, test = load_libsvm(spec.source, name=spec.name, **opts), None
-    y, mapping = map_labels(train.y, task=spec.task, positive=spec.positive)
+    y, mapping = map_labels(train.y, task=spec.task, positive=spec.positive, source=train.source)
     y_test = None
     if test is not None:
         y_test = _apply_mapping(test.y, mapping)

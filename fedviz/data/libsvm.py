@@ -61,6 +61,7 @@ from ..validation import check_choice, check_int, check_real
 __all__ = ["LibsvmData", "LabelMapping", "load_libsvm", "load_libsvm_pair", "map_labels"]
 
 DEFAULT_MAX_INDEX = 10**7
+DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB, before or after decompression
 _CHUNK = 1 << 24  # 16 MiB: reads and decompresses in steps of this size
 # Magic bytes -> (format name, opener of a binary stream); None marks a known but unsupported format.
 _MAGIC = (
@@ -129,7 +130,7 @@ class LabelMapping:
 
 def load_libsvm(source: str | os.PathLike | bytes | BinaryIO, *, n_features: int | None = None,
                 zero_based: bool | str = "auto", max_rows: int | None = None,
-                max_bytes: int | None = 1 << 30, max_index: int = DEFAULT_MAX_INDEX,
+                max_bytes: int | None = DEFAULT_MAX_BYTES, max_index: int = DEFAULT_MAX_INDEX,
                 name: str | None = None) -> LibsvmData:
     """Read one LIBSVM / svmlight file.
 
@@ -188,7 +189,7 @@ def load_libsvm(source: str | os.PathLike | bytes | BinaryIO, *, n_features: int
 
 
 def load_libsvm_pair(train, test, *, n_features: int | None = None, zero_based: bool | str = "auto",
-                     max_rows: int | None = None, max_bytes: int | None = 1 << 30,
+                     max_rows: int | None = None, max_bytes: int | None = DEFAULT_MAX_BYTES,
                      max_index: int = DEFAULT_MAX_INDEX,
                      names: tuple[str | None, str | None] = (None, None)
                      ) -> tuple[LibsvmData, LibsvmData]:
@@ -210,7 +211,7 @@ def load_libsvm_pair(train, test, *, n_features: int | None = None, zero_based: 
     return train_data, test_data
 
 
-def map_labels(y, *, task: str = "auto", positive: float | None = None
+def map_labels(y, *, task: str = "auto", positive: float | None = None, source: str | None = None
                ) -> tuple[np.ndarray, LabelMapping]:
     """Map raw labels to {-1, +1} for classification, or keep real targets.
 
@@ -228,6 +229,8 @@ def map_labels(y, *, task: str = "auto", positive: float | None = None
         The raw label that becomes +1; every other label becomes -1 (one-vs-rest).
         Default for two classes: the larger one.  Required for more than two classes,
         because no choice of positive class is neutral.
+    source : str, optional
+        Where the labels come from (a file name), named in error messages.
 
     Returns
     -------
@@ -250,9 +253,9 @@ def map_labels(y, *, task: str = "auto", positive: float | None = None
     if y.ndim != 1:
         raise ParameterError("y.ndim", y.ndim, "1")
     if y.size == 0:
-        raise DataFormatError("there are no labels to map")
+        raise DataFormatError("there are no labels to map", source=source)
     if not np.all(np.isfinite(y)):
-        raise DataFormatError(f"labels must be finite, found {_fmt(y[~np.isfinite(y)][0])}")
+        raise DataFormatError(f"labels must be finite, found {_fmt(y[~np.isfinite(y)][0])}", source=source)
     if positive is not None:
         positive = check_real("positive", positive)
     if task == "auto":
@@ -265,12 +268,13 @@ def map_labels(y, *, task: str = "auto", positive: float | None = None
 
     classes = np.unique(y)
     if classes.size == 1:
-        raise DataFormatError(f"classification needs two classes, but every label is {_fmt(classes[0])}")
+        raise DataFormatError(f"classification needs two classes, but every label is {_fmt(classes[0])} "
+                              f"(all {y.size:,} rows)", source=source)
     if positive is None:
         if classes.size > 2:
             raise DataFormatError(
                 f"the labels hold {classes.size} classes ({_list(classes)}); binary classification "
-                "needs a positive class: choose one with positive=<label> (one-vs-rest)")
+                "needs a positive class: choose one with positive=<label> (one-vs-rest)", source=source)
         positive = float(classes[1])
     elif positive not in classes:
         raise ParameterError("positive", positive, f"one of the labels found: {_list(classes)}")
@@ -314,17 +318,14 @@ def _read_and_parse(source, name, opts) -> "_Parsed":
 
 def _read_source(source, name, max_bytes) -> tuple[bytes, str, bool]:
     """Return the (decompressed) bytes, a display name, and whether they were compressed."""
-    too_big = f"the input is larger than max_bytes={max_bytes} bytes"
     if isinstance(source, (bytes, bytearray, memoryview)):
         name = "upload" if name is None else str(name)
-        if max_bytes is not None and len(source) > max_bytes:
-            raise DataFormatError(too_big, source=name)
+        _check_size(len(source), max_bytes, name)
         raw = bytes(source)
     elif isinstance(source, (str, os.PathLike)):
         name = Path(source).name if name is None else str(name)
         with open(source, "rb") as f:
-            if max_bytes is not None and os.fstat(f.fileno()).st_size > max_bytes:
-                raise DataFormatError(too_big, source=name)
+            _check_size(os.fstat(f.fileno()).st_size, max_bytes, name)
             raw = f.read()
     elif hasattr(source, "read"):
         if name is None:
@@ -341,6 +342,12 @@ def _read_source(source, name, max_bytes) -> tuple[bytes, str, bool]:
     return raw, name, False
 
 
+def _check_size(size: int, max_bytes: int | None, name: str) -> None:
+    if max_bytes is not None and size > max_bytes:
+        raise DataFormatError(f"the input is {size:,} bytes, larger than max_bytes={max_bytes} "
+                              f"({_size_text(max_bytes)})", source=name)
+
+
 def _read_stream(stream, max_bytes: int | None, name: str) -> bytes:
     """Read a file object in chunks, refusing text mode and stopping past ``max_bytes``."""
     chunks, total = [], 0
@@ -354,7 +361,8 @@ def _read_stream(stream, max_bytes: int | None, name: str) -> bytes:
         chunks.append(bytes(chunk))
         total += len(chunk)
         if max_bytes is not None and total > max_bytes:
-            raise DataFormatError(f"the input is larger than max_bytes={max_bytes} bytes", source=name)
+            raise DataFormatError(f"the input is larger than max_bytes={max_bytes} "
+                                  f"({_size_text(max_bytes)})", source=name)
     return b"".join(chunks)
 
 
@@ -372,8 +380,8 @@ def _decompress(raw: bytes, opener, kind: str, max_bytes: int | None, name: str)
                 total += len(chunk)
                 if max_bytes is not None and total > max_bytes:
                     raise DataFormatError(
-                        f"the {kind} input decompresses to more than max_bytes={max_bytes} bytes",
-                        source=name)
+                        f"the {kind} input decompresses to more than max_bytes={max_bytes} "
+                        f"({_size_text(max_bytes)}); decompression stopped there", source=name)
                 chunks.append(chunk)
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise DataFormatError(f"the {kind} input is corrupt or truncated ({exc})", source=name) from None
@@ -445,14 +453,18 @@ def _check_power_of_two_cut(data: bytes, name: str) -> None:
     if start == 0 or not tokens:
         return
     raise DataFormatError(
-        f"truncated input: it is exactly {size} bytes ({_binary_size(size)}) and its last row has no "
+        f"truncated input: it is exactly {size} bytes ({_size_text(size)}) and its last row has no "
         "final newline, the signature of a copy cut at a size limit; if the file is complete, end it "
         "with a newline", line=data.count(b"\n") + 1,
         token=tokens[-1].decode("utf-8", "backslashreplace"), source=name)
 
 
-def _binary_size(size: int) -> str:
-    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+def _size_text(size: int) -> str:
+    """``size`` bytes for people: ``"200 MiB"``, ``"1.5 KiB"``, ``"5 bytes"``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.4g} {unit}"
+    return f"{size} bytes"
 
 
 def _parse(data: bytes, *, reject_zero: bool, max_index: int, max_rows: int | None,
@@ -605,7 +617,7 @@ def _parse_line(line: bytes, reject_zero: bool, max_index: int):
         if index > max_index:
             raise _LineError(f"the feature index is larger than max_index={max_index}", token)
         if index == 0 and reject_zero:
-            raise _LineError("index 0 in one-based input (zero_based=False); indices start at 1", token)
+            raise _LineError("index 0 in one-based input: indices start at 1", token)
         if index == prev:
             raise _LineError(f"feature index {index} appears twice in the row", token)
         if index < prev:

@@ -60,7 +60,7 @@ from ..validation import check_choice, check_int, check_real
 from .dataset import FederatedDataset
 
 __all__ = ["SyntheticConfig", "FedProxConfig", "generate", "sample_stream", "node_totals",
-           "train_rows", "SIZE_DISTRIBUTIONS", "LAYOUTS", "MAX_ENTRIES"]
+           "train_rows", "SIZE_DISTRIBUTIONS", "LAYOUTS", "MAX_ENTRIES", "MAX_NODES", "MAX_SEED"]
 
 SIZE_DISTRIBUTIONS = ("lognormal", "powerlaw", "constant")
 LAYOUTS = ("shared", "disjoint-features", "identical-nodes")
@@ -75,6 +75,13 @@ _CHUNK_ROWS = 1 << 18
 #: google-plus preset has 36 million): a mistyped size should fail fast with a message
 #: rather than exhaust the machine.
 MAX_ENTRIES = 250_000_000
+#: Largest number of nodes, rows per node, vocabulary and seed a configuration may ask
+#: for: far beyond the paper (10,000 nodes, 20,000 words), but finite, so that a link
+#: cannot make the sizes' own draw exhaust the machine before :data:`MAX_ENTRIES` is checked.
+MAX_NODES = 1_000_000
+MAX_ROWS_PER_NODE = 10_000_000
+MAX_WORDS = 10_000_000
+MAX_SEED = 2**32 - 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -114,14 +121,14 @@ def train_rows(totals: np.ndarray, test_fraction: float) -> np.ndarray:
 
 #: Allowed values of the :class:`SyntheticConfig` fields without cross-field rules.
 _SYNTHETIC_RANGES = {
-    "n_nodes": (int, dict(low=1)),
+    "n_nodes": (int, dict(low=1, high=MAX_NODES)),
     "size_distribution": (str, SIZE_DISTRIBUTIONS),
-    "size_min": (int, dict(low=1)),
-    "size_max": (int, dict(low=1)),
-    "size_mean": (float, dict(low=0, low_open=True)),
+    "size_min": (int, dict(low=1, high=MAX_ROWS_PER_NODE)),
+    "size_max": (int, dict(low=1, high=MAX_ROWS_PER_NODE)),
+    "size_mean": (float, dict(low=0, low_open=True, high=MAX_ROWS_PER_NODE)),
     "size_sigma": (float, dict(low=0, high=10)),
     "size_exponent": (float, dict(low=0, low_open=True, high=100)),
-    "n_words": (int, dict(low=1)),
+    "n_words": (int, dict(low=1, high=MAX_WORDS)),
     "words_per_example": (float, dict(low=0, high=1000)),
     "zipf_exponent": (float, dict(low=0, high=10)),
     "unknown_rate": (float, dict(low=0, high=1, high_open=True)),
@@ -137,7 +144,7 @@ _SYNTHETIC_RANGES = {
     "unknown_feature": (bool,),
     "layout": (str, LAYOUTS),
     "test_fraction": (float, dict(low=0, high=1, high_open=True)),
-    "seed": (int, dict(low=0)),
+    "seed": (int, dict(low=0, high=MAX_SEED)),
 }
 
 #: Allowed values of the :class:`FedProxConfig` fields.
@@ -149,10 +156,10 @@ _FEDPROX_RANGES = {
     "beta": (float, dict(low=0, high=100)),
     "size_log_mean": (float, dict(low=-10, high=12)),
     "size_log_sigma": (float, dict(low=0, high=4)),
-    "size_offset": (int, dict(low=1)),
+    "size_offset": (int, dict(low=1, high=MAX_ROWS_PER_NODE)),
     "bias_feature": (bool,),
     "test_fraction": (float, dict(low=0, high=1, high_open=True)),
-    "seed": (int, dict(low=0)),
+    "seed": (int, dict(low=0, high=MAX_SEED)),
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..algorithms import ALGORITHMS, get_algorithm
-from ..data.build import PRESET_PREFIX, DataSpec
+from ..data.build import MAX_NODES, PRESET_PREFIX, DataSpec
 from ..errors import FedvizError, ParameterError
 from ..validation import check_int, check_real
 
@@ -122,7 +122,7 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     source = take("data", _parse_source)
     if source is not None:
         data_kw["source"] = source
-    for key, name, parse in (("partition", "partition", _parse_partition), ("nodes", "nodes", _int(1, 10**6)),
+    for key, name, parse in (("partition", "partition", _parse_partition), ("nodes", "nodes", _int(1, MAX_NODES)),
                              ("data_seed", "seed", _int(0, 2**32 - 1))):
         value = take(key, parse)
         if value is not None:
