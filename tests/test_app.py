@@ -16,6 +16,16 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TINY = DataSpec(source="preset:identical-nodes")
 
 
+@pytest.fixture(autouse=True)
+def _no_heartbeat_timeout(monkeypatch):
+    """AppTest has no browser to heartbeat while a test waits, and a first run that compiles
+    every kernel on a loaded machine can outlast the 30 s timeout; the reaper has its own
+    tests (test_manager.py), so here it must not stop a run the test is waiting for."""
+    from fedviz.runner import get_manager
+
+    monkeypatch.setattr(get_manager(), "session_timeout", 24 * 3600.0)
+
+
 def _app(config: RunConfig | None = None, page: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     if config is not None:
