@@ -3,6 +3,8 @@ finite differences, numerical conjugates, and scikit-learn's solver."""
 
 from pathlib import Path
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -221,6 +223,58 @@ def test_row_blocks_match_scipy_and_a_dense_reference(n, d, per_row):
     assert np.array_equal(blocks.matvec(w), X @ w)
     dense = X.toarray()
     np.testing.assert_allclose(blocks.rmatvec(r), dense.T @ r, rtol=1e-12, atol=1e-12 * max(1, np.abs(r).sum()))
+
+
+@pytest.mark.parametrize("values", ["ones", "float32", "float64"])
+@pytest.mark.parametrize("d", [300, 70_000])
+def test_row_blocks_store_x_compactly_and_exactly(values, d):
+    """Indices narrowed to uint16 (d ≤ 65,536) or uint32, values to nothing (all 1) or float32
+    when exact: the products are SciPy's to the last bit all the same."""
+    from fedviz.problems import _blocks
+
+    X = _random_csr(30_000, d, 15, seed=d)
+    if values == "ones":
+        X.data[:] = 1.0
+    elif values == "float32":
+        X.data = X.data.astype(np.float32).astype(np.float64)
+    blocks = _blocks.RowBlocks(X)
+    assert blocks.n_blocks > 1
+    assert blocks._indices.dtype == (np.uint16 if d <= 1 << 16 else np.uint32)
+    assert (blocks._data is None) if values == "ones" else blocks._data.dtype == np.dtype(values)
+    rng = np.random.default_rng(0)
+    w, r = rng.normal(size=d), rng.normal(size=X.shape[0])
+    assert np.array_equal(blocks.matvec(w), X @ w)
+    np.testing.assert_allclose(blocks.rmatvec(r), X.T @ r, rtol=1e-12, atol=1e-12 * np.abs(r).sum())
+
+
+@pytest.mark.parametrize("scale", [1e-9, 1.0, 30.0, 700.0])
+def test_fused_logistic_kernel_matches_exactly_summed_reference(scale):
+    """The compiled Σ log(1 + e^{−yz}), −y σ(−yz) and error count against NumPy's logaddexp and
+    expit summed exactly (math.fsum), over margins from tiny to overflowing; the sum does not
+    depend on the thread count."""
+    import numba
+    from scipy.special import expit
+
+    rng = np.random.default_rng(7)
+    n = 200_003  # above the kernel's threshold, not a multiple of its chunk
+    z = rng.normal(size=n) * scale
+    z[:5] = [0.0, -0.0, 1e-300, -745.0, 745.0]
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    loss = Logistic()
+    before = numba.get_num_threads()
+    try:
+        out = []
+        for threads in (1, before):
+            numba.set_num_threads(threads)
+            out.append(loss.value_deriv(z, y))
+    finally:
+        numba.set_num_threads(before)
+    (total, d, errors), (total2, d2, errors2) = out
+    assert total == total2 and np.array_equal(d, d2) and errors == errors2
+    reference = math.fsum(np.logaddexp(0.0, -y * z))
+    assert total == pytest.approx(reference, rel=1e-15)
+    np.testing.assert_allclose(d, -y * expit(-y * z), rtol=1e-15, atol=1e-300)  # a few ulps
+    assert errors == np.count_nonzero((z > 0) != (y > 0))
 
 
 def test_row_blocks_are_set_by_the_matrix_and_results_do_not_depend_on_threads():

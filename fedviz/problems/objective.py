@@ -19,6 +19,7 @@ from ..data.baselines import classification_error
 from ..data.dataset import FederatedDataset
 from ..errors import ParameterError
 from ._blocks import RowBlocks
+from ._cores import single_threaded_blas
 from .losses import Loss, make_loss
 
 
@@ -49,6 +50,7 @@ class Problem:
             if np.any(bad):
                 raise ParameterError("loss", loss.name,
                                      "a regression loss ('squared'): the labels are not ±1")
+        single_threaded_blas()  # every computation starts from a Problem
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "loss", loss)
         object.__setattr__(self, "lam", float(lam))
