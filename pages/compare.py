@@ -10,6 +10,8 @@ from fedviz.data.partition import PARTITIONERS
 from fedviz.plots import convergence_figure
 from fedviz.runner import get_manager
 
+ui.through_navigation()
+
 st.title("Compare")
 tab_history, tab_whatif = st.tabs(["History", "What if: two partitionings"])
 
@@ -33,11 +35,11 @@ with tab_history:
                     fig = convergence_figure(overlay, axis=st.session_state.get("cmp-axis", "iteration"),
                                              round_cost=float(st.session_state.get("cmp-cost", 1.0)))
                     st.plotly_chart(fig, width="stretch")
-                    c1, c2, c3 = st.columns(3)
-                    c1.download_button("Runs as CSV", store.export_csv(chosen), "fedviz-runs.csv", "text/csv")
-                    c2.download_button("Runs as JSON", store.export_json(chosen), "fedviz-runs.json",
+                    c1, c2, c3 = st.columns(3)  # files made on click, not on every page load
+                    c1.download_button("Runs as CSV", lambda: store.export_csv(chosen), "fedviz-runs.csv", "text/csv")
+                    c2.download_button("Runs as JSON", lambda: store.export_json(chosen), "fedviz-runs.json",
                                        "application/json")
-                    c3.download_button("Figure as HTML", fig.to_html(include_plotlyjs="cdn", full_html=True),
+                    c3.download_button("Figure as HTML", lambda: fig.to_html(include_plotlyjs="cdn", full_html=True),
                                        "fedviz-figure.html", "text/html")
 
 with tab_whatif:
