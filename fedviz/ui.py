@@ -1,7 +1,8 @@
 """The Streamlit adapter: the only module of fedviz that imports streamlit.
 
-It owns the cached loaders (``st.cache_data`` for data sets, statistics and optima —
-keyed by content, so nothing per-user is shared), the widgets generated from parameter
+It owns the cached loaders (keyed by content: data sets and problems are one read-only
+object shared by every session asking for the same content, optima and baselines are
+``st.cache_data`` copies), the widgets generated from parameter
 metadata, the live run view (a fragment that redraws every 0.5 s from the run
 manager's snapshot; worker threads never call ``st.*``), the query-string sync and the
 error guard that turns every exception into a message instead of a traceback.
@@ -38,6 +39,32 @@ MAX_UPLOAD_ROWS = 3_000_000
 #: Seconds between two redraws of a run's live view while it runs, and while it is queued.
 LIVE_INTERVAL = 0.5
 QUEUED_INTERVAL = 2.0
+#: Points per curve in the live figures, and markers drawn on each: the browser redraws both
+#: figures twice a second, and every marker is an SVG element (two figures of 150 points with
+#: all their markers cost twice as much to redraw as with 25).  The history keeps every point.
+LIVE_POINTS = 500
+LIVE_MARKERS = 25
+
+
+# -- navigation ------------------------------------------------------------------------------
+def through_navigation() -> None:
+    """Make sure this page runs inside app.py's ``st.navigation``; call first on every page.
+
+    While no session has called ``st.navigation`` since the server started, Streamlit
+    treats a ``pages/`` directory as its older multipage layout and runs a page's script
+    on its own, without app.py: a shared link to /run, the first request after a restart,
+    got no page config and a sidebar of file names.  The first such run switches that
+    off (what ``st.navigation`` itself does) and reruns, now through app.py: in a browser
+    session that is a page load, so no widget action is lost.  (AppTest, which has no
+    browser and so no request headers, sets the old layout up again before every run;
+    a rerun there would drop the click being tested, and its pages run as they did.)
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        if st.context.headers:
+            st.rerun()
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -57,17 +84,30 @@ def guard(what: str = "That"):
 
 
 # -- cached computations (content-keyed, shared safely) -----------------------------------------
-@st.cache_data(max_entries=8, show_spinner="Building the data set…")
+@st.cache_resource(max_entries=8, show_spinner="Building the data set…")
 def load_dataset(spec: DataSpec):
+    """The data set of ``spec``: one object for every session and run that asks for it.
+
+    A data set is never modified (a frozen dataclass of arrays nobody writes), so it is
+    shared rather than copied: ``st.cache_data`` hands each caller an unpickled copy, and
+    every run then held its own (36 MB for google-plus-small with 2000 nodes, far more at
+    paper scale), so the server's memory grew with the number of runs in the sessions.
+    """
     ds = build(spec)
-    ds.stats  # computed once here, so cached copies carry it
+    ds.stats  # computed here, before the object is shared
     return ds
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def load_problem(spec: DataSpec, loss: str, lam: float | None) -> Problem:
+    """The problem on the shared data set; what it derives lazily (row blocks, row norms, the
+    smoothness) is then computed once for all the runs that share it, which only read it."""
+    return Problem(load_dataset(spec), loss, lam)
 
 
 @st.cache_data(max_entries=16, show_spinner="Computing the optimum (Newton-CG)…")
 def load_optimum(spec: DataSpec, loss: str, lam: float | None) -> dict:
-    ds = load_dataset(spec)
-    problem = Problem(ds, loss, lam)
+    problem = load_problem(spec, loss, lam)
     opt = solve(problem)
     return {"w": opt.w, "objective": opt.objective, "test_error": opt.test_error,
             "train_error": opt.train_error, "grad_norm": opt.grad_norm, "seconds": opt.seconds,
@@ -203,7 +243,7 @@ def start_run(config: RunConfig, *, key: str = "run", variants: list | None = No
     """Submit ``config`` to the server's run manager; the handle lives in the session."""
     ds = load_dataset(config.data)
     opt = load_optimum(config.data, config.loss, config.lam)
-    problem = Problem(ds, config.loss, config.lam)
+    problem = load_problem(config.data, config.loss, config.lam)
     algorithms = tuple(variants) if variants else tuple(config.labels())
     job = RunJob(make_problem=lambda: problem, algorithms=algorithms, iterations=config.iterations,
                  seed=config.seed, config=config.as_json(), f_star=opt["objective"])
@@ -277,11 +317,23 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool)
         table = {"variant": list(final), "final f − f*": [f"{v:.3e}" for v in final.values()],
                  "kept": ["✓" if label in best.values() else "" for label in final]}
         runs = {label: runs[label] for label in best.values()}
+    runs = {label: _thin(cols) for label, cols in runs.items()}
     nodes = meta.get("nodes", 1)
     sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height)
     err = test_error_figure(runs, baselines=meta.get("baselines"), axis=axis, nodes=nodes, round_cost=cost,
                             height=height, regression=meta.get("regression", False))
+    for fig in (sub, err):
+        fig.update_traces(marker_maxdisplayed=LIVE_MARKERS)  # evenly spread, as in the paper's Figure 2
     return table, sub, err
+
+
+def _thin(cols: dict, limit: int = LIVE_POINTS) -> dict:
+    """Every k-th record and the last, so that at most about ``limit`` points remain."""
+    n = len(cols["iteration"])
+    if n <= limit:
+        return cols
+    keep = np.r_[np.arange(0, n - 1, -(-n // limit)), n - 1]
+    return {field: values[keep] for field, values in cols.items()}
 
 
 _ICONS = {"queued": ":material/hourglass_empty:", "running": ":material/autorenew:",

@@ -13,6 +13,8 @@ from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, 
 from fedviz.errors import ParameterError
 from fedviz.plots import feature_appearance_figure, label_balance_figure, node_size_figure
 
+ui.through_navigation()
+
 #: Generator knobs shown on the page (others stay at the preset's values).
 KNOBS = {
     "words_per_example": ("words per example", "Mean number of distinct words in a post."),

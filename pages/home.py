@@ -5,6 +5,8 @@ import streamlit as st
 from fedviz import ui
 from fedviz.runner.config import RunConfig
 
+ui.through_navigation()
+
 st.title("fedviz — federated optimization, live")
 st.markdown(
     "In **federated optimization** one model is trained from data that stay on very many devices: the data are "

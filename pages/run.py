@@ -10,6 +10,8 @@ from fedviz.errors import FedvizError
 from fedviz.runner.config import MAX_ITERATIONS, RunConfig
 from fedviz.runner.sweep import sweep_variants
 
+ui.through_navigation()
+
 st.title("Run")
 config = ui.current_config()
 ui.show_query_problems()

@@ -66,23 +66,30 @@ class StreamlitServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 90.0) -> "StreamlitServer":
-        """Start the server and wait until its health endpoint answers."""
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                 "--server.port", str(self.port), "--server.address", "127.0.0.1",
-                 "--browser.gatherUsageStats", "false"],
-                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, process_group=0)
+        """Start the server and wait until its health endpoint answers.
+
+        A server that exits at once is retried on another port: the free port found
+        may be taken by another process before Streamlit binds it.
+        """
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+        for _ in range(3):
+            with open(self.log, "ab") as out:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                     "--server.port", str(self.port), "--server.address", "127.0.0.1",
+                     "--browser.gatherUsageStats", "false"],
+                    cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, process_group=0)
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
+                        if r.status == 200:
+                            return self
+                except OSError:
+                    time.sleep(0.2)
+            if self.proc.poll() is None:  # still starting at the deadline
                 break
-            try:
-                with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.2)
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
         self.stop()
         raise RuntimeError(f"streamlit did not start within {timeout:g} s:\n{self.output()}")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from live_server import StreamlitServer, idle
+from live_server import StreamlitServer, idle, run_button
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 
@@ -100,3 +100,23 @@ def test_dashboard_end_to_end(server, page):
     page.get_by_text("Runs to overlay").first.wait_for()
     page.get_by_text(re.compile(r"stopped")).first.wait_for()
     _shot(page, "compare")
+
+
+def test_a_shared_link_as_the_first_request_after_a_start_goes_through_app_py(tmp_path, browser):
+    """Until some session has called ``st.navigation``, Streamlit runs a script of pages/ on
+    its own (its older multipage layout): a link to /run as the first request after a start
+    got Streamlit's file-name sidebar ('app', 'compare', …) and no page config.  It must get
+    the app's navigation, and keep the link's settings."""
+    with StreamlitServer(tmp_path / "runs.sqlite", tmp_path / "server.log") as s:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            page = context.new_page()
+            page.set_default_timeout(60_000)
+            page.goto(s.url + "/run?iterations=7")
+            run_button(page).wait_for()
+            idle(page)
+            links = page.get_by_test_id("stSidebarNavLink").all_inner_texts()
+            assert [t.split()[-1] for t in links] == ["Home", "Data", "Run", "Compare"], links  # after the icon
+            assert page.get_by_role("spinbutton", name="Iterations").input_value() == "7"
+        finally:
+            context.close()

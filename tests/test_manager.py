@@ -3,9 +3,12 @@ FIFO queue, stop, session timeouts, failures that end a run instead of a thread,
 process-wide singleton.  Time enters only as generous upper bounds ('within 10 s')."""
 
 import math
+import os
+import sys
 import threading
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -320,6 +323,30 @@ def test_the_liveness_probe_overrides_the_heartbeat(managers, store, caplog):
     # 'tab' never sent a heartbeat, but it is connected: its run goes on.
     now[0] = 1000.0
     assert m.reap() == 0 and not runs["tab"].done and [h.session_id for h in m.active()] == ["tab"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread names and priorities are Linux's")
+def test_run_workers_are_named_and_scheduled_below_the_server(managers):
+    def threads():
+        """(kernel name, nice) of every thread of this process."""
+        out = []
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            out.append((stat[stat.index("(") + 1: stat.rindex(")")], int(stat[stat.rindex(")") + 2:].split()[16])))
+        return out
+
+    m = managers(max_concurrent=1)
+    h = m.submit(RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0), "s")
+    _until(lambda: len(h.records("slow")) >= 2)
+    name = f"fedviz-run-{h.id[:4]}"  # the kernel keeps 15 bytes
+    base = os.getpriority(os.PRIO_PROCESS, 0)  # this thread's
+    assert [nice for comm, nice in threads() if comm == name] == [min(19, base + manager_mod.WORKER_NICE)]
+    h.stop()
+    assert h.wait(WAIT)
+    _until(lambda: all(comm != name for comm, _ in threads()))
 
 
 def test_the_reaper_thread_stops_runs_without_heartbeat(managers):

@@ -38,6 +38,8 @@ def _runs(db) -> dict[int, tuple[str, str, int]]:
     if not db.exists():  # the server creates it on first use
         return {}
     with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
+        if not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():  # being created
+            return {}
         rows = c.execute("SELECT id, label, status, (SELECT COUNT(*) FROM records r WHERE r.run_id = runs.id) "
                          "FROM runs ORDER BY id").fetchall()
     return {i: (label, status, n) for i, label, status, n in rows}
