@@ -323,3 +323,28 @@ def test_objective_gradient_and_hessian_through_blocks(monkeypatch):
     D = problem.curvature(w)
     np.testing.assert_allclose(problem.hessp(D, v), Xd.T @ (s * (1 - s) * (Xd @ v)) / problem.n + problem.lam * v,
                                rtol=1e-12, atol=1e-15)
+
+
+def test_blas_gets_the_thread_count_fedviz_sets(monkeypatch):
+    """One BLAS thread unless FEDVIZ_BLAS_THREADS says otherwise; a bad value names the variable."""
+    from threadpoolctl import threadpool_info
+
+    from fedviz.errors import ParameterError
+    from fedviz.problems import _cores
+
+    def counts():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    try:
+        monkeypatch.setenv("FEDVIZ_BLAS_THREADS", "2")
+        _cores.single_threaded_blas()
+        assert counts() == {2}
+        monkeypatch.delenv("FEDVIZ_BLAS_THREADS")
+        _cores.single_threaded_blas()
+        assert counts() == {1}
+        monkeypatch.setenv("FEDVIZ_BLAS_THREADS", "zero")
+        with pytest.raises(ParameterError, match="FEDVIZ_BLAS_THREADS"):
+            _cores.single_threaded_blas()
+    finally:
+        monkeypatch.delenv("FEDVIZ_BLAS_THREADS", raising=False)
+        _cores.single_threaded_blas()

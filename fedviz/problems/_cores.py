@@ -3,24 +3,40 @@
 fedviz's heavy work runs in numba kernels on every core (the products over row blocks,
 the per-node local passes).  Its BLAS calls are small: dot products and updates of
 d-vectors.  OpenBLAS still splits those over its own threads (above about 10⁴ entries)
-and then keeps them spinning, so they fight numba's threads for the same cores.  At
-paper scale one GD iteration took 0.22 s with two BLAS threads and 0.13 s with one
-(``python -m fedviz bench --scale paper`` on a 2-core machine), and nothing in fedviz
-gains from threaded BLAS.
+and then keeps them spinning, so they fight numba's threads for the same cores, and
+nothing in fedviz gains from threaded BLAS.  ``FEDVIZ_BLAS_THREADS`` (default 1) sets the
+count, so the effect can be measured: ``FEDVIZ_BLAS_THREADS=2 python -m fedviz bench
+--scale paper`` against the same command without it.
 """
 
 from __future__ import annotations
 
 import os
 
+from ..errors import ParameterError
+
 _BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
+def blas_threads() -> int:
+    """The BLAS thread count fedviz sets: ``FEDVIZ_BLAS_THREADS``, default 1."""
+    text = os.environ.get("FEDVIZ_BLAS_THREADS", "1")
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ParameterError("FEDVIZ_BLAS_THREADS", text, "an integer ≥ 1 (default 1)")
+    return count
+
+
 def single_threaded_blas() -> None:
-    """Give BLAS one thread: in every BLAS library loaded now and, through the environment,
-    in those loaded later.  Idempotent and cheap (about a millisecond)."""
+    """Give BLAS :func:`blas_threads` threads (one unless asked otherwise): in every BLAS
+    library loaded now and, through the environment, in those loaded later.  Idempotent
+    and cheap (about a millisecond)."""
+    count = blas_threads()
     for var in _BLAS_THREAD_VARIABLES:
-        os.environ.setdefault(var, "1")
+        os.environ.setdefault(var, str(count))
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1, user_api="blas")
+    threadpool_limits(count, user_api="blas")
