@@ -270,7 +270,7 @@ def _cholesky_tiled(M: np.ndarray, tile: int, between) -> np.ndarray:
     return M
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _support_sizes(offsets, indptr, indices, d, T):
     """|S_k|: the distinct columns among node k's stored entries (T threads, one mark
     array of length d each)."""
@@ -290,7 +290,7 @@ def _support_sizes(offsets, indptr, indices, d, T):
     return out
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _sorted_supports(offsets, indptr, indices, d, T, sptr, scol, slot):
     """Node k's distinct columns, sorted, into ``scol[sptr[k]:sptr[k+1]]``, and for every
     stored entry its position there (``slot``, the entry's column of B).

@@ -81,7 +81,7 @@ def uniform_samples(rng: np.random.Generator, sizes: np.ndarray, counts: np.ndar
     return rng.integers(0, highs, dtype=np.int64)
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def segment_argsort(keys, ptr):
     """Per segment, the stable argsort of ``keys`` (indices local to the segment)."""
     out = np.empty(keys.size, dtype=np.int64)
@@ -203,7 +203,7 @@ def node_support(problem: Problem) -> NodeSupport:
     return sup
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _support_sizes(offsets, indptr, indices, d, T):
     K = offsets.size - 1
     stamp = np.full((T, d), -1, dtype=np.int64)
@@ -222,7 +222,7 @@ def _support_sizes(offsets, indptr, indices, d, T):
     return out
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _support_fill(offsets, indptr, indices, data, d, T, ptr, col, count, slot):
     K = offsets.size - 1
     stamp = np.full((T, d), -1, dtype=np.int64)
@@ -370,7 +370,7 @@ def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt
     return alpha * hg
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _batch(lo, hi, offsets, indptr, data, slot, sptr, scol, scnt, y, code, gamma, z0, wt, gvec,
            c_off, phi, samples, sample_ptr, steps, hk, alpha, lam, rho, passes, dane, eta, mu,
            use_s, acc, beta, rec, zs, pw, ge):

@@ -54,7 +54,7 @@ MAX_NEWTON = 50
 MAX_CG = 500
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _matvec_plus(indptr, indices, data, x, a, v):
     """A x + a v for a CSR matrix A, rows in parallel.
 
@@ -71,7 +71,7 @@ def _matvec_plus(indptr, indices, data, x, a, v):
     return out
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _segment_sums(ptr, x):
     """out[k] = x[ptr[k]] + ... + x[ptr[k+1] − 1], added left to right from 0.
 
@@ -88,7 +88,7 @@ def _segment_sums(ptr, x):
     return out
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _cg_update(ptr, done, rr, p, Hp, x, r):
     """One CG update of every node at once, in place; returns the new ‖r_k‖².
 
@@ -111,7 +111,7 @@ def _cg_update(ptr, done, rr, p, Hp, x, r):
     return rr_new
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _cg_direction(ptr, now, beta, r, p):
     """p ← r + β p per node, and 0 for a node that is done, in place."""
     for k in prange(ptr.size - 1):

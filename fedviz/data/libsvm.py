@@ -671,26 +671,26 @@ def _scan_python(data: bytes, reject_zero, max_index, max_rows) -> _Parsed:
 _POW10 = np.array([10.0**k for k in range(23)])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _is_space(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _skip_space(buf, i, end):
     while i < end and _is_space(buf[i]):
         i += 1
     return i
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _token_end(buf, i, end):
     while i < end and not _is_space(buf[i]):
         i += 1
     return i
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _parse_real(buf, s, e):
     """Validate ``buf[s:e]`` as a finite decimal and convert it when that can be exact.
 
@@ -761,7 +761,7 @@ def _parse_real(buf, s, e):
     return True, -v if neg else v, False
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _parse_qid(buf, s, e):
     i = s
     neg = False
@@ -780,7 +780,7 @@ def _parse_qid(buf, s, e):
     return True, -q if neg else q
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _grown(a, used, need):
     """A copy of ``a[:used]`` with room for at least ``need`` items (doubling)."""
     out = np.empty(max(2 * a.shape[0], need), a.dtype)
@@ -789,7 +789,7 @@ def _grown(a, used, need):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _scan(buf, reject_zero, max_index, max_rows, labels, qids, row_line, row_off, row_last, indptr,
           indices, values, slow_text, slow_slot):
     """One pass over the bytes, filling the output arrays; stops at the first bad line.

@@ -195,7 +195,7 @@ def _nearest(Z: sp.csr_matrix, centres: np.ndarray) -> tuple[np.ndarray, np.ndar
     return labels, sim
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _nearest_kernel(indptr, indices, data, CT, labels, sim):  # pragma: no cover - compiled
     # Fused product and argmax: the n x K similarity matrix is never stored, and the
     # inner loop runs over K contiguous centre coordinates (SIMD-friendly).  Serial on
