@@ -33,7 +33,7 @@ from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.build import DataSpec, build
 from fedviz.errors import DataFormatError
-from fedviz.runner.config import DEFAULT_DATA, MAX_ITERATIONS, RunConfig, from_query, to_query
+from fedviz.runner.config import DEFAULT_DATA, LINK_KEYS, MAX_ITERATIONS, RunConfig, from_query, to_query
 
 from conftest import DATA
 from test_uploads import HEART, NAME, cli_main, data_page, upload
@@ -309,7 +309,20 @@ FULL = RunConfig(data=DataSpec(source="preset:identical-nodes", partition="iid",
 def test_every_link_key_is_covered():
     query = to_query(FULL)
     assert from_query(query) == (FULL, [])  # every key is read back
-    assert set(query) - {"gd.stepsize"} == set(BAD_VALUES)
+    assert set(query) - {"gd.stepsize"} == set(BAD_VALUES) == set(LINK_KEYS)
+
+
+@pytest.mark.parametrize("key, says", [
+    ("iteratons", "not a setting a link can carry (data, partition"),  # a typo must not silently mean 30
+    ("Seed", "not a setting a link can carry"),
+    ("gd.stepsiz", "gd has no hyperparameter 'stepsiz' (it has: stepsize"),
+    ("gd.", "gd has no hyperparameter ''"),
+    ("dane.mu", "not a hyperparameter of a chosen algorithm (gd)"),
+])
+def test_unknown_link_key_is_reported_and_the_rest_kept(key, says):
+    config, problems = from_query({"algorithms": "gd", "iterations": "7", key: "50"})
+    assert len(problems) == 1 and problems[0].startswith(f"{key}: {says}"), problems
+    assert config == RunConfig(algorithms=(("gd", ()),), iterations=7)
 
 
 @pytest.mark.parametrize("key, value", [(k, v) for k, values in BAD_VALUES.items() for v in values])
@@ -369,7 +382,7 @@ def test_bad_link_values_are_warnings_on_the_page():
     assert not at.exception
     warnings = [w.value for w in at.warning]
     named = {key for key in query for w in warnings if w.startswith(f"Ignored a setting from the link — {key}: ")}
-    assert named == set(query) - {"frobnicate"}, warnings  # an unknown plain key carries no value to check
+    assert named == set(query), warnings
     assert at.session_state["config"] == RunConfig()
 
 

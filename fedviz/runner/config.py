@@ -104,14 +104,20 @@ def to_query(config: RunConfig) -> dict[str, str]:
     return q
 
 
+#: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages.
+LINK_KEYS = ("data", "partition", "nodes", "data_seed", "loss", "lam", "algorithms", "iterations", "seed")
+
+
 def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     """Parse a query string into a config.  Returns the config and a list of problems
     (each names the key and what was wrong); a bad key is dropped, the rest is kept."""
     problems: list[str] = []
+    read: set[str] = set()
 
     def take(key, parse):
         if key not in query:
             return None
+        read.add(key)
         try:
             return parse(str(query[key]))
         except (FedvizError, ValueError) as e:
@@ -148,15 +154,22 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
                 hyper[p.name] = value
         algos.append((name, tuple(sorted(hyper.items()))))
     kw["algorithms"] = tuple(algos)
-    for key in query:
-        if "." in key and key.split(".", 1)[0] not in names:
-            problems.append(f"{key}: not a hyperparameter of a chosen algorithm ({', '.join(names)})")
     it = take("iterations", _int(1, MAX_ITERATIONS))
     if it is not None:
         kw["iterations"] = it
     seed = take("seed", _int(0, 2**32 - 1))
     if seed is not None:
         kw["seed"] = seed
+    # A mistyped key would otherwise be dropped without a word, and the run made with a default.
+    for key in (key for key in query if key not in read):
+        owner, dot, param = key.partition(".")
+        if not dot:
+            problems.append(f"{key}: not a setting a link can carry ({', '.join(LINK_KEYS)})")
+        elif owner not in names:
+            problems.append(f"{key}: not a hyperparameter of a chosen algorithm ({', '.join(names)})")
+        else:
+            known = ", ".join(p.name for p in get_algorithm(owner).params) or "none"
+            problems.append(f"{key}: {owner} has no hyperparameter {param!r} (it has: {known})")
     try:
         return RunConfig(**kw), problems
     except FedvizError as e:  # a combination that is invalid as a whole
