@@ -170,8 +170,13 @@ def set_config(config: RunConfig) -> None:
 
 
 def show_query_problems() -> None:
-    for text in st.session_state.pop("query_problems", []) or []:
+    """One warning per setting of the link that was ignored; the address bar then shows the
+    link of the settings in force, so that a copied link no longer carries them."""
+    problems = st.session_state.pop("query_problems", []) or []
+    for text in problems:
         st.warning(f"Ignored a setting from the link — {text}", icon=":material/link_off:")
+    if problems:
+        st.query_params.from_dict(to_query(current_config()))
 
 
 # -- widgets from parameter metadata -------------------------------------------------------------

@@ -384,6 +384,18 @@ def test_bad_link_values_are_warnings_on_the_page():
     named = {key for key in query for w in warnings if w.startswith(f"Ignored a setting from the link — {key}: ")}
     assert named == set(query), warnings
     assert at.session_state["config"] == RunConfig()
+    assert dict(at.query_params) == {}  # the address bar now shows the link of the defaults in force
+
+
+def test_a_link_with_a_typo_is_rewritten_to_the_settings_in_force():
+    at = AppTest.from_file(APP, default_timeout=180)
+    for key, value in {"algorithms": "gd", "iterations": "50", "iteratons": "7", "gd.stepsiz": "3"}.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("pages/run.py")
+    at.run()
+    assert len(at.warning) == 2 and not at.exception
+    assert dict(at.query_params) == {"algorithms": "gd", "iterations": "50"}
 
 
 def test_link_values_at_the_edge_of_their_range_render():
