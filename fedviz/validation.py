@@ -10,7 +10,7 @@ from .errors import ParameterError
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
     """Return ``value`` as an int in ``[low, high]``, or raise :class:`ParameterError`."""
-    allowed = _range_text("integer", low, high, "[", "]")
+    allowed = allowed_text("int", low, high)
     if isinstance(value, bool) or not isinstance(value, Integral):
         if isinstance(value, Real) and float(value).is_integer():
             value = int(value)
@@ -25,9 +25,7 @@ def check_int(name: str, value, *, low: int | None = None, high: int | None = No
 def check_real(name: str, value, *, low: float | None = None, high: float | None = None,
                low_open: bool = False, high_open: bool = False) -> float:
     """Return ``value`` as a finite float in the given interval, or raise :class:`ParameterError`."""
-    left = "(" if low_open else "["
-    right = ")" if high_open else "]"
-    allowed = _range_text("number", low, high, left, right)
+    allowed = allowed_text("float", low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, Real):
         raise ParameterError(name, value, allowed)
     value = float(value)
@@ -43,15 +41,34 @@ def check_real(name: str, value, *, low: float | None = None, high: float | None
 def check_choice(name: str, value, choices) -> str:
     """Return ``value`` if it is one of ``choices``, or raise :class:`ParameterError`."""
     if value not in choices:
-        raise ParameterError(name, value, "one of " + ", ".join(repr(c) for c in choices))
+        raise ParameterError(name, value, allowed_text("choice", choices=choices))
     return value
 
 
-def _range_text(kind: str, low, high, left: str, right: str) -> str:
+def allowed_text(kind: str, low=None, high=None, low_open: bool = False, high_open: bool = False, *,
+                 choices=()) -> str:
+    """The allowed values in words, as every error message and help text of fedviz words them.
+
+    ``kind`` is 'int', 'float', 'bool' or 'choice'; an int's bounds are always closed.
+    One function, so that a parameter's help and the error its bad value gets can never
+    word the same range two ways.
+    """
+    if kind == "bool":
+        return "true or false"
+    if kind == "choice":
+        return "one of " + ", ".join(repr(c) for c in choices)
+    word = {"int": "integer", "float": "number"}[kind]
+    left = "(" if low_open and kind == "float" else "["
+    right = ")" if high_open and kind == "float" else "]"
     if low is None and high is None:
-        return f"any finite {kind}"
+        return f"any finite {word}"
     if high is None:
-        return f"{kind} {'>' if left == '(' else '>='} {low}"
+        return f"{word} {'>' if left == '(' else '>='} {_number(low)}"
     if low is None:
-        return f"{kind} {'<' if right == ')' else '<='} {high}"
-    return f"{kind} in {left}{low}, {high}{right}"
+        return f"{word} {'<' if right == ')' else '<='} {_number(high)}"
+    return f"{word} in {left}{_number(low)}, {_number(high)}{right}"
+
+
+def _number(v) -> str:
+    """1000000 as written, not 1e+06; 0.5 and 1e300 as %g writes them."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:g}"

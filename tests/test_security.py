@@ -32,7 +32,7 @@ import fedviz.data.build as build_module
 from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.build import DataSpec, build
-from fedviz.errors import DataFormatError
+from fedviz.errors import DataFormatError, ParameterError
 from fedviz.runner.config import DEFAULT_DATA, LINK_KEYS, MAX_ITERATIONS, RunConfig, from_query, to_query
 
 from conftest import DATA
@@ -366,6 +366,16 @@ def test_bad_link_hyperparameter_is_reported_by_key_and_ignored(name, param, val
     config, problems = from_query({"algorithms": name, key: value})
     assert len(problems) == 1 and problems[0].startswith(f"{key}: parameter {key}="), problems
     assert config == RunConfig(algorithms=((name, ()),))
+
+
+@pytest.mark.parametrize("name, param, value", HYPER_CASES)
+def test_a_bad_hyperparameter_is_told_the_range_its_help_shows(name, param, value):
+    """The range in the error and in the help (``python -m fedviz algorithms``, the widgets' tooltips) are one
+    text: 'abc' and -1 for a stepsize were told 'float in (0, inf)' and 'number > 0' before."""
+    p = next(p for p in ALGORITHMS[name].params if p.name == param)
+    with pytest.raises(ParameterError) as err:
+        p.parse(value, name)
+    assert err.value.allowed == p.range_text()
 
 
 def test_bad_link_values_are_warnings_on_the_page():

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..problems.objective import Problem
-from ..validation import check_choice, check_int, check_real
+from ..validation import allowed_text, check_choice, check_int, check_real
 
 
 class StopRequested(Exception):
@@ -91,15 +91,8 @@ class Param:
         return self.validate(text, owner)
 
     def range_text(self) -> str:
-        if self.kind == "bool":
-            return "true or false"
-        if self.kind == "choice":
-            return "one of " + ", ".join(map(str, self.choices))
-        lo = "-inf" if self.low is None else f"{self.low:g}"
-        hi = "inf" if self.high is None else f"{self.high:g}"
-        left = "(" if self.low_open or self.low is None else "["
-        right = ")" if self.high_open or self.high is None else "]"
-        return f"{self.kind} in {left}{lo}, {hi}{right}"
+        """The allowed values in words, as the errors of :meth:`validate` word them."""
+        return allowed_text(self.kind, self.low, self.high, self.low_open, self.high_open, choices=self.choices)
 
 
 class Algorithm:

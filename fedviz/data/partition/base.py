@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...errors import FedvizError, ParameterError
-from ...validation import _range_text, check_choice, check_int, check_real
+from ...validation import allowed_text, check_choice, check_int, check_real
 
 #: Label-skew partitioners treat every distinct label as a class; more distinct values
 #: than this means ``y`` holds regression targets, for which label skew is meaningless.
@@ -71,12 +71,7 @@ class ParamSpec:
     @property
     def allowed(self) -> str:
         """The allowed range in words, worded exactly as the error messages word it."""
-        if self.kind is bool:
-            return "true or false"
-        if self.kind is int:
-            return _range_text("integer", self.low, self.high, "[", "]")
-        return _range_text("number", self.low, self.high,
-                           "(" if self.low_open else "[", ")" if self.high_open else "]")
+        return allowed_text(self.kind.__name__, self.low, self.high, self.low_open, self.high_open)
 
     def validate(self, qualname: str, value):
         """Return ``value`` converted to :attr:`kind`, or raise :class:`ParameterError`.
