@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import signal
 import sys
 from typing import Sequence
 
@@ -286,10 +288,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a reader that left is caught, not in Python's exit
+        return code
     except _UsageError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader left (`python -m fedviz algorithms | head`): end quietly, as a tool that
+        # SIGPIPE ended; stdout goes to devnull so that Python's flush at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (FedvizError, OSError, MemoryError) as e:
         print(f"fedviz: error: {_one_line(e)}", file=sys.stderr)
         return 2

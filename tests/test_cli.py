@@ -1,6 +1,7 @@
 """The command line, run as a user would: ``python -m fedviz ...`` in a subprocess."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -138,3 +139,19 @@ def test_algorithms_lists_the_registry():
             "dual-method", "fedavg", "fedprox", "scaffold", "svrg", "sgd"} <= set(algos)
     assert algos["svrg"]["federated"] is False and algos["fsvrg"]["federated"] is True
     assert all(p["help"] for a in algos.values() for p in a["params"])
+
+
+@pytest.mark.parametrize("args", [["algorithms"], ["--help"], ["inspect", "preset:iid?nodes=3&train_size_mean=20"]])
+def test_a_reader_that_leaves_early_gets_no_traceback(args):
+    """``python -m fedviz algorithms | head -1``: the pipe closes under the writer.  Quiet, status 141 as
+    after SIGPIPE (--help is argparse's exit, 0), whether the output fills the pipe's buffer or not."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    try:
+        r = subprocess.run([sys.executable, "-m", "fedviz", *args], stdout=write, stderr=subprocess.PIPE,
+                           text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert r.stderr == ""
+    assert r.returncode == (0 if args == ["--help"] else 141)
+
