@@ -246,9 +246,9 @@ def algorithm_label(name: str) -> str:
 # -- runs ------------------------------------------------------------------------------------------
 def start_run(config: RunConfig, *, key: str = "run", variants: list | None = None):
     """Submit ``config`` to the server's run manager; the handle lives in the session."""
-    ds = load_dataset(config.data)
-    opt = load_optimum(config.data, config.loss, config.lam)
     problem = load_problem(config.data, config.loss, config.lam)
+    ds = problem.data
+    opt = load_optimum(config.data, config.loss, config.lam)
     algorithms = tuple(variants) if variants else tuple(config.labels())
     job = RunJob(make_problem=lambda: problem, algorithms=algorithms, iterations=config.iterations,
                  seed=config.seed, config=config.as_json(), f_star=opt["objective"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from numbers import Integral, Real
 
 from .errors import ParameterError
@@ -36,6 +37,19 @@ def check_real(name: str, value, *, low: float | None = None, high: float | None
     if high is not None and (value > high or (high_open and value == high)):
         raise ParameterError(name, value, allowed)
     return value
+
+
+def env_int(name: str, default: int | None, *, low: int = 1) -> int | None:
+    """The integer in environment variable ``name`` (``default`` when unset or blank), checked
+    like every other parameter: a bad value raises :class:`ParameterError` naming the variable."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ParameterError(name, text, allowed_text("int", low)) from None
+    return check_int(name, value, low=low)
 
 
 def check_choice(name: str, value, choices) -> str:

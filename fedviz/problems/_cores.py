@@ -13,21 +13,14 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ParameterError
+from ..validation import env_int
 
 _BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
 def blas_threads() -> int:
     """The BLAS thread count fedviz sets: ``FEDVIZ_BLAS_THREADS``, default 1."""
-    text = os.environ.get("FEDVIZ_BLAS_THREADS", "1")
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ParameterError("FEDVIZ_BLAS_THREADS", text, "an integer ≥ 1 (default 1)")
-    return count
+    return env_int("FEDVIZ_BLAS_THREADS", 1, low=1)
 
 
 def single_threaded_blas() -> None:

@@ -67,7 +67,7 @@ from ..algorithms.base import Algorithm
 from ..errors import FedvizError, ParameterError
 from ..problems.objective import Problem
 from ..problems.optimum import solve
-from ..validation import check_int, check_real
+from ..validation import check_int, check_real, env_int
 from .loop import IterationRecord, iterate
 from .store import INT_FIELDS, NUMERIC_FIELDS, RunStore, to_json
 
@@ -928,14 +928,7 @@ def get_manager() -> RunManager:
     global _MANAGER
     with _MANAGER_LOCK:
         if _MANAGER is None:
-            text = os.environ.get("FEDVIZ_MAX_RUNS", "").strip()
-            max_runs = None
-            if text:
-                try:
-                    max_runs = int(text)
-                except ValueError:
-                    raise ParameterError("FEDVIZ_MAX_RUNS", text, "integer >= 1") from None
-                max_runs = check_int("FEDVIZ_MAX_RUNS", max_runs, low=1)
+            max_runs = env_int("FEDVIZ_MAX_RUNS", None, low=1)
             problem = ""
             try:
                 store = RunStore()
