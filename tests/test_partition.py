@@ -247,13 +247,48 @@ def test_dirichlet_self_balancing_caps_node_sizes():
     assert sizes.std() < free.std()
 
 
-def test_dirichlet_gives_up_with_a_helpful_message():
-    # 60 rows, 6 nodes of at least 10: every node needs exactly 10, hopeless at alpha 0.01.
+def test_dirichlet_tops_up_a_hopeless_draw_to_exactly_min_size():
+    """60 rows, 6 nodes of at least 10: rejection at alpha 0.01 never succeeds, and the
+    only assignment left is exactly 10 rows per node, with every class's rows all dealt."""
     y = balanced_labels(20, 3)
     part = make_partitioner("dirichlet:alpha=0.01,min_size=10,max_attempts=50", n_nodes=6,
                             seed=0)
-    with pytest.raises(FedvizError, match="larger alpha, fewer nodes"):
-        part.assign(np.zeros((60, 1)), y)
+    node = part.assign(np.zeros((60, 1)), y)
+    assert_valid(node, 60, 6)
+    np.testing.assert_array_equal(np.bincount(node, minlength=6), np.full(6, 10))
+    np.testing.assert_array_equal(part.assign(np.zeros((60, 1)), y), node)
+
+
+def test_dirichlet_binary_labels_on_200_nodes_terminates_seeded_and_skewed():
+    """The README's `dirichlet:alpha=0.1` on 200 nodes of binary labels: about a quarter of
+    the nodes draw ~0 rows of both classes, so rejection alone always failed.  Now every
+    node gets a row, equal seeds agree, and the label skew is
+    that of α = 0.1, far from an IID split's."""
+    rng = np.random.default_rng(1)
+    y = np.where(rng.random(20_000) < 0.33, 1.0, -1.0)
+    X = np.zeros((len(y), 1))
+    node = make_partitioner("dirichlet:alpha=0.1", n_nodes=200, seed=0).assign(X, y)
+    assert_valid(node, len(y), 200)
+    assert np.bincount(node, minlength=200).min() >= 1
+    again = make_partitioner("dirichlet:alpha=0.1", n_nodes=200, seed=0).assign(X, y)
+    np.testing.assert_array_equal(again, node)
+    other = make_partitioner("dirichlet:alpha=0.1", n_nodes=200, seed=1).assign(X, y)
+    assert not np.array_equal(other, node)
+    skewed, sizes = label_tv(node, y)
+    iid, _ = label_tv(IIDPartitioner(n_nodes=200, seed=0).assign(X, y), y)
+    # A node of one class sits at TV 0.33 or 0.67; IID nodes of 100 rows near 0.04.
+    assert np.average(skewed, weights=sizes) > 3 * iid.mean()
+
+
+def test_dirichlet_top_up_hand_worked():
+    """Node 2 lacks 2 rows; it prefers class 1 (its larger share), of which node 1 can spare
+    one row above min_size; the second row then comes from class 0, from node 0."""
+    from fedviz.data.partition.dirichlet import _top_up
+
+    counts = np.array([[5, 0, 0], [0, 3, 0]])
+    shares = np.array([[0.9, 0.05, 0.2], [0.05, 0.9, 0.8]])
+    np.testing.assert_array_equal(_top_up(counts, shares, 2), [[4, 0, 1], [0, 2, 1]])
+    np.testing.assert_array_equal(counts, [[5, 0, 0], [0, 3, 0]])  # the input is not modified
 
 
 def test_dirichlet_min_size_beyond_the_data_names_the_limit():
@@ -261,6 +296,7 @@ def test_dirichlet_min_size_beyond_the_data_names_the_limit():
     with pytest.raises(ParameterError) as err:
         part.assign(np.zeros((60, 1)), balanced_labels(20, 3))
     assert err.value.name == "dirichlet.min_size" and "<= 10" in err.value.allowed
+    assert "K × min_size" in err.value.allowed
 
 
 def test_label_skew_refuses_regression_targets():
@@ -547,3 +583,16 @@ def test_any_small_case_gives_a_valid_assignment(n, K, seed, n_classes, spec):
     assert_valid(node, n, K)
     if n >= K and not spec.startswith("dirichlet"):
         assert len(np.unique(node)) == K  # no empty node unless unavoidable
+
+
+def test_human_labels_name_every_parameter_in_words():
+    """Widgets show human_label(name): no raw key (underscores) reaches a page, and the
+    two distinct knobs of one partitioner never share a label."""
+    from fedviz.data.partition import human_label
+
+    assert human_label("classes_per_node") == "classes per node"
+    assert human_label("alpha") == "α"
+    for cls in PARTITIONERS.values():
+        labels = [human_label(k) for k in cls.params]
+        assert all("_" not in text and text.strip() for text in labels), labels
+        assert len(set(labels)) == len(labels)

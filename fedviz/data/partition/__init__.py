@@ -17,7 +17,7 @@ A data source's own grouping (LETOR query ids, a generator's node ids) is used w
 from __future__ import annotations
 
 from ...validation import check_choice
-from .base import ParamSpec, Partitioner, parse_spec
+from .base import ParamSpec, Partitioner, human_label, parse_spec
 from .dirichlet import DirichletPartitioner
 from .iid import IIDPartitioner
 from .iid_unbalanced import IIDUnbalancedPartitioner
@@ -65,7 +65,7 @@ def make_partitioner(spec: str, *, n_nodes: int | None, seed: int = 0) -> Partit
 
 
 __all__ = [
-    "PARTITIONERS", "ParamSpec", "Partitioner", "make_partitioner", "parse_spec",
+    "PARTITIONERS", "ParamSpec", "Partitioner", "human_label", "make_partitioner", "parse_spec",
     "DirichletPartitioner", "IIDPartitioner", "IIDUnbalancedPartitioner", "NaturalPartitioner",
     "ReshufflePartitioner", "ShardsPartitioner", "TopicPartitioner",
 ]

@@ -118,6 +118,18 @@ class ParamSpec:
         return repr(value)
 
 
+#: Words for parameter names whose plain spelling would read wrongly ("alpha" is α in the
+#: papers, "sigma" the σ of the lognormal); every other name only loses its underscores.
+_HUMAN = {"alpha": "α", "sigma": "σ", "min_size": "fewest rows per node",
+          "max_iter": "most k-means iterations"}
+
+
+def human_label(name: str) -> str:
+    """A parameter name as a person reads it: ``classes_per_node`` → "classes per node",
+    ``alpha`` → "α" — for widget labels, so the UI never shows a raw key."""
+    return _HUMAN.get(name, name.replace("_", " "))
+
+
 def param_table(*specs: ParamSpec) -> Mapping[str, ParamSpec]:
     """A read-only ``{name: spec}`` table, in the order given (the order UIs show)."""
     return MappingProxyType({s.name: s for s in specs})

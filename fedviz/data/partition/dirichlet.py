@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import FedvizError, ParameterError
+from ...errors import ParameterError
 from .base import ParamSpec, Partitioner, label_codes, param_table
 
 
@@ -21,6 +21,15 @@ class DirichletPartitioner(Partitioner):
     proportions of all classes are drawn again, up to ``max_attempts`` times.  Only the
     C × K table of counts is redrawn, so attempts are cheap.  Within a class, which rows
     go to which node is uniformly random.
+
+    Rejection alone need not end: with two classes and a small α, each of K = 200 nodes
+    draws a near-zero share of both classes with probability about 1/4, so no draw in a
+    thousand leaves every node a row.  So when every attempt fails, the draw with the
+    smallest total shortfall is *repaired*: each short node takes the rows it lacks,
+    preferring the classes of its own largest shares, from the nodes with the most rows
+    to spare.  Since ``K × min_size <= n`` (checked first), this always succeeds; it moves
+    only the shortfall (a handful of rows), so the label skew of the draw stays, and the
+    result is still a pure function of the seed.
 
     With ``self_balancing``, classes are dealt in turn and a node that already holds its
     fair share ``n / K`` gets no more rows of later classes, which keeps the node sizes
@@ -38,8 +47,8 @@ class DirichletPartitioner(Partitioner):
                   "node smaller are redrawn.", low=0),
         ParamSpec("self_balancing", bool, False, "Give no more rows to nodes that already "
                   "hold n/K rows."),
-        ParamSpec("max_attempts", int, 1000, "How many draws to try before giving up.",
-                  low=1, high=1_000_000),
+        ParamSpec("max_attempts", int, 1000, "How many draws to try before topping up the "
+                  "short nodes of the best one.", low=1, high=1_000_000),
     )
 
     def _assign(self, X, y, groups, rng):
@@ -47,21 +56,19 @@ class DirichletPartitioner(Partitioner):
         n, K = len(codes), self.n_nodes
         if self.min_size * K > n:
             raise ParameterError(f"{self.name}.min_size", self.min_size,
-                                 f"integer <= {n // K} ({n} rows over {K} nodes)")
+                                 f"integer <= {n // K} (K × min_size must not exceed the {n} rows; "
+                                 f"K = {K} nodes)")
         class_sizes = np.bincount(codes, minlength=C)
-        smallest = -1
+        best, best_short = None, None
         for _ in range(self.max_attempts):
-            counts = self._draw_counts(class_sizes, rng)
-            node_sizes = counts.sum(axis=0)
-            if node_sizes.min() >= self.min_size:
+            counts, shares = self._draw_counts(class_sizes, rng)
+            short = int(np.maximum(self.min_size - counts.sum(axis=0), 0).sum())
+            if short == 0:
                 break
-            smallest = max(smallest, int(node_sizes.min()))
+            if best_short is None or short < best_short:
+                best, best_short = (counts, shares), short
         else:
-            raise FedvizError(
-                f"dirichlet: none of {self.max_attempts} draws with alpha={self.alpha:g} gave "
-                f"each of the {K} nodes at least min_size={self.min_size} rows (the best "
-                f"draw's smallest node had {smallest}); use a larger alpha, fewer nodes or "
-                "a smaller min_size")
+            counts = _top_up(*best, self.min_size)
         # Rows grouped by class, in random order within each class; then class c's block
         # is cut into runs of counts[c, 0], counts[c, 1], ... rows for nodes 0, 1, ...
         shuffled = rng.permutation(n)
@@ -70,12 +77,12 @@ class DirichletPartitioner(Partitioner):
         node_of_row[order] = np.repeat(np.tile(np.arange(K, dtype=np.int64), C), counts.ravel())
         return node_of_row
 
-    def _draw_counts(self, class_sizes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Draw the C × K table of how many rows of each class each node gets."""
+    def _draw_counts(self, class_sizes: np.ndarray, rng: np.random.Generator):
+        """Draw the C × K table of how many rows of each class each node gets, and the shares."""
         C, K = len(class_sizes), self.n_nodes
         shares = rng.dirichlet(np.full(K, self.alpha), size=C)
         if not self.self_balancing:
-            return _split_counts(shares, class_sizes)
+            return _split_counts(shares, class_sizes), shares
         counts = np.zeros((C, K), dtype=np.int64)
         held = np.zeros(K, dtype=np.int64)
         fair = class_sizes.sum() / K
@@ -87,7 +94,36 @@ class DirichletPartitioner(Partitioner):
                 p = (held < fair).astype(np.float64)
             counts[c] = _split_counts(p[None, :] / p.sum(), class_sizes[c:c + 1])[0]
             held += counts[c]
-        return counts
+        return counts, shares
+
+
+def _top_up(counts: np.ndarray, shares: np.ndarray, min_size: int) -> np.ndarray:
+    """Move rows to every node with fewer than ``min_size`` until none has.
+
+    A short node k takes its missing rows class by class, in decreasing order of its own
+    share ``shares[c, k]``, each time from the node with the most rows of that class to
+    spare (rows beyond its own ``min_size``; ties to the lower index).  Needs
+    ``sum(counts) >= K × min_size``: then while a node is short, another holds more than
+    ``min_size`` rows, of some class, so every short node is filled.
+    """
+    counts = counts.copy()
+    sizes = counts.sum(axis=0)
+    for k in np.flatnonzero(sizes < min_size):
+        for c in np.argsort(-shares[:, k], kind="stable"):
+            while sizes[k] < min_size:
+                spare = np.minimum(counts[c], sizes - min_size)
+                spare[k] = 0
+                j = int(np.argmax(spare))
+                if spare[j] <= 0:
+                    break  # no node can give class c: the next class
+                m = min(int(min_size - sizes[k]), int(spare[j]))
+                counts[c, j] -= m
+                counts[c, k] += m
+                sizes[j] -= m
+                sizes[k] += m
+            if sizes[k] >= min_size:
+                break
+    return counts
 
 
 def _split_counts(shares: np.ndarray, totals: np.ndarray) -> np.ndarray:
