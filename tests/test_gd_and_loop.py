@@ -96,7 +96,7 @@ def test_divergence_ends_the_run_and_names_the_parameter():
 class _Exploding(Algorithm):
     name = "exploding"
     title = "Exploding"
-    divergence_hint = "gain"
+    divergence_hint = ("gain", "lower")
     params = (Param("gain", "float", 10.0, "multiplies w", low=0),)
 
     def _step(self):

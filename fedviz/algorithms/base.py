@@ -31,6 +31,10 @@ from ..problems.objective import Problem
 from ..validation import allowed_text, check_choice, check_int, check_real
 
 
+#: The directions a :attr:`Algorithm.divergence_hint` may name.
+HINT_DIRECTIONS = ("raise", "lower")
+
+
 class StopRequested(Exception):
     """Raised inside :meth:`Algorithm.step` when the user stopped the run; the iteration is discarded."""
 
@@ -124,8 +128,11 @@ class Algorithm:
     federated: ClassVar[bool] = True
     losses: ClassVar[tuple[str, ...]] = ("logistic", "squared", "smoothed-hinge")
     params: ClassVar[tuple[Param, ...]] = ()
-    #: The hyperparameter to lower when a run diverges (named in the 'diverged' message).
-    divergence_hint: ClassVar[str | None] = None
+    #: (parameter, direction): what the 'diverged' message tells the user to change, e.g.
+    #: ``("stepsize", "lower")`` or DANE's ``("mu", "raise")``.  The parameter is one of
+    #: ``params``; the direction is "raise" or "lower" (:data:`HINT_DIRECTIONS`).  ``None`` only
+    #: for a method that cannot diverge, set explicitly on its class.
+    divergence_hint: ClassVar[tuple[str, str] | None] = None
 
     def __init__(self, problem: Problem, *, seed: int = 0, w0: np.ndarray | None = None, **hyper):
         self.problem = problem

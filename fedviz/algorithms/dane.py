@@ -296,7 +296,10 @@ class DANE(Algorithm):
     name = "dane"
     title = "DANE"
     reference = "Algorithm 2, Section 3.4 (inexact: Section 3.5)"
-    divergence_hint = "eta"
+    #: Section 3.4: "Bigger μ makes the algorithm more stable at the cost of slower
+    #: convergence"; μ = 0 diverges as K grows (DANE's Figure 3).  η = 1 gives property (A)
+    #: and (D), so lowering it is not the remedy.
+    divergence_hint = ("mu", "raise")
     params = (
         Param("eta", "float", 1.0,
               "η, the weight of the global gradient in the linear term a_k = ∇F_k(w^t) − η∇f(w^t).  "

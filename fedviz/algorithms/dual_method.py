@@ -156,6 +156,9 @@ class DualMethod(DualAlgorithm):
     reference = "Algorithm 6 (Dual Block Proximal Gradient Ascent), Appendix, eqs. (13)–(15)"
     losses = ("squared",)
     params = (_sigma_param(),)
+    #: The local problems rest on XᵀX ⪯ σ·Diag(X_kᵀX_k) (eq. 15): a σ below the true bound
+    #: oversteps, σ = K always holds, so the remedy is a larger σ.
+    divergence_hint = ("sigma", "raise")
 
     def setup(self) -> None:
         super().setup()

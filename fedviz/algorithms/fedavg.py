@@ -86,16 +86,14 @@ class FedAvg(Algorithm):
     name = "fedavg"
     title = "FedAvg"
     reference = "McMahan et al. (2017), Algorithm 1; cf. local solve-and-average, Section 3.4"
-    divergence_hint = "stepsize"
+    divergence_hint = ("stepsize", "lower")
     params = (CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE, STEPSIZE)
     #: Vectors each sampled node sends up / receives per round.
     vectors_per_node = (1, 1)
 
     def setup(self):
         hp = self.hp
-        # 1/(L_max + μ): F_k + (μ/2)‖w − w^t‖² on any minibatch is (L_max + μ)-smooth.
-        self.eta = default_stepsize(hp["stepsize"],
-                                    1.0 / (self.problem.max_example_smoothness + self.proximal_weight()))
+        self.eta = default_stepsize(hp["stepsize"], self.derived_stepsize())
         self.h = self.eta   # the effective step under GD's name, which the runner's messages read
         self.local = LocalSGD(self.problem, epochs=hp["local_epochs"], batch_size=hp["batch_size"],
                               stepsize=self.eta, mu=self.proximal_weight(),
@@ -103,6 +101,11 @@ class FedAvg(Algorithm):
         self.sampled = np.zeros(0, dtype=np.int64)
 
     # -- hooks for FedProx and SCAFFOLD ---------------------------------------------------------
+    def derived_stepsize(self) -> float:
+        """The default local step: 1/(L_max + μ), since F_k + (μ/2)‖w − w^t‖² on any minibatch
+        is (L_max + μ)-smooth (a minibatch may hold just the worst example)."""
+        return 1.0 / (self.problem.max_example_smoothness + self.proximal_weight())
+
     def proximal_weight(self) -> float:
         """μ of the proximal term (μ/2)‖w − w^t‖² in the local objective: 0 for FedAvg."""
         return 0.0

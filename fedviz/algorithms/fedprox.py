@@ -19,7 +19,7 @@ class FedProx(FedAvg):
     name = "fedprox"
     title = "FedProx"
     reference = "Li et al. (2020), Algorithm 2; quadratic perturbation of Section 3.4"
-    divergence_hint = "stepsize"
+    divergence_hint = ("stepsize", "lower")
     params = (
         CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE,
         Param("stepsize", "float", None,

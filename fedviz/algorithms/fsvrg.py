@@ -44,7 +44,7 @@ class FSVRG(Algorithm):
     name = "fsvrg"
     title = "FSVRG"
     reference = "Algorithm 4, Section 3.6"
-    divergence_hint = "stepsize"
+    divergence_hint = ("stepsize", "lower")
     params = (
         Param("stepsize", "float", None,
               "Stepsize h; node k steps with h_k = h/n_k.  Default min(n̄/(2L̄), 4/L): a node "

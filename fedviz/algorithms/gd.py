@@ -13,7 +13,7 @@ class GD(Algorithm):
     name = "gd"
     title = "GD"
     reference = "Distributed gradient descent (Section 4.1, Figure 2)"
-    divergence_hint = "stepsize"
+    divergence_hint = ("stepsize", "lower")
     params = (
         Param("stepsize", "float", None, "Step h. Default 1/L, L = (1/γ)·λ_max(XᵀX)/n + λ, the "
               "smoothness constant of f; steps up to 2/L are stable.", low=0, low_open=True, log=True),

@@ -35,7 +35,7 @@ class NaiveFSVRG(Algorithm):
     name = "naive-fsvrg"
     title = "Naive FSVRG"
     reference = "Algorithm 3, Section 3.5"
-    divergence_hint = "stepsize"
+    divergence_hint = ("stepsize", "lower")
     params = (
         Param("stepsize", "float", None,
               "Stepsize h of every local step.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the "

@@ -28,6 +28,8 @@ class OneShotAveraging(Algorithm):
     name = "one-shot"
     title = "One-shot averaging"
     reference = "Section 3.4, first display (Zinkevich et al., 2010)"
+    #: Nothing to tune: one exact average of strongly convex local minimisers, no iteration
+    #: that could amplify anything.
     divergence_hint = None
     params = (
         Param("local_tol", "float", 1e-10,

@@ -61,6 +61,9 @@ class PrimalMethod(Algorithm):
     reference = "Algorithm 5 (Primal Method), Appendix, eqs. (9), (12); Lemma 1, Theorem 1"
     losses = ("squared",)
     params = (_sigma_param(),)
+    #: The local problems rest on XᵀX ⪯ σ·Diag(X_kᵀX_k) (eq. 15): a σ below the true bound
+    #: oversteps, σ = K always holds, so the remedy is a larger σ.
+    divergence_hint = ("sigma", "raise")
 
     def __init__(self, problem, *, seed: int = 0, w0: np.ndarray | None = None,
                  alpha0: np.ndarray | None = None, **hyper):

@@ -42,7 +42,7 @@ class SGD(Algorithm):
     title = "SGD (centralised)"
     reference = "Stochastic gradient descent (Section 2.1)"
     federated = False
-    divergence_hint = "stepsize"
+    divergence_hint = ("stepsize", "lower")
     params = (
         Param("stepsize", "float", None,
               "Initial stepsize h.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the smoothness of "

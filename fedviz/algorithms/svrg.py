@@ -36,7 +36,7 @@ class SVRG(Algorithm):
     title = "SVRG (centralised)"
     reference = "Algorithm 1, Section 3.2"
     federated = False
-    divergence_hint = "stepsize"
+    divergence_hint = ("stepsize", "lower")
     params = (
         Param("stepsize", "float", None,
               "Stepsize h.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the smoothness of an "

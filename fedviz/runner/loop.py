@@ -1,9 +1,16 @@
 """The iteration loop: runs an algorithm and yields one :class:`IterationRecord` per iteration.
 
 This module owns the record format, the metrics (objective, suboptimality, errors,
-gradient norm) and the run's end states: ``done``, ``diverged`` (a non-finite or
-exploding objective, with a message naming the hyperparameter to lower), ``stopped``
-and ``failed``.  It never raises for a run that goes wrong: the last record says why.
+gradient norm) and the run's end states: ``done``, ``diverged``, ``stopped`` and
+``failed``.  It never raises for a run that goes wrong: the last record says why.
+
+Honest statuses: after every iteration the objectives so far go to
+:func:`~fedviz.runner.health.assess`.  A run whose objective is non-finite or climbs far
+above its start ends ``diverged`` at that iteration, its message naming the algorithm's
+:attr:`~fedviz.algorithms.base.Algorithm.divergence_hint` (e.g. "lower stepsize (now 2.5)",
+DANE's "raise mu (now 0)").  A run that reaches its last iteration while zig-zagging
+without progress ends ``done`` with the message "oscillating: …": its final numbers are
+the luck of the oscillation's phase, not a converged value.
 """
 
 from __future__ import annotations
@@ -19,11 +26,9 @@ import numpy as np
 from ..algorithms import get_algorithm
 from ..algorithms.base import Algorithm, StopRequested
 from ..problems.objective import Problem
+from .health import assess
 
 log = logging.getLogger(__name__)
-
-#: An objective above f(w0) + EXPLODE · max(1, |f(w0)|) counts as diverged.
-EXPLODE = 1e3
 
 STATUSES = ("running", "done", "diverged", "stopped", "failed")
 
@@ -74,7 +79,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     # yield (another algorithm's turn, a slow consumer) the start is moved forward.
     start = time.perf_counter()
     first = _record(algo, label, f_star, start, "running" if iterations else "done")
-    f0 = first.objective
+    objectives = [first.objective]
     paused = time.perf_counter()
     yield first
     for t in range(1, iterations + 1):
@@ -96,10 +101,14 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             log.exception("run of %s failed", label)
             yield _final(algo, label, f_star, start, "failed", f"{type(e).__name__}: {e}")
             return
-        if not math.isfinite(rec.objective) or rec.objective > f0 + EXPLODE * max(1.0, abs(f0)):
-            status, message = "diverged", _diverged_text(cls, algo, t, f"objective {rec.objective:.4g}")
+        objectives.append(rec.objective)
+        verdict = assess(objectives, None if math.isnan(f_star) else f_star)
+        if verdict.status == "diverged":
+            status, message = "diverged", _diverged_text(cls, algo, t, verdict.reason)
         elif t == iterations:
             status = "done"
+            if verdict.status == "oscillating":
+                message = f"oscillating: {verdict.reason}"
         if status != "running":
             rec = _replace(rec, status=status, message=message)
         paused = time.perf_counter()
@@ -109,13 +118,20 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
 
 
 def _diverged_text(cls, algo, t: int, what: str) -> str:
+    """"<title> diverged at iteration t (what); <raise|lower> <param> (now <value>)".
+
+    The value shown is the one in use: the derived default when none was given (GD's
+    stepsize is ``algo.h``, DANE's μ ``algo.mu``, CoCoA+'s σ' ``algo.sigma_prime``).
+    """
     text = f"{cls.title} diverged at iteration {t} ({what})"
     hint = cls.divergence_hint
     if hint:
-        value = getattr(algo, "h", None) if hint == "stepsize" else algo.hp.get(hint)
-        value = algo.hp.get(hint) if value is None else value
-        shown = f" (now {value:.4g})" if isinstance(value, float) else ""
-        text += f"; lower {hint}{shown}"
+        param, direction = hint
+        value = algo.hp.get(param)
+        if value is None:
+            value = getattr(algo, "h" if param == "stepsize" else param, None)
+        shown = f" (now {value:.4g})" if isinstance(value, (float, int)) and not isinstance(value, bool) else ""
+        text += f"; {direction} {param}{shown}"
     return text
 
 
