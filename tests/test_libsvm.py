@@ -582,3 +582,59 @@ def test_map_labels_regression_and_single_class():
         map_labels([])
     with pytest.raises(DataFormatError):
         map_labels([1.0, np.nan])
+
+
+# --------------------------------------------------------------------------- unterminated last rows
+
+def _cut_a9a() -> bytes:
+    """The real truncated a9a copy, cut back to its last whole token: a valid, short last row."""
+    raw = (DATA / "broken" / "a9a.truncated_1MiB").read_bytes()
+    return raw[:raw.rfind(b" ")]
+
+
+def test_cut_a9a_copy_loads_with_a_warning_naming_its_last_line():
+    cut = _cut_a9a()
+    last_line = cut.count(b"\n") + 1
+    last_row = cut.rsplit(b"\n", 1)[1].split()
+    # the oracle: scikit-learn's row lengths, and a count of the raw tokens
+    X, _ = load_svmlight_file(io.BytesIO(cut))
+    median = np.median(np.diff(X.indptr)[:-1])
+    d = load_libsvm(cut, name="a9a.cut")
+    assert len(d.warnings) == 1
+    w = d.warnings[0]
+    assert w.startswith("a9a.cut, ") and f"line {last_line:,} has no line end" in w
+    assert f"its last row has {len(last_row) - 1} nonzero features" in w
+    assert f"median row has {median:g}" in w and "cut short" in w
+    assert d.y.size == X.shape[0]  # it still loads, every row
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_cut_a9a_copy_warns_after_decompression(kind):
+    cut = _cut_a9a()
+    last_line = cut.count(b"\n") + 1
+    w = load_libsvm(COMPRESSORS[kind](cut)).warnings
+    assert len(w) == 1 and f"line {last_line:,} has no line end" in w[0]
+
+
+def test_the_raw_truncated_copy_is_still_refused():
+    # cut mid-token, its last row is malformed: an error (naming the line), not a warning
+    with pytest.raises(DataFormatError, match="truncated last row"):
+        load_libsvm(DATA / "broken" / "a9a.truncated_1MiB")
+
+
+@pytest.mark.parametrize("data", [(DATA / "a9a").read_bytes(), b"1 1:1\n-1 2:1\n", b"1 1:1\n# done",
+                                  b"1 1:1\n   ", b"1 1:1\r\n-1 2:1\r\n"])
+def test_files_ending_in_a_line_end_or_a_comment_get_no_warning(data):
+    assert load_libsvm(data).warnings == ()
+
+
+def test_the_test_file_of_a_pair_is_named_in_its_warning():
+    cut = _cut_a9a()
+    train, test = load_libsvm_pair(DATA / "a9a", cut, names=(None, "mine.t"))
+    assert train.warnings == ()
+    assert len(test.warnings) == 1 and test.warnings[0].startswith("mine.t, line ")
+
+
+def test_a_lone_unterminated_row_is_flagged_without_a_median():
+    (w,) = load_libsvm(b"1 1:1 3:2", name="one").warnings
+    assert "line 1 has no line end" in w and "2 nonzero features" in w and "no other row" in w

@@ -93,6 +93,10 @@ class LibsvmData:
         A display name: the file name, the ``name`` given, or ``"upload"``.
     dropped_zeros : int
         How many explicit ``index:0`` entries were read and left out of ``X``.
+    warnings : tuple of str
+        Sentences for people about input that loaded but looks wrong, each naming the
+        file: today, a last row without a line end (the file may be cut short; see
+        :func:`load_libsvm`).  Empty for a clean file.  The CLI and the UI show them.
     """
 
     X: sp.csr_matrix
@@ -102,6 +106,7 @@ class LibsvmData:
     n_features: int
     source: str
     dropped_zeros: int = 0
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,14 @@ def load_libsvm(source: str | os.PathLike | bytes | BinaryIO, *, n_features: int
       file that happens to have that size loads once it ends with a newline.
 
     Compressed input that ends early is always detected by the decompressor.
+
+    Any other input whose last row has no final line end (also after decompression)
+    loads with a warning in :attr:`LibsvmData.warnings` that names the line and
+    compares the row's nonzero features with the file's median row: a cut between two
+    tokens leaves a valid but short row that no rule can tell from a complete one, so
+    the user decides.  A last line holding only a comment or blanks gets no warning (no
+    row can have been cut).  The check reads the last line and the row lengths the
+    parser already has: no second pass over the input.
     """
     opts = _options(zero_based, max_rows, max_bytes, max_index)
     nf = None if n_features is None else check_int("n_features", n_features, low=1)
@@ -313,6 +326,7 @@ def _read_and_parse(source, name, opts) -> "_Parsed":
     if not compressed:
         _check_power_of_two_cut(data, name)
     parsed.name = name
+    parsed.warnings = _unterminated_warning(data, parsed, name)
     return parsed
 
 
@@ -429,6 +443,7 @@ class _Parsed:
     min_index: int
     data: bytes
     name: str = ""
+    warnings: tuple[str, ...] = ()
 
 
 def _format_error(bad: _Bad, data: bytes, name: str) -> DataFormatError:
@@ -457,6 +472,29 @@ def _check_power_of_two_cut(data: bytes, name: str) -> None:
         "final newline, the signature of a copy cut at a size limit; if the file is complete, end it "
         "with a newline", line=data.count(b"\n") + 1,
         token=tokens[-1].decode("utf-8", "backslashreplace"), source=name)
+
+
+def _unterminated_warning(data: bytes, parsed: "_Parsed", name: str) -> tuple[str, ...]:
+    """A warning when the last line is a data row without a line end (see :func:`load_libsvm`).
+
+    Only the last line is looked at; its row is the parser's last row, and the row
+    lengths come from ``indptr``, so the cost is O(rows) array work, and only then.
+    """
+    if not data or data.endswith(b"\n"):
+        return ()
+    last = data[data.rfind(b"\n") + 1:]
+    if not last.split(b"#", 1)[0].split():
+        return ()
+    lengths = np.diff(parsed.indptr)
+    line, k = int(parsed.row_line[-1]), int(lengths[-1])
+    if lengths.size > 1:
+        typical = f"the file's median row has {float(np.median(lengths[:-1])):g}"
+    else:
+        typical = "the file has no other row to compare it with"
+    word = "feature" if k == 1 else "features"
+    return (f"{name}, line {line:,} has no line end: the file may be cut short (its last row has {k} "
+            f"nonzero {word}; {typical}); if the file is complete, end it with a line end, "
+            "otherwise use a complete copy",)
 
 
 def _size_text(size: int) -> str:
@@ -943,7 +981,8 @@ def _assemble(parsed: list[_Parsed], zero_based, n_features: int | None) -> list
                           shape=(p.labels.size, n_features), copy=False)
         X.has_canonical_format = True  # the parser refused unsorted and duplicate indices
         out.append(LibsvmData(X, p.labels.copy(), None if p.qid is None else p.qid.copy(),
-                              bool(zero_based), int(n_features), p.name, p.n_entries - p.values.size))
+                              bool(zero_based), int(n_features), p.name, p.n_entries - p.values.size,
+                              p.warnings))
     return out
 
 
