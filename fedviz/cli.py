@@ -1,4 +1,4 @@
-"""The command line: ``python -m fedviz inspect|run|algorithms|bench``.
+"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|bench``.
 
 Every error the user can cause ends with exit code 2 and a one-line message on stderr,
 never a traceback.
@@ -66,6 +66,12 @@ def data_spec_from_args(args):
                     **limits)
 
 
+def _print_warnings(ds) -> None:
+    """The data set's warnings (e.g. a test split that leaks), one 'warning: …' line each on stderr."""
+    for text in ds.meta.get("warnings", []) or []:
+        print(f"warning: {' '.join(str(text).split())}", file=sys.stderr)
+
+
 def _cmd_inspect(args) -> int:
     from .data.baselines import majority_test_error, node_majority_test_error
     from .data.build import build
@@ -73,6 +79,7 @@ def _cmd_inspect(args) -> int:
     from .problems.optimum import solve
 
     ds = build(data_spec_from_args(args))
+    _print_warnings(ds)
     out = dict(ds.stats.summary())
     out["n_test"] = int(ds.y_test.size)
     out["source"] = ds.meta.get("source")
@@ -161,32 +168,70 @@ def _cmd_run(args) -> int:
         raise ParameterError("--out", args.out, "a file name ending in .csv or .json")
     settings = parse_settings(args.set or [], names)
     ds = build(data_spec_from_args(args))
+    _print_warnings(ds)
     problem = Problem(ds, args.loss, args.lam)
     for name in names:
         cls = get_algorithm(name)
         cls(problem, seed=args.seed, **settings[name])  # validate against the problem before running
     f_star = solve(problem).objective
-    records = []
+    records, tuned = [], {}
     for name in names:
-        for rec in iterate(problem, name, iterations=args.iterations, hyper=settings[name],
-                           seed=args.seed, f_star=f_star):
+        hyper, label = settings[name], name
+        if args.tune:
+            from .runner.tune import tune
+            result = tune(problem, name, hyper, iterations=args.iterations, seed=args.seed, f_star=f_star)
+            hyper, label = result.hyper, result.label(name)
+            tuned[label] = (result.param, result.value)
+            print(f"tune {name}: " + (f"{result.param} = {result.value:.6g}" if result.param else "nothing to tune")
+                  + ("" if result.param is None or result.tuned else " (the default: no pilot passed)")
+                  + (" (at the grid's edge)" if result.edge else "")
+                  + f"; {len(result.pilots)} pilots, {result.seconds:.2f} s; criterion: {result.criterion}",
+                  file=sys.stderr, flush=True)
+        for rec in iterate(problem, name, iterations=args.iterations, hyper=hyper, seed=args.seed,
+                           f_star=f_star, label=label):
             records.append(rec)
             if args.json:
-                print(json.dumps({k: _jsonable(v) for k, v in rec.as_dict().items()}), flush=True)
+                print(json.dumps(_row(rec, tuned, args.tune)), flush=True)
             elif rec.status != "running" or rec.iteration % max(1, args.iterations // 10) == 0:
                 print(f"{rec.algorithm:>14} it {rec.iteration:>4}  f-f* {rec.suboptimality:10.3e}  "
                       f"test err {100 * rec.test_error:6.2f}%  rounds {rec.rounds:>4}  "
                       f"{rec.seconds:7.2f}s  {rec.status}{'  ' + rec.message if rec.message else ''}",
                       flush=True)
     if args.out:
-        rows = [r.as_dict() for r in records]
+        rows = [_row(r, tuned, args.tune) for r in records]
         with open(args.out, "w", newline="") as fh:
             if args.out.endswith(".json"):
-                json.dump([{k: _jsonable(v) for k, v in r.items()} for r in rows], fh, indent=1)
+                json.dump(rows, fh, indent=1)
             else:
-                writer = csv.DictWriter(fh, fieldnames=FIELDS)
+                writer = csv.DictWriter(fh, fieldnames=FIELDS + (TUNE_FIELDS if args.tune else ()))
                 writer.writeheader()
                 writer.writerows(rows)
+    return 0
+
+
+#: The record fields ``--tune`` adds: the tuned hyperparameter and its chosen value.
+TUNE_FIELDS = ("tuned_param", "tuned_value")
+
+
+def _row(rec, tuned: dict, with_tune: bool) -> dict:
+    row = {k: _jsonable(v) for k, v in rec.as_dict().items()}
+    if with_tune:
+        row["tuned_param"], row["tuned_value"] = tuned.get(rec.algorithm, (None, None))
+    return row
+
+
+def _cmd_export(args) -> int:
+    from .data.build import build
+    from .data.export import export_dataset
+    from .errors import ParameterError
+
+    if args.test_out is not None and os.path.abspath(args.test_out) == os.path.abspath(args.out):
+        raise ParameterError("--test-out", args.test_out, "a file other than --out")
+    ds = build(data_spec_from_args(args))
+    _print_warnings(ds)
+    n, n_test = export_dataset(ds, args.out, args.test_out, qid=args.qid)
+    print(f"wrote {args.out} ({n} rows, d = {ds.d})"
+          + (f" and {args.test_out} ({n_test} rows)" if args.test_out else ""), file=sys.stderr)
     return 0
 
 
@@ -240,7 +285,8 @@ def _cmd_figure2(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fedviz", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="fedviz", description="The command line of fedviz: inspect a data set, run algorithms, "
+                                                       "export a data set, list the algorithms, reproduce Figure 2, benchmark.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("inspect", help="statistics, baselines and (with --opt) the optimum of a data set")
     add_data_arguments(p)
@@ -256,8 +302,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="NAME.param=value",
                    help="a hyperparameter, e.g. fsvrg.stepsize=0.5 (repeatable)")
     p.add_argument("--out", metavar="FILE.csv|FILE.json", help="also write every record to a file")
-    p.add_argument("--json", action="store_true", help="print one JSON object per iteration")
+    p.add_argument("--json", action="store_true", help="print one JSON object per iteration, every iteration")
+    p.add_argument("--tune", action="store_true",
+                   help="before each run, choose the algorithm's step (stepsize, or CoCoA's sigma_prime) by "
+                        "short pilot runs; the choice, criterion and pilot seconds go to stderr, the value "
+                        "into the label and the --out records")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("export", help="write a data set (e.g. a preset) as LIBSVM text files")
+    add_data_arguments(p)
+    p.add_argument("--out", required=True, metavar="FILE", help="the training rows, in node order ('.gz': gzip)")
+    p.add_argument("--test-out", metavar="FILE", help="also write the test rows to this file")
+    p.add_argument("--qid", action="store_true",
+                   help="write each training row's node as qid:K, so --partition natural restores the nodes")
+    p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("figure2", help="reproduce the paper's Figure 2 (FSVRG, GD, CoCoA+, FSVRGR vs OPT)")
     p.add_argument("--preset", default="google-plus-small", help="google-plus-small (default) or google-plus")

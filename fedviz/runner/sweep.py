@@ -1,78 +1,158 @@
-"""The stepsize sweep: each algorithm at its stepsize × a grid, keeping the best afterwards.
+"""The stepsize sweep: each algorithm at its step × a grid, keeping the best afterwards.
 
-The paper picked FSVRG's stepsize h this way, "retrospectively" (Section 4.1).  A derived
-default stepsize (None) is resolved on the problem first, so the grid is centred on the
-value the algorithm would really use.
+The paper picked FSVRG's stepsize h this way, "retrospectively" (Section 4.1).  The
+swept hyperparameter is the one :func:`fedviz.runner.tune.tunable_params` names (a step,
+or CoCoA's σ'); a derived default (None) is resolved on the problem first, so the grid is
+centred on the value the algorithm would really use.
+
+Keeping "the lowest final f − f*" alone rewards luck: GD beyond its stable 2/L zig-zags,
+and its last value may happen to be low.  :func:`sweep_outcome` therefore excludes
+variants whose whole curve :func:`fedviz.runner.health.assess` calls diverged or
+oscillating, and says when the winner sits at the grid's edge (a better value may lie
+beyond).  Groups come from the mapping :func:`sweep_plan` returns, never from parsing
+labels.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from ..algorithms import get_algorithm
 from ..problems.objective import Problem
+from .health import assess
+from .tune import resolved_default, tunable_params
 
 GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
-#: Hyperparameters treated as the stepsize, in order of preference.
+#: Hyperparameters treated as the stepsize, in order of preference (kept for older callers).
 STEP_NAMES = ("stepsize", "learning_rate", "lr")
 
 
 def step_param(cls):
-    for name in STEP_NAMES:
-        for p in cls.params:
-            if p.name == name and p.kind == "float":
-                return p
-    return None
+    """The hyperparameter the sweep varies (a :class:`Param`), or None."""
+    names = tunable_params(cls)
+    return cls.param(names[0]) if names else None
 
 
 def resolved_stepsize(cls, problem: Problem, hyper: Mapping, seed: int = 0) -> float | None:
-    """The stepsize the algorithm would use: the given value, or its derived default."""
+    """The swept hyperparameter's value in a run: the given value, or its derived default."""
     p = step_param(cls)
-    if p is None:
-        return None
-    if hyper.get(p.name) is not None:
-        return float(hyper[p.name])
-    if p.default is not None:
-        return float(p.default)
-    algo = cls(problem, seed=seed, **dict(hyper))
-    value = getattr(algo, "h", None)
-    return float(value) if value is not None else None
+    return None if p is None else resolved_default(cls, problem, hyper, p.name, seed)
 
 
-def sweep_variants(config, data) -> list[tuple[str, str, dict]]:
-    """(label, algorithm, hyperparameters) for every algorithm × grid point.
+@dataclass(frozen=True)
+class SweepPlan:
+    """The variants to run, and each variant's (group, factor) so nothing parses labels.
 
-    Algorithms without a stepsize run once, unchanged.
+    ``variants`` is what :func:`fedviz.ui.start_run` takes: (label, algorithm,
+    hyperparameters).  ``groups[label]`` is (the algorithm's title, the grid factor), the
+    factor None for an algorithm run once (nothing to sweep).  ``param[group]`` names the
+    swept hyperparameter.
     """
+
+    variants: list
+    groups: dict
+    param: dict = field(default_factory=dict)
+
+
+def sweep_plan(config, data) -> SweepPlan:
+    """Every algorithm × :data:`GRID` (algorithms without a step run once, unchanged)."""
     problem = Problem(data, config.loss, config.lam)
-    out = []
+    variants, groups, params = [], {}, {}
     for title, name, hyper in config.labels():
         cls = get_algorithm(name)
         p = step_param(cls)
-        base = resolved_stepsize(cls, problem, hyper, config.seed) if p else None
+        base = resolved_default(cls, problem, hyper, p.name, config.seed) if p else None
         if base is None:
-            out.append((title, name, hyper))
+            variants.append((title, name, hyper))
+            groups[title] = (title, None)
             continue
+        params[title] = p.name
         for factor in GRID:
-            out.append((f"{title} ×{factor:g}", name, {**hyper, p.name: base * factor}))
+            label = f"{title} ×{factor:g}" if p.name == "stepsize" else f"{title} {p.name} ×{factor:g}"
+            variants.append((label, name, {**hyper, p.name: base * factor}))
+            groups[label] = (title, factor)
+    return SweepPlan(variants, groups, params)
+
+
+def sweep_variants(config, data) -> list[tuple[str, str, dict]]:
+    """(label, algorithm, hyperparameters) for every algorithm × grid point (:func:`sweep_plan`'s variants)."""
+    return sweep_plan(config, data).variants
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """The sweep's verdict for one algorithm.
+
+    ``best``: the kept label (None when every variant was excluded); ``edge``: the best
+    factor is the grid's smallest or largest; ``note``: a sentence for the UI ("" when
+    there is nothing to say); ``excluded``: label → health's reason.
+    """
+
+    best: str | None
+    factor: float | None
+    edge: bool
+    note: str
+    excluded: dict
+
+
+def sweep_outcome(columns: Mapping[str, Mapping[str, Sequence]],
+                  groups: Mapping[str, tuple[str, float | None]]) -> dict[str, GroupOutcome]:
+    """Per group: the healthy variant with the lowest final f − f*, whether it is at the grid's edge,
+    and why variants were excluded (``columns``: label → the run's columns, with 'objective' and
+    'suboptimality'; ``groups``: :attr:`SweepPlan.groups`)."""
+    members: dict[str, list[str]] = {}
+    for label in columns:
+        if label in groups:
+            members.setdefault(groups[label][0], []).append(label)
+    out = {}
+    for group, labels in members.items():
+        excluded, finals = {}, {}
+        for label in labels:
+            cols = columns[label]
+            objective = [float(v) for v in cols.get("objective", [])]
+            sub = np.asarray(cols.get("suboptimality", []), dtype=float)
+            f_star = objective[0] - sub[0] if sub.size and objective else None
+            verdict = assess(objective, f_star if f_star is not None and math.isfinite(f_star) else None)
+            if not verdict.ok:
+                excluded[label] = f"{verdict.status}: {verdict.reason}"
+                continue
+            final = float(sub[-1]) if sub.size else math.nan
+            finals[label] = final if math.isfinite(final) else math.inf
+        factors = [groups[label][1] for label in labels if groups[label][1] is not None]
+        if not finals:
+            out[group] = GroupOutcome(None, None, False, "every variant diverged or oscillated", excluded)
+            continue
+        best = min(finals, key=lambda label: (finals[label], abs(math.log(groups[label][1] or 1.0))))
+        factor = groups[best][1]
+        edge = factor is not None and len(factors) > 1 and factor in (min(factors), max(factors))
+        note = ""
+        if edge:
+            side = "largest" if factor == max(factors) else "smallest"
+            note = f"the best is the grid's {side} factor ×{factor:g}: a value beyond it may be better"
+        out[group] = GroupOutcome(best, factor, edge, note, excluded)
     return out
 
 
 def group_of(label: str) -> str:
-    """'FSVRG ×0.5' → 'FSVRG'."""
+    """'FSVRG ×0.5' → 'FSVRG'.  For callers without a :class:`SweepPlan`; prefer its ``groups``."""
     head, sep, tail = label.rpartition(" ×")
     return head if sep else label
 
 
-def best_variants(final: Mapping[str, float]) -> dict[str, str]:
-    """For each group, the label with the lowest final suboptimality (NaN/inf last)."""
+def best_variants(final: Mapping[str, float], groups: Mapping[str, tuple] | None = None) -> dict[str, str]:
+    """For each group, the label with the lowest final suboptimality (NaN/inf last).
+
+    Final values only: no health check (use :func:`sweep_outcome`).  ``groups`` as in
+    :attr:`SweepPlan.groups`; without it the group is read off the label (older callers).
+    """
     best: dict[str, tuple[float, str]] = {}
     for label, value in final.items():
         v = value if value is not None and math.isfinite(value) else math.inf
-        g = group_of(label)
+        g = groups[label][0] if groups is not None and label in groups else group_of(label)
         if g not in best or v < best[g][0]:
             best[g] = (v, label)
     return {g: label for g, (_, label) in best.items()}

@@ -9,11 +9,13 @@ value that is best by one stated criterion.
 Which hyperparameter (:func:`tunable_params`), from the registry's own metadata, so an
 algorithm added later is covered:
 
-1. the algorithm's ``divergence_hint``, when it names a float hyperparameter: the
-   algorithm itself says this value decides stability (a step: GD's h, DANE's η, …);
-2. else a float hyperparameter named like a step (:data:`STEP_NAMES`);
+1. the parameter of the algorithm's ``divergence_hint`` (parameter, "lower"/"raise"), when
+   it is a float whose default is not 0: the algorithm itself says this value decides
+   stability (GD's h to lower, CoCoA's σ' to raise, …).  A default of 0 (DANE's μ) cannot
+   centre a geometric grid;
+2. else a float hyperparameter named like a step (:data:`STEP_NAMES`: DANE's η);
 3. else a float hyperparameter that is an inverse step (:data:`INVERSE_STEP_NAMES`: the
-   weight of a local subproblem's quadratic term, CoCoA's σ', the Appendix's σ).
+   weight of a local subproblem's quadratic term).
 
 Other step-named float hyperparameters are deliberately left alone; :data:`NOT_TUNED`
 says which and why, and a test walks the registry so none is forgotten.
@@ -25,7 +27,7 @@ grid grows by one point on that side (at most :data:`MAX_EXTENSIONS` times; then
 ``edge=True``); a side stops growing at the hyperparameter's allowed range.  Then the two
 midpoints around the winner (× √RATIO) are tried.  Pilots that diverge or oscillate
 (:func:`fedviz.runner.health.assess` on the pilot's objectives) are excluded; if every
-pilot is excluded, the grid grows towards smaller steps.  Ten iterations are enough for
+pilot is excluded, the grid grows towards the safer side (smaller steps, larger σ').  Ten iterations are enough for
 health's oscillation window (8 differences) and rank steps as the full run does; the
 tests check that the pick is also good after 30 iterations.
 """
@@ -57,6 +59,8 @@ INVERSE_STEP_NAMES = ("sigma_prime", "sigma")
 #: Step-named float hyperparameters that :func:`tune` leaves at their value, and why.
 NOT_TUNED = {
     ("dane", "stepsize"): "used only by the 'svrg' local solver; η is DANE's step on the global gradient",
+    ("dane", "mu"): "the proximal weight its divergence message raises; its default 0 cannot centre a "
+                    "geometric grid, and η is DANE's step",
     ("scaffold", "global_stepsize"): "the server's step; 1 (plain averaging) is SCAFFOLD's analysed setting, "
                                      "the local step η_l is tuned",
 }
@@ -107,9 +111,9 @@ def tunable_params(cls) -> tuple[str, ...]:
     second one can be added without changing callers.
     """
     floats = {p.name: p for p in cls.params if p.kind == "float"}
-    hint = cls.divergence_hint
-    if hint in floats:
-        return (hint,)
+    hint = _hint(cls)
+    if hint is not None and hint[0] in floats and floats[hint[0]].default != 0:
+        return (hint[0],)
     for names in (STEP_NAMES, INVERSE_STEP_NAMES):
         for name in names:
             if name in floats and (cls.name, name) not in NOT_TUNED:
@@ -117,9 +121,19 @@ def tunable_params(cls) -> tuple[str, ...]:
     return ()
 
 
-def is_inverse(name: str) -> bool:
-    """True for an inverse step (σ', σ): larger values take shorter, safer steps."""
-    return name in INVERSE_STEP_NAMES
+def safer_side(cls, param: str) -> int:
+    """-1 when smaller values of ``param`` are the safer (a step), +1 when larger are (σ', σ)."""
+    hint = _hint(cls)
+    if hint is not None and hint[0] == param:
+        return 1 if hint[1] == "raise" else -1
+    return 1 if param in INVERSE_STEP_NAMES else -1
+
+
+def _hint(cls) -> tuple[str, str] | None:
+    hint = cls.divergence_hint
+    if isinstance(hint, str):  # the older form: a parameter to lower
+        return (hint, "lower")
+    return tuple(hint) if hint else None
 
 
 def resolved_default(cls, problem: Problem, hyper: Mapping, param: str, seed: int = 0) -> float | None:
@@ -207,14 +221,14 @@ def tune(problem: Problem, name: str, hyper: Mapping | None = None, *, iteration
         ok = [k for k, p in pilots.items() if p.status == "ok"]
         return min(ok, key=lambda k: (pilots[k].final, abs(k))) if ok else None
 
-    safer = 1 if is_inverse(param) else -1
+    safer = safer_side(cls, param)
     for k in (-1, 0, 1):
         run(k)
     edge = False
     for extension in range(MAX_EXTENSIONS + 1):
         k = best()
         tried = list(pilots)
-        if k is None:  # everything excluded: grow towards smaller steps
+        if k is None:  # everything excluded: grow towards the safer side
             side = safer
         elif k == max(tried):
             side = 1
