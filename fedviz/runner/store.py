@@ -312,6 +312,18 @@ class RunStore:
                       (str(dataset_fingerprint), to_json(dataset_summary or {}), _opt_float(f_star),
                        int(run_id)))
 
+    def retune_run(self, run_id: int, *, label: str, hyper: Mapping, note: str) -> None:
+        """Record what tuning chose before a run's first iteration: its label (which names the
+        chosen value), its hyperparameters, and under the config's ``"tuning"`` key how and at
+        what cost (the pilots' seconds, apart from the run's)."""
+        with self._transaction() as c:
+            row = c.execute("SELECT config_json FROM runs WHERE id = ?", (int(run_id),)).fetchone()
+            if row is None:
+                raise FedvizError(f"no run {run_id} in the history")
+            config = {**json.loads(row[0]), "tuning": str(note)}
+            c.execute("UPDATE runs SET label = ?, hyper_json = ?, config_json = ? WHERE id = ?",
+                      (str(label), to_json(hyper or {}), to_json(config), int(run_id)))
+
     def append_records(self, run_id: int, records: Iterable[IterationRecord]) -> None:
         """Store records of one run in one transaction (a repeated iteration replaces the stored one)."""
         self.append_batch({run_id: records})
