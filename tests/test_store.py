@@ -366,3 +366,64 @@ def test_sigkill_loses_no_committed_iteration(tmp_path):
         recs = s.records(quick_id)
         assert [r.iteration for r in recs] == list(range(26)) and recs[-1].status == "done"
         assert all(math.isfinite(r.objective) for r in recs)
+
+
+# -- describing runs ---------------------------------------------------------------------------
+def _config(**changes):
+    """A stored config (RunConfig.as_json) with the given settings changed."""
+    import dataclasses
+
+    from fedviz.data.build import DataSpec
+    from fedviz.runner.config import RunConfig
+
+    data = changes.pop("data", {})
+    return dataclasses.replace(RunConfig(), data=DataSpec(**{"source": "preset:google-plus-small", **data}),
+                               **changes).as_json()
+
+
+def test_describe_run_of_the_default_config_names_only_data_and_partition():
+    """A default run differs in nothing: its description is its data and its nodes."""
+    assert store_mod.describe_run(_config()) == "google-plus-small · the data's own nodes"
+
+
+def test_describe_run_names_every_changed_setting_in_words():
+    """Each setting changed from the default appears, in words (no raw keys such as
+    'classes_per_node' or 'test_fraction'), and nothing else does."""
+    config = _config(data=dict(source="preset:google-plus-small?nodes=200", partition="shards:classes_per_node=1",
+                               nodes=50, seed=4, test_fraction=0.1),
+                     loss="squared", lam=0.001, iterations=12, seed=7,
+                     algorithms=(("fsvrg", (("stepsize", 20.0),)), ("gd", ())))
+    text = store_mod.describe_run(config)
+    expected = ["google-plus-small (nodes = 200)", "shards (classes per node = 1)", "K = 50", "data seed 4",
+                "test fraction 0.1", "squared loss", "λ = 0.001", "12 iterations", "seed 7",
+                "FSVRG: stepsize = 20"]
+    assert text.split(" · ") == expected
+    assert "_" not in text
+
+
+def test_describe_run_of_one_run_names_its_non_default_hyperparameters():
+    """The history stores a run's hyperparameters with the defaults filled in; only the
+    changed ones are named (stepsize: derived by default, so any value is a change)."""
+    from fedviz.algorithms import get_algorithm
+
+    resolved = get_algorithm("fsvrg").validate({"stepsize": 0.5})
+    text = store_mod.describe_run(_config(), algorithm="fsvrg", hyper=resolved)
+    assert text == "google-plus-small · the data's own nodes · stepsize = 0.5"
+    assert store_mod.describe_run(_config(), algorithm="fsvrg",
+                                  hyper=get_algorithm("fsvrg").validate({})) == \
+        "google-plus-small · the data's own nodes"
+
+
+def test_exports_carry_the_partition_and_the_settings(store):
+    """CSV rows and JSON runs say how the data were split and what differed from the defaults."""
+    config = _config(data=dict(partition="dirichlet:alpha=0.1", nodes=200), iterations=5)
+    rid = store.create_run(label="GD", algorithm="gd", hyper={}, config=config)
+    store.append_records(rid, [_rec(0), _rec(1)])
+    rows = list(csv.DictReader(io.StringIO(store.export_csv([rid]))))
+    assert [r["partition"] for r in rows] == ["dirichlet:alpha=0.1"] * 2
+    assert rows[0]["settings"] == "google-plus-small · dirichlet (α = 0.1) · K = 200 · 5 iterations"
+    assert json.loads(rows[0]["config"]) == config
+    run = json.loads(store.export_json([rid]))["runs"][0]
+    assert run["config"] == config and run["settings"] == rows[0]["settings"]
+    # An export with the extra field still imports.
+    assert len(store.import_json(store.export_json([rid]))) == 1

@@ -414,6 +414,7 @@ class RunStore:
             runs.append({
                 "id": info.id, "created": info.created, "group_id": info.group_id, "label": info.label,
                 "algorithm": info.algorithm, "hyper": info.hyper, "config": info.config,
+                "settings": describe_run(info.config, algorithm=info.algorithm, hyper=info.hyper),
                 "dataset_fingerprint": info.dataset_fingerprint, "dataset_summary": info.dataset_summary,
                 "f_star": info.f_star, "status": info.status, "message": info.message,
                 "finished": info.finished, "records": cols,
@@ -459,7 +460,9 @@ class RunStore:
         return ids
 
     def export_csv(self, run_ids: Iterable[int]) -> str:
-        """One CSV row per record, with the run's id, group, label, algorithm and hyperparameters.
+        """One CSV row per record, with the run's id, group, label, algorithm and hyperparameters,
+        its settings in words (:func:`describe_run`), its partition spec and its whole config
+        (JSON), so a row says what was run without the database.
 
         Floats are written at full precision; NaN and ±inf as ``nan``, ``inf``, ``-inf``
         (what Python's ``float`` and pandas read back).
@@ -467,10 +470,15 @@ class RunStore:
         fields = [f for f in FIELDS if f != "algorithm"]
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["run_id", "group_id", "label", "algorithm", "hyper", *fields])
+        w.writerow(["run_id", "group_id", "label", "algorithm", "hyper", "settings", "partition", "config",
+                    *fields])
         for run_id in run_ids:
             info = self._require(run_id)
-            head = [info.id, info.group_id, info.label, info.algorithm, info.hyper_json]
+            config = info.config
+            partition = (config.get("data") or {}).get("partition") if isinstance(config, dict) else None
+            head = [info.id, info.group_id, info.label, info.algorithm, info.hyper_json,
+                    describe_run(config, algorithm=info.algorithm, hyper=info.hyper),
+                    partition or "", info.config_json]
             for rec in self.records(run_id):
                 w.writerow(head + [_csv_value(getattr(rec, f)) for f in fields])
         return buf.getvalue()
@@ -480,6 +488,98 @@ class RunStore:
         if info is None:
             raise ParameterError("run_id", run_id, "the id of a stored run")
         return info
+
+
+# -- describing a run ---------------------------------------------------------------------------------
+#: How each setting of a stored config (``RunConfig.as_json``) reads in a run's description.
+_DATA_WORDS = {"nodes": "K = {}", "seed": "data seed {}", "test_fraction": "test fraction {}",
+               "test": "test file {}", "split": "{} split", "positive": "positive class {}"}
+_RUN_WORDS = {"loss": "{} loss", "lam": "λ = {}", "iterations": "{} iterations", "seed": "seed {}",
+              "tune": "tuned", "sweep": "stepsize sweep"}
+
+
+def describe_run(config: Mapping | None, *, algorithm: str | None = None,
+                 hyper: Mapping | None = None) -> str:
+    """A run's settings in words, for the history's labels and the exports: the data source,
+    the partition with its knobs, then every setting that differs from a default run's.
+
+    ``config`` is a stored config (:meth:`RunConfig.as_json`); a setting counts as changed
+    when it differs from ``RunConfig().as_json()``, so a setting added to the config later
+    is described without a change here.  ``hyper`` (with ``algorithm``) is the run's own
+    hyperparameters, of which those differing from the algorithm's defaults are named;
+    without it, the non-default hyperparameters of every algorithm in the config are.
+
+    >>> describe_run({"data": {"source": "preset:google-plus-small", "partition": "dirichlet:alpha=0.1",
+    ...               "nodes": 200}, "iterations": 50})
+    'google-plus-small · dirichlet (α = 0.1) · K = 200 · 50 iterations'
+    """
+    from ..algorithms import ALGORITHMS
+    from ..data.partition import human_label, parse_spec
+    from .config import RunConfig
+
+    config = config if isinstance(config, Mapping) else {}
+    defaults = RunConfig().as_json()
+    data = config.get("data") if isinstance(config.get("data"), Mapping) else {}
+    parts = [_source_text(data.get("source") or defaults["data"]["source"])]
+    partition = data.get("partition")
+    if partition:
+        try:
+            name, options = parse_spec(partition)
+            knobs = ", ".join(f"{human_label(k)} = {v}" for k, v in options.items())
+            parts.append(f"{name} ({knobs})" if knobs else name)
+        except FedvizError:
+            parts.append(str(partition))
+    else:
+        parts.append("the data's own nodes")
+
+    def changed(section: Mapping, default: Mapping, words: Mapping, skip=()):
+        for key, value in section.items():
+            if key in skip or value == default.get(key) or (value is None and key not in default):
+                continue
+            if isinstance(value, str) and value.startswith("upload:"):
+                value = value[len("upload:"):]
+            template = words.get(key, human_label(key) + " {}")
+            parts.append(template.format(_value_text(value)) if "{}" in template else template)
+
+    changed(data, defaults["data"], _DATA_WORDS, skip=("source", "partition"))
+    changed(config, defaults, _RUN_WORDS, skip=("data", "algorithms"))
+
+    def hyper_text(name: str, values: Mapping) -> list[str]:
+        cls = ALGORITHMS.get(name)
+        params = {p.name: p.default for p in cls.params} if cls is not None else {}
+        return [f"{human_label(k)} = {_value_text(v)}" for k, v in values.items()
+                if not (k in params and v == params[k])]
+
+    if algorithm is not None and hyper is not None:
+        parts += hyper_text(algorithm, hyper)
+    else:
+        algorithms = config.get("algorithms") if isinstance(config.get("algorithms"), Mapping) else {}
+        for name, values in algorithms.items():
+            texts = hyper_text(name, values or {})
+            if texts:
+                title = ALGORITHMS[name].title if name in ALGORITHMS else name
+                parts.append(f"{title}: {', '.join(texts)}")
+    return " · ".join(parts)
+
+
+def _source_text(source: str) -> str:
+    """``preset:NAME?k=v&k2=v2`` → "NAME (k = v, k2 = v2)"; an upload or a path → its name."""
+    source = str(source)
+    if source.startswith("preset:"):
+        name, _, query = source[len("preset:"):].partition("?")
+        knobs = ", ".join(" = ".join(item.split("=", 1)) for item in query.split("&") if item)
+        return f"{name} ({knobs})" if knobs else name
+    if source.startswith("upload:"):
+        return source[len("upload:"):]
+    return source
+
+
+def _value_text(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ class ParamSpec:
 #: Words for parameter names whose plain spelling would read wrongly ("alpha" is α in the
 #: papers, "sigma" the σ of the lognormal); every other name only loses its underscores.
 _HUMAN = {"alpha": "α", "sigma": "σ", "min_size": "fewest rows per node",
-          "max_iter": "most k-means iterations"}
+          "max_iter": "most k-means iterations", "eta": "η", "mu": "μ", "sigma_prime": "σ′"}
 
 
 def human_label(name: str) -> str:
