@@ -7,22 +7,32 @@ bytes) or a generator preset ``preset:NAME?key=value&...``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import FedvizError, ParameterError
-from ..validation import check_int, check_real
+from ..validation import check_choice, check_int, check_real
 from .dataset import FederatedDataset, chronological_split
 from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair, map_labels
 from .partition import make_partitioner
 from .presets import make_preset, parse_preset_spec
+from .split import SPLITS, _percent, describe_split, random_split
 from .synthetic import MAX_NODES
 
 PRESET_PREFIX = "preset:"
-__all__ = ["DataSpec", "build", "PRESET_PREFIX", "MAX_NODES"]  # MAX_NODES: the generator's bound,
-# also the most nodes a partitioner may split a data set into (the Data page's widgets allow as many)
+__all__ = ["DataSpec", "build", "default_nodes", "PRESET_PREFIX", "MAX_NODES", "SPLITS",
+           "DEFAULT_TEST_FRACTION", "MIN_ROWS_PER_NODE", "MAX_DEFAULT_NODES"]
+# MAX_NODES: the generator's bound, also the most nodes a partitioner may split a data set into
+# (the Data page's widgets allow as many)
+
+#: A file's test fraction when none is given (each node's last or random quarter).
+DEFAULT_TEST_FRACTION = 0.25
+#: :func:`default_nodes`: the fewest rows a node gets by default, and the most nodes.
+MIN_ROWS_PER_NODE = 20
+MAX_DEFAULT_NODES = 100
 
 
 @dataclass(frozen=True)
@@ -36,16 +46,27 @@ class DataSpec:
     test : str or bytes or None
         A separate LIBSVM test file (path or bytes).
     test_fraction : float or None
-        Without a test file: the last fraction of each node's rows (in input order, the
-        paper's chronological split) becomes the test set; 0 keeps every row for
-        training.  None means 0.25 for files.  Presets split by their own
+        Without a test file: this fraction of each node's rows, ⌊f·m_k⌋ of its m_k,
+        becomes the test set (which rows: ``split``); 0 keeps every row for training.
+        In [0, 1); None means 0.25 for files.  Presets split by their own
         ``test_fraction`` parameter.
+    split : {"auto", "random", "chronological"}
+        Which of each node's rows are the test rows, without a test file.  "random": a
+        seeded random draw within each node, stratified by label for classification
+        (:func:`fedviz.data.split.random_split`; ``seed`` seeds it).  "chronological":
+        the last rows in file order (the paper's per-author split), right only when the
+        file's order is a time order.  "auto": chronological where the order is known to
+        mean time — presets (the generator's stream) and files partitioned into their
+        own qid groups (sessions or queries) — and random for every other file, since
+        many files are sorted (by label, say) and their last rows are no sample.
+        Presets accept "auto" and "chronological" only.  Ignored with a test file.
     partition : str or None
         A partitioner spec, e.g. ``dirichlet:alpha=0.5``.  None keeps the generator's own
         nodes for presets, and for files means ``natural`` when the file has ``qid:``
         groups and ``iid`` otherwise.
     nodes : int or None
-        K for the partitioner (None: 100 for files, the preset's own for presets).
+        K for the partitioner (None: :func:`default_nodes` for files, the preset's own
+        for presets).  More nodes than training rows are cut to one row per node.
     seed : int
         Seeds the partitioner (and the generator, unless the preset spec sets ``seed``).
     bias : bool or None
@@ -72,6 +93,7 @@ class DataSpec:
     source: str | bytes
     test: str | bytes | None = None
     test_fraction: float | None = None
+    split: str = "auto"
     partition: str | None = None
     nodes: int | None = None
     seed: int = 0
@@ -91,21 +113,49 @@ class DataSpec:
         return isinstance(self.source, str) and self.source.startswith(PRESET_PREFIX)
 
 
+def default_nodes(n_rows: int, test_fraction: float) -> int:
+    """K for a file when the user gives none: ``n_rows // R`` nodes, between 1 and 100.
+
+    R = max(20, ⌈2 / f⌉) rows per node: a balanced (iid) split then leaves every node at
+    least 20 rows, and at least two test rows (⌊f·R⌋ ≥ 2) to train and test on.  Files of
+    2,000 rows or more get the 100 nodes fedviz always gave them; a 150-row file gets 7
+    nodes of 21–22 rows instead of 100 nodes of one or two.  With f = 0 (or a separate
+    test file: pass 0) only the 20 rows count.  A file smaller than R is one node.
+    """
+    n_rows = check_int("n_rows", n_rows, low=0)
+    f = check_real("test_fraction", test_fraction, low=0.0, high=1.0, high_open=True)
+    per_node = MIN_ROWS_PER_NODE if f == 0 else max(MIN_ROWS_PER_NODE, math.ceil(2 / f))
+    return max(1, min(MAX_DEFAULT_NODES, n_rows // per_node))
+
+
 def build(spec: DataSpec) -> FederatedDataset:
-    """Build the data set that ``spec`` describes (deterministic in ``spec``)."""
+    """Build the data set that ``spec`` describes (deterministic in ``spec``).
+
+    Besides the data, ``ds.meta`` says what a reader of the curves must know:
+    ``meta["split"]``, the test set in force as a sentence, and ``meta["warnings"]``,
+    a list (empty if all is well) of sentences saying what looks wrong and what to do.
+    """
     check_int("seed", spec.seed, low=0, high=2**32 - 1)
     if spec.nodes is not None:
         check_int("nodes", spec.nodes, low=1, high=MAX_NODES)
     if spec.test_fraction is not None:
         check_real("test_fraction", spec.test_fraction, low=0.0, high=1.0, high_open=True)
+    check_choice("split", spec.split, SPLITS)
     if spec.is_preset:
-        return _build_preset(spec)
-    return _build_file(spec)
+        ds = _build_preset(spec)
+    else:
+        ds = _build_file(spec)
+    ds.meta["warnings"] = list(ds.meta.get("warnings", ())) + _test_set_warnings(ds)
+    return ds
 
 
 def _build_preset(spec: DataSpec) -> FederatedDataset:
     if spec.test is not None:
         raise ParameterError("test", "file", "no test file with a preset: presets make their own test set")
+    if spec.split == "random":
+        raise ParameterError("split", spec.split, "'auto' or 'chronological' for a preset",
+                             hint="a preset's test set is its generator's time order; "
+                                  "its rows are exchangeable, so that split is random in distribution")
     name, overrides = parse_preset_spec(spec.source[len(PRESET_PREFIX):])
     overrides.setdefault("seed", spec.seed)
     if spec.bias is not None:
@@ -113,8 +163,14 @@ def _build_preset(spec: DataSpec) -> FederatedDataset:
     if spec.test_fraction is not None:
         overrides.setdefault("test_fraction", spec.test_fraction)
     ds = make_preset(name, **overrides)
+    fraction = ds.meta["params"]["test_fraction"]
+    who, rows = ("author", "posts") if ds.meta.get("generator") == "bag-of-words" else ("node", "rows")
+    ds.meta["split"] = (f"the generator's time order: each {who}'s last {_percent(fraction)} of {rows} "
+                        "(the newest; the rows are exchangeable, so this is a random split in distribution)"
+                        if fraction else "no test set: test fraction 0 keeps every row for training")
     if spec.partition is None:
         return ds
+    ds.meta["split"] += "; the test rows stay those of the generator's nodes"
     node_of_row = _assign(spec.partition, ds.X, ds.y, groups=ds.node_of_row,
                           nodes=spec.nodes or ds.n_nodes, seed=spec.seed)
     return ds.with_nodes(node_of_row, meta_update={"partition": spec.partition})
@@ -138,25 +194,43 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
         X_test = _with_bias(X_test) if X_test is not None else None
 
     partition = spec.partition or ("natural" if train.qid is not None else "iid")
-    nodes = spec.nodes or 100
-    node_of_row = _assign(partition, X, y, groups=train.qid, nodes=min(nodes, X.shape[0]), seed=spec.seed)
+    fraction = DEFAULT_TEST_FRACTION if spec.test_fraction is None else spec.test_fraction
+    n_rows = X.shape[0]
+    nodes = spec.nodes if spec.nodes is not None else \
+        default_nodes(n_rows, 0.0 if test is not None else fraction)
+    nodes = min(nodes, n_rows)  # at most one node per row
+    node_of_row = _assign(partition, X, y, groups=train.qid, nodes=nodes, seed=spec.seed)
     meta = {
         "source": train.source, "task": mapping.task, "labels": mapping.description,
         "partition": partition, "seed": spec.seed, "bias": bool(spec.bias),
         "zero_based": train.zero_based,
         "params": {"test": test.source if test is not None else None, "nodes": nodes,
-                   "test_fraction": spec.test_fraction},
+                   "test_fraction": spec.test_fraction, "split": spec.split},
+        "warnings": list(train.warnings) + (list(test.warnings) if test is not None else []),
     }
     if test is not None:
+        meta["split"] = f"the separate test file {test.source}"
         test_nodes = None
         if partition == "natural" and test.qid is not None and train.qid is not None:
             # Same groups, same nodes: a test row of query q sits on q's node.
             test_nodes = _group_nodes(train.qid, node_of_row, test.qid)
         return FederatedDataset.from_assignment(X, y, node_of_row, X_test=X_test, y_test=y_test,
                                                 test_nodes=test_nodes, meta=meta)
-    fraction = 0.25 if spec.test_fraction is None else spec.test_fraction
     meta["params"]["test_fraction"] = fraction
-    is_test = chronological_split(node_of_row, fraction)
+    kind = spec.split
+    if kind == "auto":  # qid groups as nodes are sessions or queries: their order is kept
+        kind = "chronological" if partition == "natural" and train.qid is not None else "random"
+    meta["params"]["split"] = kind
+    if fraction == 0:
+        is_test = np.zeros(n_rows, dtype=bool)
+        meta["split"] = "no test set: test fraction 0 keeps every row for training"
+    elif kind == "random":
+        stratified = mapping.task == "classification"
+        is_test = random_split(node_of_row, fraction, seed=spec.seed, labels=y if stratified else None)
+        meta["split"] = describe_split(kind, fraction, seed=spec.seed, stratified=stratified)
+    else:
+        is_test = chronological_split(node_of_row, fraction)
+        meta["split"] = describe_split(kind, fraction)
     if np.all(is_test):
         raise FedvizError("the test fraction leaves no training rows")
     train_rows = np.flatnonzero(~is_test)
@@ -164,6 +238,64 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
     return FederatedDataset.from_assignment(
         X[train_rows], y[train_rows], node_of_row[train_rows], X_test=X[test_rows], y_test=y[test_rows],
         test_nodes=node_of_row[test_rows], meta=meta)
+
+
+def _test_set_warnings(ds: FederatedDataset) -> list[str]:
+    """What is wrong with the test set, and what to do, in sentences for people."""
+    out = []
+    fraction = ds.meta.get("params", {}).get("test_fraction")
+    has_file = bool(ds.meta.get("params", {}).get("test"))
+    if ds.y_test.size == 0:
+        if has_file:
+            out.append("the test file holds no rows: test error cannot be measured; upload a test file "
+                       "with rows")
+        elif not fraction:
+            out.append("the test set has no rows (test fraction 0 keeps every row for training): test "
+                       "error cannot be measured; raise the test fraction or upload a test file")
+        else:
+            out.append(f"the test set has no rows: no node has the {math.ceil(1 / fraction)} rows that "
+                       f"a test fraction of {fraction:g} needs to hold one out; use fewer nodes, raise "
+                       "the test fraction or upload a test file")
+        return out
+    if ds.task == "classification" and ds.y_test.size:
+        n_pos = int(np.count_nonzero(ds.y_test > 0))  # counts, not np.unique: no sort at paper scale
+        if n_pos in (0, ds.y_test.size):
+            label = "+1" if n_pos else "-1"
+            fix = ("upload a test file with both classes" if has_file else
+                   "the rows are probably sorted by label: use the random split (split='random'), "
+                   "raise the test fraction or upload a test file"
+                   if ds.meta.get("params", {}).get("split") == "chronological" else
+                   "raise the test fraction or upload a test file")
+            out.append(f"the test set holds one class only (all {ds.y_test.size:,} test rows are "
+                       f"{label}): test error and the majority baseline say little; {fix}")
+        elif not has_file:
+            out += _label_shift_warning(ds)
+    known = ds.test_nodes[ds.test_nodes >= 0]
+    if known.size and fraction:
+        missing = int(np.count_nonzero(np.bincount(known, minlength=ds.n_nodes) == 0))
+        if missing:
+            out.append(f"{missing:,} of {ds.n_nodes:,} nodes have no test rows (a node needs "
+                       f"{math.ceil(1 / fraction)} rows to hold one out at test fraction {fraction:g}): "
+                       "their per-node test error is undefined; use fewer nodes or raise the test fraction")
+    return out
+
+
+def _label_shift_warning(ds: FederatedDataset) -> list[str]:
+    """A held-out set whose share of +1 is far from the training set's: a sorted file split in order.
+
+    Far means both more than 10 points and more than 5 standard errors of a random
+    split's test share (the two-proportion z statistic), so sampling noise alone, in a
+    small test set, is not reported.
+    """
+    p_train, p_test = float(np.mean(ds.y > 0)), float(np.mean(ds.y_test > 0))
+    n_train, n_test = ds.y.size, ds.y_test.size
+    p = (p_train * n_train + p_test * n_test) / (n_train + n_test)
+    se = math.sqrt(p * (1 - p) * (1 / n_train + 1 / n_test))
+    if abs(p_test - p_train) <= 0.1 or se == 0 or abs(p_test - p_train) <= 5 * se:
+        return []
+    return [f"the test set is {100 * p_test:.1f}% +1 but the training set {100 * p_train:.1f}%: the held-out "
+            "rows are no sample of the data (is the file sorted?); use the random split (split='random') "
+            "or upload a test file"]
 
 
 def _assign(partition: str, X, y, *, groups, nodes: int, seed: int) -> np.ndarray:

@@ -42,6 +42,10 @@ class FederatedDataset:
     meta : Mapping
         Provenance: ``source``, ``params``, ``seed``, ``task`` ("classification" or
         "regression"), label mapping and anything the builder wants to record.
+        :func:`fedviz.data.build.build` adds ``split`` (the test set in force, as a
+        sentence) and fills ``warnings``: a list of sentences for people about what
+        looks wrong (a cut file, a one-class or empty test set), present and empty
+        when nothing does, so that every reader can show ``meta["warnings"]``.
     """
 
     X: sp.csr_matrix
@@ -66,7 +70,9 @@ class FederatedDataset:
                 or len(self.test_nodes) != X_test.shape[0]:
             raise FedvizError("labels and rows differ in number")
         # A private plain-dict copy: picklable (Streamlit's cache_data pickles data sets).
-        object.__setattr__(self, "meta", dict(self.meta))
+        meta = dict(self.meta)
+        meta["warnings"] = list(meta.get("warnings", ()))  # always there; a copy, never shared
+        object.__setattr__(self, "meta", meta)
 
     # -- shape -------------------------------------------------------------------------
     @property
@@ -250,7 +256,9 @@ def chronological_split(node_of_row: np.ndarray, fraction: float) -> np.ndarray:
 
     Node k with m_k rows keeps its first m_k − floor(fraction · m_k) rows for training,
     so every node keeps at least one training row when fraction < 1 (the paper takes the
-    earlier 75% of each author's posts for training, Section 4.1).
+    earlier 75% of each author's posts for training, Section 4.1).  Right only where the
+    input order is a time order: a file sorted by label would get a test set of one
+    class, so files split at random by default (:func:`fedviz.data.split.random_split`).
     """
     node_of_row = np.asarray(node_of_row)
     order = np.argsort(node_of_row, kind="stable")

@@ -1,0 +1,109 @@
+"""Which of each node's rows become test rows, when there is no separate test file.
+
+This module owns the random split (:func:`random_split`), the allowed split names
+(:data:`SPLITS`) and the sentences that describe a split to people
+(:func:`describe_split`).  The chronological split, the paper's per-author rule, is
+:func:`fedviz.data.dataset.chronological_split`.
+
+Why a random split by default: many public LIBSVM files are sorted (by label, by
+source, by date of collection), and the last rows of a node in file order are then no
+sample of its rows at all — a file sorted by label gets a test set of one class.  File
+order is a time order only where the file says so (a generator's stream, or qid
+groups that are sessions), and there the chronological split stays.
+
+Both splits hold out the same number of rows per node, ⌊f·m_k⌋ of node k's m_k rows,
+so every node keeps at least one training row when f < 1 and the choice of split
+changes which rows are held out, never how many.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from ..validation import check_choice, check_int, check_real
+
+__all__ = ["SPLITS", "random_split", "describe_split"]
+
+#: "auto": random for files, chronological for files whose nodes are their qid groups
+#: (sessions or queries, whose order means something) and for presets (the generator's
+#: own time order); "random" and "chronological" force one.
+SPLITS = ("auto", "random", "chronological")
+
+
+def random_split(node_of_row, fraction: float, *, seed: int, labels=None) -> np.ndarray:
+    """A mask of test rows: a seeded random ⌊f·m_k⌋ of each node's m_k rows.
+
+    With ``labels`` (classification), the split is stratified within each node: each
+    (node, label) stratum of c rows gives ⌊f·c⌋ or ⌈f·c⌉ test rows, the node's extra rows
+    going to the strata with the largest remainders (Hamilton's largest-remainder rule,
+    ties broken at random), so every stratum's test count is within 1 of f·c while the
+    node's total stays ⌊f·m_k⌋, the count :func:`chronological_split` holds out.
+    Without ``labels`` (regression), the rows are drawn uniformly within each node.
+
+    The random stream is keyed by the seed and the word "split", so it is independent of
+    a partitioner seeded alike (which would otherwise line the two shuffles up).
+    Same inputs and seed, same mask.
+    """
+    node = np.asarray(node_of_row).reshape(-1)
+    fraction = check_real("test_fraction", fraction, low=0.0, high=1.0, high_open=True)
+    seed = check_int("seed", seed, low=0, high=2**32 - 1)
+    n = node.size
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    _, node_dense = np.unique(node, return_inverse=True)
+    node_dense = node_dense.reshape(-1).astype(np.int64)
+    if labels is None:
+        n_classes, cls = 1, np.zeros(n, dtype=np.int64)
+    else:
+        labels = np.asarray(labels).reshape(-1)
+        if labels.shape != (n,):
+            raise ValueError("labels must hold one label per row")
+        classes, cls = np.unique(labels, return_inverse=True)
+        n_classes, cls = len(classes), cls.reshape(-1).astype(np.int64)
+    stratum_key = node_dense * n_classes + cls
+    keys, stratum, counts = np.unique(stratum_key, return_inverse=True, return_counts=True)
+    stratum = stratum.reshape(-1)
+    s_node = keys // n_classes
+    m = np.bincount(node_dense)
+    n_test = np.floor(fraction * m).astype(np.int64)  # chronological_split's count, per node
+    quota = fraction * counts
+    take = np.minimum(np.floor(quota).astype(np.int64), counts)
+    extra = n_test - np.bincount(s_node, weights=take, minlength=m.size).astype(np.int64)
+
+    rng = np.random.default_rng([seed, zlib.crc32(b"split")])
+    # Strata in each node by decreasing remainder (random among equal ones): the first
+    # extra_k of node k get one row more.  (A negative extra_k, only possible through
+    # rounding in f·c, takes one row from the last |extra_k|, those of smallest remainder.)
+    order = np.lexsort((rng.random(keys.size), -(quota - np.floor(quota)), s_node))
+    per_node = np.bincount(s_node, minlength=m.size)
+    first = np.cumsum(per_node) - per_node
+    rank = np.arange(keys.size) - first[s_node[order]]
+    e = extra[s_node[order]]
+    delta = np.where(e > 0, rank < e, 0) - np.where(e < 0, rank >= per_node[s_node[order]] + e, 0)
+    take[order] += delta.astype(np.int64)
+    take = np.clip(take, 0, counts)
+
+    # Within each stratum, its first take_s rows in a random order are the test rows.
+    row_order = np.lexsort((rng.random(n), stratum))
+    start = np.cumsum(counts) - counts
+    rank_rows = np.arange(n) - start[stratum[row_order]]
+    mask = np.empty(n, dtype=bool)
+    mask[row_order] = rank_rows < take[stratum[row_order]]
+    return mask
+
+
+def describe_split(kind: str, fraction: float, *, seed: int | None = None, stratified: bool = False) -> str:
+    """The split in force as a sentence for people (``ds.meta["split"]``)."""
+    check_choice("split", kind, ("random", "chronological"))
+    share = _percent(fraction)
+    if kind == "random":
+        how = ", stratified by label" if stratified else ""
+        return f"random {share} of each node's rows{how} (seed {seed})"
+    return f"chronological: the last {share} of each node's rows in file order"
+
+
+def _percent(fraction: float) -> str:
+    """0.25 as '25%', 0.125 as '12.5%'."""
+    return f"{100 * fraction:.4g}%"
