@@ -1,8 +1,12 @@
-"""fedviz dashboard: `streamlit run app.py`.  Navigation only; every page lives in pages/."""
+"""fedviz dashboard: `streamlit run app.py`.  Navigation, the kernels' warm-up and the page guard;
+every page lives in pages/."""
 
 import streamlit as st
 
+from fedviz import ui
+
 st.set_page_config(page_title="fedviz — federated optimization", page_icon=":material/hub:", layout="wide")
+ui.start_warm_up()
 
 pages = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
@@ -10,4 +14,6 @@ pages = [
     st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
 ]
-st.navigation(pages).run()
+page = st.navigation(pages)
+with ui.guard("This page"):  # whatever a page missed becomes a message; the log keeps the traceback
+    page.run()

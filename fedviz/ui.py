@@ -28,7 +28,7 @@ from .problems.objective import Problem
 from .problems.optimum import solve
 from .runner import RunJob, get_manager
 from .runner.config import RunConfig, from_query, to_query
-from .runner.sweep import best_variants, final_suboptimality
+from .runner.sweep import best_variants, final_suboptimality, sweep_variants
 
 log = logging.getLogger("fedviz.ui")
 
@@ -65,6 +65,30 @@ def through_navigation() -> None:
         PagesManager.uses_pages_directory = False
         if st.context.headers:
             st.rerun()
+
+
+# -- start-up ----------------------------------------------------------------------------------
+@st.cache_resource(show_spinner=False)
+def start_warm_up():
+    """Compile every kernel in a background thread once per server (``FEDVIZ_WARMUP=0``: never),
+    so that the first click of the first user waits no longer than any later one.  The thread
+    runs below the server's own threads, as run workers do, and never calls ``st.*``."""
+    import os
+    import threading
+
+    from .runner.manager import _background_os_thread
+    from .runner.warmup import warm_up
+
+    if os.environ.get("FEDVIZ_WARMUP", "1") == "0":
+        return None
+
+    def work():
+        _background_os_thread("fedviz-warmup")
+        warm_up()
+
+    thread = threading.Thread(target=work, name="fedviz-warmup", daemon=True)
+    thread.start()
+    return thread
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -153,6 +177,15 @@ def manager():
 
 
 # -- state shared by the pages ----------------------------------------------------------------
+#
+# One source of truth: the session's RunConfig.  The link is read once, when the session
+# opens; each widget owns its value through its key, seeded from the config the first
+# time it is drawn (:func:`seeded`); the page builds a new config from the widgets and the
+# link is rewritten from the config in force at the end of every page run (:func:`sync_link`),
+# after sidebar navigation too.  A widget is never given ``value=`` from the config: a value
+# that changes with the config gives the widget a new identity on the next run, and
+# Streamlit then drops the edit the user just made (every second edit was lost that way).
+
 def current_config() -> RunConfig:
     """The session's run configuration: from the URL on first visit, then from the widgets."""
     if "config" not in st.session_state:
@@ -163,10 +196,28 @@ def current_config() -> RunConfig:
 
 
 def set_config(config: RunConfig) -> None:
+    """Make ``config`` the session's settings and the address bar's link."""
     st.session_state.config = config
-    query = to_query(config)
+    sync_link()
+
+
+def sync_link() -> None:
+    """Rewrite the address bar from the settings in force (every page calls it last, so the link
+    survives sidebar navigation, which clears the query string)."""
+    query = to_query(current_config())
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
+
+
+def seeded(key: str, value) -> str:
+    """``key``, after giving the widget of that key its first value (the config's) if it has none.
+
+    Streamlit forgets the value of a widget that a run did not draw (another page was
+    shown), so a widget drawn again starts from the config, which kept it.
+    """
+    if key not in st.session_state:
+        st.session_state[key] = value
+    return key
 
 
 def show_query_problems() -> None:
@@ -176,31 +227,47 @@ def show_query_problems() -> None:
     for text in problems:
         st.warning(f"Ignored a setting from the link — {text}", icon=":material/link_off:")
     if problems:
-        st.query_params.from_dict(to_query(current_config()))
+        sync_link()
+
+
+def show_data_notes(ds) -> None:
+    """The data set's warnings for people (a one-class test set, a file without its final line end)."""
+    for text in ds.meta.get("warnings", ()) or ():
+        st.warning(text, icon=":material/warning:")
 
 
 # -- widgets from parameter metadata -------------------------------------------------------------
+def human(name: str) -> str:
+    """A parameter id as people write it: ``classes_per_node`` → 'classes per node'."""
+    return name.replace("_", " ")
+
+
 def param_widget(p: Param, owner: str, current, *, key: str):
-    """One input for an algorithm hyperparameter; ``None`` means 'derived default'."""
-    label = p.name.replace("_", " ")
-    if p.kind == "bool":
-        return st.checkbox(label, value=bool(p.default if current is None else current), help=p.help, key=key)
-    if p.kind == "choice":
-        options = list(p.choices)
-        value = p.default if current is None else current
-        return st.selectbox(label, options, index=options.index(value), help=p.help, key=key)
-    if p.kind == "int":
-        value = int(p.default if current is None else current)
-        return int(st.number_input(label, value=value, step=1, min_value=None if p.low is None else int(p.low),
-                                   max_value=None if p.high is None else int(p.high), help=p.help, key=key))
-    # float: an empty box keeps the derived default
+    """One input for an algorithm hyperparameter; ``None`` means 'derived default'.
+
+    A derived default (``default=None``: from the problem, e.g. a stepsize 1/L or FSVRG's
+    local steps n_k) is an empty box: empty means derived, and the box says so.
+    """
+    label = human(p.name)
     derived = p.default is None
-    shown = "" if current is None and derived else repr(float(p.default if current is None else current))
-    text = st.text_input(label + (" (blank: derived)" if derived else ""), value=shown, help=p.help, key=key)
+    value = p.default if current is None else current
+    if p.kind == "bool":
+        return st.checkbox(label, help=p.help, key=seeded(key, bool(value)))
+    if p.kind == "choice":
+        return st.selectbox(label, list(p.choices), help=p.help, key=seeded(key, value))
+    if p.kind == "int":
+        out = st.number_input(label + (" (blank: derived)" if derived else ""), step=1,
+                              min_value=None if p.low is None else int(p.low),
+                              max_value=None if p.high is None else int(p.high), help=p.help,
+                              placeholder="derived from the data" if derived else None,
+                              key=seeded(key, None if value is None else int(value)))
+        return None if out is None else int(out)
+    # float: text, so that 1e-3 and 2.5e4 are typed as people write them; empty keeps the default
+    text = st.text_input(label + (" (blank: derived)" if derived else ""), help=p.help,
+                         placeholder="derived from the data" if derived else None,
+                         key=seeded(key, "" if value is None else repr(float(value))))
     if text.strip() == "":
-        if derived:
-            return None
-        return p.default
+        return None if derived else p.default
     try:
         return p.parse(text.strip(), owner)
     except FedvizError as e:
@@ -244,14 +311,20 @@ def algorithm_label(name: str) -> str:
 
 
 # -- runs ------------------------------------------------------------------------------------------
-def start_run(config: RunConfig, *, key: str = "run", variants: list | None = None):
-    """Submit ``config`` to the server's run manager; the handle lives in the session."""
+def start_run(config: RunConfig, *, key: str = "run"):
+    """Submit ``config`` to the server's run manager; the handle lives in the session.
+
+    With ``config.tune`` the worker tunes each algorithm's stepsize before its run; with
+    ``config.sweep`` every algorithm runs at its stepsize × the sweep's grid.
+    """
     problem = load_problem(config.data, config.loss, config.lam)
     ds = problem.data
     opt = load_optimum(config.data, config.loss, config.lam)
-    algorithms = tuple(variants) if variants else tuple(config.labels())
+    algorithms = tuple(config.labels())
+    if config.sweep and not config.tune:
+        algorithms = tuple(sweep_variants(config, ds))
     job = RunJob(make_problem=lambda: problem, algorithms=algorithms, iterations=config.iterations,
-                 seed=config.seed, config=config.as_json(), f_star=opt["objective"])
+                 seed=config.seed, config=config.as_json(), f_star=opt["objective"], tune=config.tune)
     old = st.session_state.get(key)
     if old is not None and not old.done:
         old.stop("replaced by a new run")
@@ -351,16 +424,31 @@ def _progress(snap) -> None:
         st.info(f"Waiting for a free slot: position {snap.queue_position} in the queue.", icon=":material/hourglass_empty:")
         return
     eta = snap.eta_seconds
-    text = "Compiling kernels (first run only)…" if snap.compiling else (
-        f"{100 * snap.progress:.0f}%" + (f" · about {eta:.0f} s left" if eta and math.isfinite(eta) and
-                                         snap.status == "running" else ""))
-    st.progress(min(1.0, max(0.0, snap.progress)), text=text)
+    if snap.compiling:
+        value, text = snap.progress, "Compiling kernels (first run only)…"
+    elif snap.finished and snap.status != "done":
+        # Where it ended, not 100%: the iterations each algorithm really completed.
+        done = [min(rec.iteration, snap.iterations) for rec in snap.last.values() if rec is not None]
+        value = sum(done) / (snap.iterations * len(snap.labels)) if snap.iterations and snap.labels else 0.0
+        text = (f"{snap.status} after {min(done)} of {snap.iterations} iterations" if done and min(done) == max(done)
+                else f"{snap.status} after {min(done, default=0)}–{max(done, default=0)} of {snap.iterations} "
+                     f"iterations")
+    else:
+        value = snap.progress
+        text = f"{100 * snap.progress:.0f}%" + (f" · about {eta:.0f} s left" if eta and math.isfinite(eta) and
+                                                snap.status == "running" else "")
+        if snap.phase == "preparing" and snap.message:
+            text = snap.message
+    st.progress(min(1.0, max(0.0, value)), text=text)
     parts = []
     for label, status in snap.statuses.items():
         msg = snap.messages.get(label) or ""
         parts.append(f"{_ICONS.get(status, '')} **{label}**: {status}" + (f" — {msg}" if msg else ""))
+        note = snap.notes.get(label) if hasattr(snap, "notes") else ""
+        if note:
+            parts.append(f"&nbsp;&nbsp;&nbsp;:gray[{note}]")
     st.markdown("  \n".join(parts))
-    if snap.message:
+    if snap.message and snap.phase != "preparing":
         st.caption(snap.message)
 
 

@@ -1,4 +1,4 @@
-"""Data: generate or upload a data set, choose its partition, and look at it."""
+"""Data: generate or upload a data set, choose its partition and test split, and look at it."""
 
 import dataclasses
 
@@ -7,9 +7,9 @@ import streamlit as st
 
 from fedviz import ui
 from fedviz.data.build import MAX_NODES, PRESET_PREFIX, DataSpec
-from fedviz.data.partition import PARTITIONERS
-from fedviz.data.synthetic import MAX_SEED
+from fedviz.data.partition import PARTITIONERS, human_label, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config
+from fedviz.data.synthetic import MAX_SEED
 from fedviz.errors import ParameterError
 from fedviz.plots import feature_appearance_figure, label_balance_figure, node_size_figure
 
@@ -30,6 +30,12 @@ KNOBS = {
 
 #: The index-base choices for uploads -> DataSpec.zero_based.
 INDEX_BASES = {"auto": "auto", "0-based": True, "1-based": False}
+#: How a file without a test file is split (DataSpec.split), in words.
+SPLITS = {"auto": "random within each node, stratified by label (qid files: in file order)",
+          "random": "random within each node, stratified by label",
+          "chronological": "the last rows of each node, in file order"}
+SOURCES = ["Generate", "Upload a LIBSVM file"]
+OWN = "the data's own nodes"
 
 
 def _positive(text: str) -> float | None:
@@ -47,6 +53,125 @@ def _labels_text(labels) -> str:
     return str(labels or "")
 
 
+def generator_widgets(current: DataSpec) -> DataSpec:
+    """The preset and its knobs.  Every widget key names the preset, so switching presets starts
+    from the new preset's own knobs, and a preset chosen again starts from its defaults (or the
+    link's values when the link named it)."""
+    name0, over0 = parse_preset_spec(current.source[len(PRESET_PREFIX):]) if current.is_preset \
+        else ("google-plus-small", {})
+    names = list(PRESETS)
+    name = st.selectbox("Preset", names, key=ui.seeded("data-preset", name0), help="\n\n".join(
+        f"**{p.name}**: {p.description}" for p in PRESETS.values()))
+    st.caption(PRESETS[name].description)
+    base = preset_config(name)
+    given = over0 if name == name0 else {}  # the config's overrides belong to its own preset only
+    overrides = {}
+    nodes = st.number_input("Nodes K", 1, MAX_NODES, key=ui.seeded(f"data-{name}-nodes",
+                                                                     int(given.get("nodes", base.n_nodes))),
+                            help="Number of devices holding the data.")
+    if nodes != base.n_nodes:
+        overrides["nodes"] = int(nodes)
+    seed = st.number_input("Seed", 0, MAX_SEED, key=ui.seeded(f"data-{name}-seed", int(given.get("seed", 0))),
+                           help="Seeds the generator: the same seed gives the same data set.")
+    if seed:
+        overrides["seed"] = int(seed)
+    with st.expander("Generator knobs"):
+        fields = {f.name for f in dataclasses.fields(base)}
+        for key, (label, help_text) in KNOBS.items():
+            if key not in fields:
+                continue
+            default = float(getattr(base, key))
+            value = st.number_input(label, min_value=0.0, help=help_text, format="%g",
+                                    key=ui.seeded(f"data-{name}-knob-{key}", float(given.get(key, default))))
+            if value != default:
+                overrides[key] = value
+        bias = st.checkbox("bias feature (constant 1)", help="The paper's extra feature that plays the intercept.",
+                           key=ui.seeded(f"data-{name}-bias", bool(given.get("bias_feature", base.bias_feature))))
+        if bias != base.bias_feature:
+            overrides["bias_feature"] = bias
+    preset_config(name, **overrides)  # validate before building
+    return DataSpec(source=PRESET_PREFIX + format_preset_spec(name, overrides))
+
+
+def upload_widgets(current: DataSpec) -> DataSpec | None:
+    """A training file (and an optional test file); None until a file is chosen."""
+    up = st.file_uploader("Training file (LIBSVM / svmlight, optionally .gz, .bz2 or .xz)", key="upload-train",
+                          help=f"At most {ui.MAX_UPLOAD_MB} MB (also once decompressed) and "
+                               f"{ui.MAX_UPLOAD_ROWS:,} rows. The file is only parsed, never executed.")
+    up_test = st.file_uploader("Test file (optional)", key="upload-test")
+    task = st.radio("Task", ["auto", "classification", "regression"], horizontal=True, key="upload-task",
+                    help="auto: real-valued labels mean regression (ridge), others classification.")
+    index_base = st.radio("Feature indices", list(INDEX_BASES), horizontal=True, key="index-base",
+                          help="auto: 0-based if some index is 0, else 1-based (as scikit-learn decides). "
+                               "1-based refuses index 0 and names its line.")
+    positive = st.text_input("Positive class (multiclass files only)", key="upload-positive",
+                             help="With more than two classes, this class becomes +1 and all others -1.")
+    if up is None:
+        return None if current.is_preset else current
+    # Bytes only: the upload's name is a label for messages, never a path.
+    return DataSpec(source=up.getvalue(), name=up.name, test=None if up_test is None else up_test.getvalue(),
+                    test_name=None if up_test is None else up_test.name, task=task, positive=_positive(positive),
+                    zero_based=INDEX_BASES[index_base], max_rows=ui.MAX_UPLOAD_ROWS,
+                    max_bytes=ui.MAX_UPLOAD_MB << 20)
+
+
+def partition_widgets(current: DataSpec, same_source: bool) -> tuple[str | None, int | None]:
+    """The partitioner, its own knobs and K; knob keys name the partitioner, as preset knobs do."""
+    name0, given = parse_spec(current.partition) if current.partition and same_source else (OWN, {})
+    options = [OWN] + list(PARTITIONERS)
+    choice = st.selectbox("How the rows are split over nodes", options,
+                          key=ui.seeded("data-partition", name0 if name0 in options else OWN),
+                          format_func=lambda o: o if o == OWN else f"{PARTITIONERS[o].title} ({o})",
+                          help="The generator's nodes are users (natural, non-IID). Reshuffle keeps each node's "
+                               "size but fills it with random rows: the paper's FSVRGR.")
+    if choice == OWN:
+        return None, None
+    cls = PARTITIONERS[choice]
+    given = given if choice == name0 else {}
+    items = []
+    for pname, p in cls.params.items():
+        start = p.parse(f"{choice}.{pname}", given[pname]) if pname in given else p.default
+        key = ui.seeded(f"part-{choice}-{pname}", p.kind(start))
+        if p.kind is bool:
+            v = st.checkbox(human_label(pname), help=p.help, key=key)
+        elif p.kind is int:
+            v = int(st.number_input(human_label(pname), step=1, help=f"{p.help} Allowed: {p.allowed}.", key=key,
+                                    min_value=None if p.low is None else int(p.low),
+                                    max_value=None if p.high is None else int(p.high)))
+        else:
+            v = float(st.number_input(human_label(pname), help=f"{p.help} Allowed: {p.allowed}.", format="%g",
+                                      key=key))
+        if v != p.default:
+            items.append(f"{pname}={p.format(v)}")
+    nodes = None
+    if choice not in ("natural", "reshuffle"):  # these take their nodes from the data's groups
+        nodes = st.number_input("Nodes for the partition", 1, MAX_NODES, placeholder="automatic",
+                                key=ui.seeded("data-part-nodes", current.nodes if same_source else None),
+                                help="K. Blank: the preset's own K, or for a file about 20 training and test "
+                                     "rows per node, at most 100 nodes.")
+    return choice + (":" + ",".join(items) if items else ""), None if nodes is None else int(nodes)
+
+
+def split_widgets(current: DataSpec, spec: DataSpec) -> DataSpec:
+    """The test fraction (every source) and, for a file without a test file, how rows are drawn.
+
+    None in the spec means the source's own fraction (a preset's, or 0.25 for a file), so a
+    link carries the fraction only when the user changed it."""
+    own = preset_config(parse_preset_spec(spec.source[len(PRESET_PREFIX):])[0]).test_fraction \
+        if spec.is_preset else 0.25
+    fraction = st.number_input("Test fraction", 0.0, 0.9, step=0.05, format="%.2f",
+                               key=ui.seeded("data-test-fraction", own if current.test_fraction is None
+                                             else float(current.test_fraction)),
+                               help="The share of each node's rows held out to measure the test error.")
+    split = "auto"  # a preset splits by its generator's time order; a test file needs no split
+    if not spec.is_preset and spec.test is None:
+        split = st.selectbox("Test rows", list(SPLITS), format_func=SPLITS.get,
+                             key=ui.seeded("data-split", "auto" if current.is_preset else current.split),
+                             help="Random rows make a fair test set for a file in any order (sorted by label, "
+                                  "say); the last rows suit a file in time order.")
+    return dataclasses.replace(spec, test_fraction=None if fraction == own else float(fraction), split=split)
+
+
 st.title("Data")
 config = ui.current_config()
 ui.show_query_problems()
@@ -54,98 +179,23 @@ current = config.data
 
 left, right = st.columns([1, 2], gap="large")
 with left:
-    kind = st.radio("Source", ["Generate", "Upload a LIBSVM file"], horizontal=True,
-                    index=0 if current.is_preset else 1)
+    kind = st.radio("Source", SOURCES, horizontal=True,
+                    key=ui.seeded("data-source", SOURCES[0] if current.is_preset else SOURCES[1]))
     spec = None
     with ui.guard("Reading the settings"):
-        if kind == "Generate":
-            name0, over0 = parse_preset_spec(current.source[len(PRESET_PREFIX):]) if current.is_preset \
-                else ("google-plus-small", {})
-            names = list(PRESETS)
-            name = st.selectbox("Preset", names, index=names.index(name0), help="\n\n".join(
-                f"**{p.name}**: {p.description}" for p in PRESETS.values()))
-            st.caption(PRESETS[name].description)
-            base = preset_config(name)
-            overrides = {}
-            nodes = st.number_input("Nodes K", 1, MAX_NODES, int(over0.get("nodes", base.n_nodes)) if name == name0
-                                    else int(base.n_nodes), help="Number of devices holding the data.")
-            if nodes != base.n_nodes:
-                overrides["nodes"] = int(nodes)
-            seed = st.number_input("Seed", 0, MAX_SEED, int(over0.get("seed", 0)) if name == name0 else 0)
-            if seed:
-                overrides["seed"] = int(seed)
-            with st.expander("Generator knobs"):
-                fields = {f.name for f in dataclasses.fields(base)}
-                for key, (label, help_text) in KNOBS.items():
-                    if key not in fields:
-                        continue
-                    default = float(getattr(base, key))
-                    value = st.number_input(label, value=float(over0.get(key, default)) if name == name0 else default,
-                                            min_value=0.0, help=help_text, key=f"knob-{key}")
-                    if value != default:
-                        overrides[key] = value
-                bias = st.checkbox("bias feature (constant 1)", value=bool(base.bias_feature),
-                                   help="The paper's extra feature that plays the intercept.")
-                if bias != base.bias_feature:
-                    overrides["bias_feature"] = bias
-            preset_config(name, **overrides)  # validate before building
-            spec = DataSpec(source=PRESET_PREFIX + format_preset_spec(name, overrides))
-        else:
-            up = st.file_uploader("Training file (LIBSVM / svmlight, optionally .gz, .bz2 or .xz)",
-                                  key="upload-train",
-                                  help=f"At most {ui.MAX_UPLOAD_MB} MB (also once decompressed) and "
-                                       f"{ui.MAX_UPLOAD_ROWS:,} rows. The file is only parsed, never executed.")
-            up_test = st.file_uploader("Test file (optional)", key="upload-test")
-            task = st.radio("Task", ["auto", "classification", "regression"], horizontal=True,
-                            help="auto: real-valued labels mean regression (ridge), others classification.")
-            index_base = st.radio("Feature indices", list(INDEX_BASES), horizontal=True, key="index-base",
-                                  help="auto: 0-based if some index is 0, else 1-based (as scikit-learn "
-                                       "decides). 1-based refuses index 0 and names its line.")
-            positive = st.text_input("Positive class (multiclass files only)", "",
-                                     help="With more than two classes, this class becomes +1 and all others -1.")
-            if up is not None:
-                # Bytes only: the upload's name is a label for messages, never a path.
-                spec = DataSpec(source=up.getvalue(), name=up.name,
-                                test=None if up_test is None else up_test.getvalue(),
-                                test_name=None if up_test is None else up_test.name,
-                                task=task, positive=_positive(positive), zero_based=INDEX_BASES[index_base],
-                                max_rows=ui.MAX_UPLOAD_ROWS, max_bytes=ui.MAX_UPLOAD_MB << 20)
-            elif not current.is_preset:
-                spec = current
+        spec = generator_widgets(current) if kind == SOURCES[0] else upload_widgets(current)
 
-    st.subheader("Partition")
-    own = "the data's own nodes"
-    options = [own] + list(PARTITIONERS)
-    part0 = (current.partition or "").split(":")[0] if spec is not None and spec.source == current.source else ""
-    choice = st.selectbox("How the rows are split over nodes", options,
-                          index=options.index(part0) if part0 in options else 0,
-                          format_func=lambda o: o if o == own else f"{PARTITIONERS[o].title} ({o})",
-                          help="The generator's nodes are users (natural, non-IID). Reshuffle keeps each node's "
-                               "size but fills it with random rows: the paper's FSVRGR.")
-    partition, part_nodes = None, None
-    if choice != own:
-        cls = PARTITIONERS[choice]
-        items = []
-        for pname, p in cls.params.items():
-            if p.kind is bool:
-                v = st.checkbox(pname, value=p.default, help=p.help, key=f"part-{choice}-{pname}")
-            elif p.kind is int:
-                v = int(st.number_input(pname, value=int(p.default), step=1, help=p.help, key=f"part-{choice}-{pname}"))
-            else:
-                v = float(st.number_input(pname, value=float(p.default), help=p.help, format="%g",
-                                          key=f"part-{choice}-{pname}"))
-            if v != p.default:
-                items.append(f"{pname}={p.format(v)}")
-        partition = choice + (":" + ",".join(items) if items else "")
-        if choice not in ("natural", "reshuffle"):
-            part_nodes = int(st.number_input("Nodes for the partition", 1, MAX_NODES, int(current.nodes or 100)))
-
-    if spec is not None:
-        # The partitioner's seed has no widget here: keep the one the session (or its link) chose.
-        spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes, seed=current.seed)
+    st.subheader("Partition and test set")
+    same_source = spec is not None and spec.source == current.source
+    with ui.guard("Reading the partition"):
+        partition, part_nodes = partition_widgets(current, same_source)
+        if spec is not None:
+            # The partitioner's seed has no widget here: keep the one the session (or its link) chose.
+            spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes, seed=current.seed)
+            spec = split_widgets(current, spec)
 
 with right:
-    if kind != "Generate" and spec is None:
+    if kind != SOURCES[0] and spec is None:
         st.info("Upload a file to see its statistics. The current data set is unchanged.")
     else:
         with ui.guard("Building the data set"):
@@ -153,18 +203,19 @@ with right:
             ds = ui.load_dataset(chosen)  # a bad file stops here: the session keeps its data set
             if chosen != current:
                 ui.set_config(ui.with_data(config, chosen))
-                current = chosen
+                config, current = ui.current_config(), chosen
             s = ds.stats.summary()
-            src = ds.meta.get("source", "")
-            st.subheader(f"{src}")
-            c = st.columns(5)
-            c[0].metric("examples n", f"{s['n']:,}")
-            c[1].metric("features d", f"{s['d']:,}")
-            c[2].metric("nonzeros", f"{s['nnz']:,}")
-            c[3].metric("nodes K", f"{s['nodes']:,}")
-            c[4].metric("test examples", f"{ds.y_test.size:,}")
-            st.caption(f"Node sizes n_k from {s['node_size_min']:,} to {s['node_size_max']:,} "
-                       f"(median {s['node_size_median']:,.0f}); "
+            st.subheader(ds.meta.get("source", ""))
+            ui.show_data_notes(ds)
+            row1, row2 = st.columns(3), st.columns(3)  # three a row: seven-digit counts are not cut off
+            row1[0].metric("examples n", f"{s['n']:,}")
+            row1[1].metric("features d", f"{s['d']:,}")
+            row1[2].metric("nonzeros", f"{s['nnz']:,}")
+            row2[0].metric("nodes K", f"{s['nodes']:,}")
+            row2[1].metric("test examples", f"{ds.y_test.size:,}")
+            row2[2].metric("partition", ds.meta.get("partition") or "its own nodes")
+            st.caption(f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
+                       f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}); "
                        f"{100 * s['features_on_fewer_than_1000_nodes']:.1f}% of features appear on fewer than "
                        f"1,000 nodes. {_labels_text(ds.meta.get('labels'))}")
             st.plotly_chart(feature_appearance_figure(ds.stats.omega, ds.n_nodes), width="stretch")
@@ -183,3 +234,5 @@ with right:
                            f"λ = {opt['lam']:.3g}, {opt['seconds']:.2f} s (Newton-CG).")
         if spec is not None and spec != current:  # the new data failed to build (the error is above)
             st.caption("The current data set is unchanged.")
+
+ui.sync_link()

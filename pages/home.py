@@ -32,3 +32,4 @@ else:
         "**Then explore:** on **Data** generate a non-IID data set or upload a LIBSVM file and choose how it is "
         "split over nodes; on **Run** pick algorithms and hyperparameters; on **Compare** overlay past runs or "
         "ask *what if the data were split differently?*")
+ui.sync_link()

@@ -1,14 +1,12 @@
 """Run: choose algorithms and hyperparameters, press Run, watch the curves."""
 
-import dataclasses
-
 import streamlit as st
 
 from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
 from fedviz.errors import FedvizError
+from fedviz.problems.losses import LOSSES
 from fedviz.runner.config import MAX_ITERATIONS, RunConfig
-from fedviz.runner.sweep import sweep_variants
 
 ui.through_navigation()
 
@@ -19,43 +17,53 @@ ui.show_query_problems()
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)
     st.caption(f"Data: **{ds.meta.get('source', 'upload')}** · n = {ds.n:,}, d = {ds.d:,}, K = {ds.n_nodes:,} nodes "
-               f"· partition: {config.data.partition or 'its own nodes'} — change it on the Data page.")
+               f"· partition: {config.data.partition or 'its own nodes'} · test set: "
+               f"{ds.meta.get('split', 'its own')} — change them on the Data page.")
+    ui.show_data_notes(ds)
 
 left, right = st.columns([1, 2], gap="large")
 with left:
-    names = st.multiselect("Algorithms", list(ALGORITHMS), default=[n for n, _ in config.algorithms],
-                           format_func=ui.algorithm_label,
+    names = st.multiselect("Algorithms", list(ALGORITHMS), format_func=ui.algorithm_label,
+                           key=ui.seeded("run-algorithms", [n for n, _ in config.algorithms]),
                            help="The paper's methods (GD, CoCoA+, DANE, FSVRG, ...) and today's baselines "
                                 "(FedAvg, FedProx, SCAFFOLD). Centralised references are marked.")
     algorithms = ui.algorithm_widgets(names, config)
     c1, c2 = st.columns(2)
-    iterations = c1.number_input("Iterations", 1, MAX_ITERATIONS, config.iterations)
-    seed = c2.number_input("Seed", 0, 2**32 - 1, config.seed)
-    losses = ["logistic", "squared", "smoothed-hinge"]
-    loss = st.selectbox("Loss", losses, index=losses.index(config.loss),
+    iterations = c1.number_input("Iterations", 1, MAX_ITERATIONS, key=ui.seeded("run-iterations", config.iterations))
+    seed = c2.number_input("Seed", 0, 2**32 - 1, key=ui.seeded("run-seed", config.seed),
+                           help="Seeds every random choice of the algorithms: the same seed gives the same curves.")
+    loss = st.selectbox("Loss", list(LOSSES), key=ui.seeded("run-loss", config.loss),
                         help="logistic: the paper's experiment; squared: ridge regression; smoothed hinge: SVM.")
-    lam_text = st.text_input("λ (blank: 1/n, as in the paper)", "" if config.lam is None else repr(config.lam))
-    sweep = st.checkbox("Stepsize sweep", help="Run each algorithm with its stepsize × 1/4, 1/2, 1, 2, 4 and "
-                        "keep the best (lowest final f − f*), as the paper chose its stepsize after the fact.")
+    lam_text = st.text_input("λ (blank: 1/n, as in the paper)",
+                             key=ui.seeded("run-lam", "" if config.lam is None else repr(config.lam)))
+    tune = st.checkbox("Tune stepsizes", key=ui.seeded("run-tune", config.tune),
+                       help="Before each run, choose each algorithm's stepsize by short pilot runs on a geometric "
+                            "grid (widened while the best sits at its edge); pilots that diverge or oscillate are "
+                            "left out. The chosen value shows in the curve's label; the pilots' time is shown "
+                            "apart from the run's.")
+    sweep = st.checkbox("Stepsize sweep", key=ui.seeded("run-sweep", config.sweep), disabled=tune,
+                        help="Run each algorithm with its stepsize × 1/4, 1/2, 1, 2, 4 and keep the best stable "
+                             "one (lowest final f − f*), as the paper chose its stepsize after the fact. "
+                             "Off while tuning chooses the stepsizes.")
     new = None
     if algorithms is not None and names:
         try:
             lam = float(lam_text) if lam_text.strip() else None
             new = RunConfig(data=config.data, loss=loss, lam=lam, algorithms=algorithms,
-                            iterations=int(iterations), seed=int(seed))
-        except (FedvizError, ValueError) as e:
-            st.error(f"λ: {e}" if "could not convert" in str(e) else str(e))
+                            iterations=int(iterations), seed=int(seed), tune=bool(tune), sweep=bool(sweep))
+        except ValueError:
+            st.error(f"λ: {lam_text!r} is not a number; allowed: a number > 0, or blank for 1/n.")
+        except FedvizError as e:
+            st.error(str(e))
+    elif not names:
+        st.info("Choose at least one algorithm.")
     if new is not None and new != config:
         ui.set_config(new)
         config = new
     b1, b2 = st.columns(2)
     if b1.button(":material/play_arrow: Run", type="primary", disabled=new is None, width="stretch"):
         with ui.guard("Starting the run"):
-            variants = None
-            if sweep:
-                ds = ui.load_dataset(config.data)
-                variants = sweep_variants(config, ds)
-            ui.start_run(config, key="run", variants=variants)
+            ui.start_run(config, key="run")
     handle = st.session_state.get("run")
     if b2.button(":material/stop: Stop", disabled=handle is None or handle.done, width="stretch"):
         handle.stop("stopped by the user")
@@ -65,3 +73,5 @@ with right:
     if st.session_state.get("run") is None:
         st.info("Choose algorithms and press **Run**. Curves appear as iterations finish.")
     ui.live_view("run", sweep=True)
+
+ui.sync_link()

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 # Before anything imports fedviz.runner: the process-wide manager reads FEDVIZ_DB once.
+# The kernels' background warm-up at server start (app.py) would compete with the tests for the two
+# cores; the browser test that checks it turns it on for its own server.
+os.environ.setdefault("FEDVIZ_WARMUP", "0")
 os.environ.setdefault("FEDVIZ_DB", str(Path(tempfile.mkdtemp(prefix="fedviz-tests-")) / "runs.sqlite"))
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -75,7 +75,7 @@ def test_data_page_shows_statistics_of_a_preset():
 
 def test_data_page_bad_generator_knob_is_a_message():
     at = _app(page="pages/data.py")
-    at.number_input(key="knob-label_noise").set_value(2.0).run()
+    at.number_input(key="data-google-plus-small-knob-label_noise").set_value(2.0).run()
     assert not at.exception
     assert any("label_noise" in e.value for e in at.error)
 
@@ -161,7 +161,7 @@ def test_bad_query_string_values_are_reported_and_ignored():
 def test_stepsize_sweep_keeps_the_best_variant():
     config = RunConfig(data=TINY, algorithms=(("gd", ()),), iterations=5)
     at = _app(config, "pages/run.py")
-    at.checkbox[0].check().run()  # "Stepsize sweep"
+    at.checkbox(key="run-sweep").check().run()
     next(b for b in at.button if b.label.endswith(" Run")).click().run()
     snap = _wait_for_run(at)
     assert len(snap.statuses) == 5 and all(label.startswith("GD ×") for label in snap.statuses)

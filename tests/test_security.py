@@ -300,10 +300,16 @@ BAD_VALUES = {
     "algorithms": ["nope", ",", "gd,nope"],
     "iterations": ["0", str(MAX_ITERATIONS + 1), "-5", "1.5", "abc", "1e400"],
     "seed": ["-1", "4294967296", "0.5"],
+    "test_fraction": ["1", "-0.1", "nan", "abc", ""],
+    "split": ["shuffled", "", "RANDOM"],
+    "tune": ["2", "maybe", ""],
+    "sweep": ["2", "maybe", ""],
 }
 #: A config that differs from the default in every field the link carries.
-FULL = RunConfig(data=DataSpec(source="preset:identical-nodes", partition="iid", nodes=5, seed=3),
-                 loss="squared", lam=0.1, algorithms=(("gd", (("stepsize", 0.5),)),), iterations=5, seed=2)
+FULL = RunConfig(data=DataSpec(source="preset:identical-nodes", partition="iid", nodes=5, seed=3, test_fraction=0.3,
+                                split="chronological"),
+                 loss="squared", lam=0.1, algorithms=(("gd", (("stepsize", 0.5),)),), iterations=5, seed=2,
+                 tune=True, sweep=True)
 
 
 def test_every_link_key_is_covered():

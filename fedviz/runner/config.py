@@ -16,7 +16,7 @@ from typing import Mapping
 from ..algorithms import ALGORITHMS, get_algorithm
 from ..data.build import MAX_NODES, PRESET_PREFIX, DataSpec
 from ..errors import FedvizError, ParameterError
-from ..validation import check_int, check_real
+from ..validation import check_choice, check_int, check_real
 
 DEFAULT_DATA = DataSpec(source=PRESET_PREFIX + "google-plus-small")
 #: The paper's Figure 2 line-up.
@@ -38,10 +38,16 @@ class RunConfig:
     algorithms: tuple = tuple((name, ()) for name in DEFAULT_ALGORITHMS)
     iterations: int = 30
     seed: int = 0
+    #: Choose each algorithm's step-like hyperparameters by pilot runs before its run (runner.tune).
+    tune: bool = False
+    #: Run each algorithm at its stepsize × a grid and keep the best (runner.sweep).
+    sweep: bool = False
 
     def __post_init__(self):
         check_int("iterations", self.iterations, low=1, high=MAX_ITERATIONS)
         check_int("seed", self.seed, low=0, high=2**32 - 1)
+        if not isinstance(self.tune, bool) or not isinstance(self.sweep, bool):
+            raise ParameterError("tune/sweep", (self.tune, self.sweep), "true or false")
         if self.lam is not None:
             check_real("lam", self.lam, low=0, low_open=True)
         if not self.algorithms:
@@ -62,10 +68,10 @@ class RunConfig:
         return {"data": {"source": source, "test": None if data.test is None else
                          (data.test if isinstance(data.test, str) else f"upload:{data.test_name or 'file'}"),
                          "partition": data.partition, "nodes": data.nodes, "seed": data.seed,
-                         "test_fraction": data.test_fraction, "positive": data.positive},
+                         "test_fraction": data.test_fraction, "split": data.split, "positive": data.positive},
                 "loss": self.loss, "lam": self.lam,
                 "algorithms": {name: dict(hyper) for name, hyper in self.algorithms},
-                "iterations": self.iterations, "seed": self.seed}
+                "iterations": self.iterations, "seed": self.seed, "tune": self.tune, "sweep": self.sweep}
 
 
 def to_query(config: RunConfig) -> dict[str, str]:
@@ -86,6 +92,10 @@ def to_query(config: RunConfig) -> dict[str, str]:
         q["nodes"] = str(d.nodes)
     if d.seed:
         q["data_seed"] = str(d.seed)
+    if d.test_fraction is not None:
+        q["test_fraction"] = repr(d.test_fraction)
+    if d.split != DEFAULT_DATA.split:
+        q["split"] = d.split
     if config.loss != "logistic":
         q["loss"] = config.loss
     if config.lam is not None:
@@ -101,11 +111,16 @@ def to_query(config: RunConfig) -> dict[str, str]:
         q["iterations"] = str(config.iterations)
     if config.seed:
         q["seed"] = str(config.seed)
+    if config.tune:
+        q["tune"] = "1"
+    if config.sweep:
+        q["sweep"] = "1"
     return q
 
 
 #: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages.
-LINK_KEYS = ("data", "partition", "nodes", "data_seed", "loss", "lam", "algorithms", "iterations", "seed")
+LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "loss", "lam", "algorithms",
+             "iterations", "seed", "tune", "sweep")
 
 
 def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
@@ -129,7 +144,8 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     if source is not None:
         data_kw["source"] = source
     for key, name, parse in (("partition", "partition", _parse_partition), ("nodes", "nodes", _int(1, MAX_NODES)),
-                             ("data_seed", "seed", _int(0, 2**32 - 1))):
+                             ("data_seed", "seed", _int(0, 2**32 - 1)),
+                             ("test_fraction", "test_fraction", _test_fraction), ("split", "split", _parse_split)):
         value = take(key, parse)
         if value is not None:
             data_kw[name] = value
@@ -160,6 +176,10 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     seed = take("seed", _int(0, 2**32 - 1))
     if seed is not None:
         kw["seed"] = seed
+    for key in ("tune", "sweep"):
+        flag = take(key, _flag(key))
+        if flag is not None:
+            kw[key] = flag
     # A mistyped key would otherwise be dropped without a word, and the run made with a default.
     for key in (key for key in query if key not in read):
         owner, dot, param = key.partition(".")
@@ -184,6 +204,26 @@ def _int(low, high):
             raise ValueError(f"{text!r} is not an integer")
         return check_int("value", int(value), low=low, high=high)
     return parse
+
+
+def _flag(key):
+    def parse(text):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ParameterError(key, text, "1 or 0")
+    return parse
+
+
+def _test_fraction(text: str) -> float:
+    return check_real("test_fraction", float(text), low=0.0, high=1.0, high_open=True)
+
+
+def _parse_split(text: str) -> str:
+    from ..data.build import SPLITS
+
+    return check_choice("split", text, SPLITS)
 
 
 def _parse_source(text: str):

@@ -116,6 +116,11 @@ class RunJob:
         run, completed with ``iterations`` and ``seed``.
     f_star : float or None
         The optimal value, if known; else computed by Newton-CG in the worker.
+    tune : bool
+        Choose each algorithm's step-like hyperparameters by pilot runs first
+        (:func:`fedviz.runner.tune.tune`), in the worker, under the run cap.  The chosen
+        value joins the label, the stored hyperparameters and the algorithm's note; the
+        pilots' time is reported apart from the run's.
     """
 
     make_problem: Callable[[], Problem]
@@ -124,6 +129,7 @@ class RunJob:
     seed: int = 0
     config: Mapping[str, Any] = field(default_factory=dict)
     f_star: float | None = None
+    tune: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,9 @@ class RunSnapshot:
         The algorithms' labels, in submission order.
     statuses, messages : mapping label → str
         Each algorithm's state ('queued', 'running' or the loop's end states) and message.
+    notes : mapping label → str
+        What was decided for an algorithm before its run (the tuned stepsize, its criterion
+        and the pilots' time); '' for most.
     columns : mapping label → mapping field → read-only ndarray
         The numeric record fields (``store.NUMERIC_FIELDS``) as arrays: ready to plot.
     last : mapping label → IterationRecord or None
@@ -234,6 +243,7 @@ class RunSnapshot:
     algorithms: Mapping[str, str]
     statuses: Mapping[str, str]
     messages: Mapping[str, str]
+    notes: Mapping[str, str]
     columns: Mapping[str, Mapping[str, np.ndarray]]
     last: Mapping[str, IterationRecord | None]
     store_ids: Mapping[str, int]
@@ -267,6 +277,7 @@ class _Series:
         self.status = "queued"
         self.message = ""
         self.seconds = 0.0  # this algorithm's own compute time so far
+        self.note = ""      # decided before the run (tuning), shown beside the status
 
     @property
     def n(self) -> int:
@@ -399,6 +410,18 @@ class RunHandle:
             self._warning = text
             self._changed()
 
+    def _relabel(self, old: str, entry: "_Entry", note: str) -> None:
+        """Replace an algorithm that has no records yet by ``entry`` (its tuned version), in place."""
+        with self._lock:
+            self._entries = tuple(entry if e.label == old else e for e in self._entries)
+            self.labels = tuple(e.label for e in self._entries)
+            self._series = {(entry.label if k == old else k): s for k, s in self._series.items()}
+            self._series[entry.label].note = note
+            if old in self.store_ids:
+                self.store_ids = MappingProxyType({(entry.label if k == old else k): v
+                                                   for k, v in self.store_ids.items()})
+            self._changed()
+
     def _label_start(self) -> None:
         with self._lock:
             for s in self._series.values():
@@ -478,6 +501,7 @@ class RunHandle:
             algorithms=MappingProxyType({e.label: e.name for e in self._entries}),
             statuses=MappingProxyType({k: s.status for k, s in series.items()}),
             messages=MappingProxyType({k: s.message for k, s in series.items()}),
+            notes=MappingProxyType({k: s.note for k, s in series.items()}),
             columns=MappingProxyType({k: s.views() for k, s in series.items()}),
             last=MappingProxyType({k: (s.records[-1] if s.records else None) for k, s in series.items()}),
             store_ids=self.store_ids, iterations=iters, progress=progress, eta_seconds=eta,
@@ -820,12 +844,48 @@ class RunManager:
                 f_star = None
         if self._stopped_before_start(handle, journal):
             return
+        if job.tune:
+            self._tune(handle, problem, f_star)
+            if self._stopped_before_start(handle, journal):
+                return
         data = problem.data
         summary = {**data.stats.summary(), "loss": problem.loss.name, "lam": problem.lam}
         journal.start(data.fingerprint, summary, f_star)
         handle._set(phase="iterating", message="", f_star=f_star)
         handle._label_start()
         self._round_robin(handle, journal, problem, f_star)
+
+    def _tune(self, handle: RunHandle, problem: Problem, f_star: float | None) -> None:
+        """Choose each algorithm's stepsize by pilot runs (see :func:`fedviz.runner.tune.tune`).
+
+        The pilots rank by f − f*, which ranks as f does: without f* they rank by f.
+        """
+        from .tune import tune
+
+        job = handle.job
+        for e in handle._entries:
+            if handle.stop_requested:
+                return
+            handle._set(message=f"tuning {e.label}: pilot runs")
+            result = tune(problem, e.name, dict(e.hyper), iterations=job.iterations, seed=job.seed,
+                          f_star=0.0 if f_star is None else f_star, stop=handle._stop.is_set)
+            if result.param is None:
+                continue
+            label = result.label(e.label)
+            if label in handle.labels and label != e.label:
+                label = f"{label} [{e.label}]"
+            hyper = dict(result.hyper)
+            entry = _Entry(label, e.cls, MappingProxyType(hyper), MappingProxyType(e.cls.validate(hyper)))
+            note = (f"tuned {result.param} = {result.value:.4g} by {len(result.pilots)} pilot runs in "
+                    f"{result.seconds:.1f} s (apart from the run's time); {result.criterion}"
+                    + ("; the best value sits at the edge of the widest grid tried" if result.edge else ""))
+            run_id = handle.store_ids.get(e.label)
+            handle._relabel(e.label, entry, note)
+            if run_id is not None and self.store is not None:
+                try:
+                    self.store.retune_run(run_id, label=label, hyper=dict(entry.resolved), note=note)
+                except (sqlite3.Error, FedvizError, OSError) as err:
+                    log.warning("run %s: the tuned label was not saved: %s", handle.id, err)
 
     def _stopped_before_start(self, handle: RunHandle, journal: _Journal) -> bool:
         if not handle.stop_requested:
