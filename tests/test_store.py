@@ -414,6 +414,13 @@ def test_describe_run_of_one_run_names_its_non_default_hyperparameters():
         "google-plus-small · the data's own nodes"
 
 
+def test_describe_run_without_the_partition_for_the_what_if_view():
+    """The what-if view sets partition and K itself: both are left out, the rest stays."""
+    config = _config(data=dict(partition="iid", nodes=20, test_fraction=0.5), loss="squared")
+    assert store_mod.describe_run(config, partition=False) == \
+        "google-plus-small · test fraction 0.5 · squared loss"
+
+
 def test_exports_carry_the_partition_and_the_settings(store):
     """CSV rows and JSON runs say how the data were split and what differed from the defaults."""
     config = _config(data=dict(partition="dirichlet:alpha=0.1", nodes=200), iterations=5)

@@ -499,7 +499,7 @@ _RUN_WORDS = {"loss": "{} loss", "lam": "λ = {}", "iterations": "{} iterations"
 
 
 def describe_run(config: Mapping | None, *, algorithm: str | None = None,
-                 hyper: Mapping | None = None) -> str:
+                 hyper: Mapping | None = None, partition: bool = True) -> str:
     """A run's settings in words, for the history's labels and the exports: the data source,
     the partition with its knobs, then every setting that differs from a default run's.
 
@@ -508,6 +508,7 @@ def describe_run(config: Mapping | None, *, algorithm: str | None = None,
     is described without a change here.  ``hyper`` (with ``algorithm``) is the run's own
     hyperparameters, of which those differing from the algorithm's defaults are named;
     without it, the non-default hyperparameters of every algorithm in the config are.
+    ``partition=False`` leaves out the partition and K (for a view that sets them itself).
 
     >>> describe_run({"data": {"source": "preset:google-plus-small", "partition": "dirichlet:alpha=0.1",
     ...               "nodes": 200}, "iterations": 50})
@@ -521,14 +522,16 @@ def describe_run(config: Mapping | None, *, algorithm: str | None = None,
     defaults = RunConfig().as_json()
     data = config.get("data") if isinstance(config.get("data"), Mapping) else {}
     parts = [_source_text(data.get("source") or defaults["data"]["source"])]
-    partition = data.get("partition")
-    if partition:
+    spec = data.get("partition")
+    if not partition:
+        data = {k: v for k, v in data.items() if k not in ("partition", "nodes")}
+    elif spec:
         try:
-            name, options = parse_spec(partition)
+            name, options = parse_spec(spec)
             knobs = ", ".join(f"{human_label(k)} = {v}" for k, v in options.items())
             parts.append(f"{name} ({knobs})" if knobs else name)
         except FedvizError:
-            parts.append(str(partition))
+            parts.append(str(spec))
     else:
         parts.append("the data's own nodes")
 
