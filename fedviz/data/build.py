@@ -68,7 +68,8 @@ class DataSpec:
         K for the partitioner (None: :func:`default_nodes` for files, the preset's own
         for presets).  More nodes than training rows are cut to one row per node.
     seed : int
-        Seeds the partitioner (and the generator, unless the preset spec sets ``seed``).
+        Seeds the partitioner, the random test split (a stream of its own), and the
+        generator unless the preset spec sets ``seed``.
     bias : bool or None
         Append a constant-1 bias feature.  None: no for files (so figures match other
         tools' 'no intercept' fits), the preset's own choice for presets.
@@ -226,7 +227,7 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
         meta["split"] = "no test set: test fraction 0 keeps every row for training"
     elif kind == "random":
         stratified = mapping.task == "classification"
-        is_test = random_split(node_of_row, fraction, seed=spec.seed, labels=y if stratified else None)
+        is_test = random_split(node_of_row, fraction, seed=spec.seed, labels=y > 0 if stratified else None)
         meta["split"] = describe_split(kind, fraction, seed=spec.seed, stratified=stratified)
     else:
         is_test = chronological_split(node_of_row, fraction)

@@ -52,45 +52,52 @@ def random_split(node_of_row, fraction: float, *, seed: int, labels=None) -> np.
     n = node.size
     if n == 0:
         return np.zeros(0, dtype=bool)
-    _, node_dense = np.unique(node, return_inverse=True)
-    node_dense = node_dense.reshape(-1).astype(np.int64)
+    if node.dtype.kind not in "iu" or node.min() < 0 or node.max() >= 2 * n:
+        node = np.unique(node, return_inverse=True)[1].reshape(-1)  # else: a partitioner's 0..K-1
+    node = node.astype(np.int64, copy=False)
     if labels is None:
         n_classes, cls = 1, np.zeros(n, dtype=np.int64)
     else:
         labels = np.asarray(labels).reshape(-1)
         if labels.shape != (n,):
             raise ValueError("labels must hold one label per row")
-        classes, cls = np.unique(labels, return_inverse=True)
-        n_classes, cls = len(classes), cls.reshape(-1).astype(np.int64)
-    stratum_key = node_dense * n_classes + cls
-    keys, stratum, counts = np.unique(stratum_key, return_inverse=True, return_counts=True)
-    stratum = stratum.reshape(-1)
-    s_node = keys // n_classes
-    m = np.bincount(node_dense)
-    n_test = np.floor(fraction * m).astype(np.int64)  # chronological_split's count, per node
+        if labels.dtype == bool:  # the common case, y > 0: no sort needed
+            n_classes, cls = 2, labels.astype(np.int64)
+        else:
+            classes, cls = np.unique(labels, return_inverse=True)
+            n_classes, cls = len(classes), cls.reshape(-1).astype(np.int64)
+    # Strata are (node, class) pairs, as a dense K × C table (a node has few classes).
+    K = int(node.max()) + 1
+    key = node * n_classes + cls
+    counts = np.bincount(key, minlength=K * n_classes).reshape(K, n_classes)
+    n_test = np.floor(fraction * counts.sum(1)).astype(np.int64)  # chronological_split's count
     quota = fraction * counts
     take = np.minimum(np.floor(quota).astype(np.int64), counts)
-    extra = n_test - np.bincount(s_node, weights=take, minlength=m.size).astype(np.int64)
+    remainder = quota - take
+    extra = n_test - take.sum(1)
 
     rng = np.random.default_rng([seed, zlib.crc32(b"split")])
-    # Strata in each node by decreasing remainder (random among equal ones): the first
-    # extra_k of node k get one row more.  (A negative extra_k, only possible through
-    # rounding in f·c, takes one row from the last |extra_k|, those of smallest remainder.)
-    order = np.lexsort((rng.random(keys.size), -(quota - np.floor(quota)), s_node))
-    per_node = np.bincount(s_node, minlength=m.size)
-    first = np.cumsum(per_node) - per_node
-    rank = np.arange(keys.size) - first[s_node[order]]
-    e = extra[s_node[order]]
-    delta = np.where(e > 0, rank < e, 0) - np.where(e < 0, rank >= per_node[s_node[order]] + e, 0)
-    take[order] += delta.astype(np.int64)
-    take = np.clip(take, 0, counts)
+    # In each node, strata by decreasing remainder (random among equal ones): the first
+    # extra_k of node k get one row more.  They all have a positive remainder, since the
+    # remainders (each < 1) sum to at least extra_k.
+    order = np.lexsort((rng.random((K, n_classes)), -remainder), axis=-1)
+    gets = np.zeros_like(take)
+    np.put_along_axis(gets, order, np.arange(n_classes)[None, :] < extra[:, None], axis=-1)
+    take = np.minimum(take + gets, counts)
+    for k in np.flatnonzero(take.sum(1) > n_test):  # only through rounding in f·c: never seen
+        for c in np.argsort(remainder[k]):
+            if take[k].sum() > n_test[k] and take[k, c] > 0:
+                take[k, c] -= 1
 
     # Within each stratum, its first take_s rows in a random order are the test rows.
-    row_order = np.lexsort((rng.random(n), stratum))
-    start = np.cumsum(counts) - counts
-    rank_rows = np.arange(n) - start[stratum[row_order]]
+    perm = rng.permutation(n)
+    narrow = np.uint16 if K * n_classes <= 1 << 16 else np.uint32 if K * n_classes <= 1 << 32 else np.int64
+    rows = perm[np.argsort(key[perm].astype(narrow), kind="stable")]  # uint16: numpy's radix sort
+    flat = counts.reshape(-1)
+    start = np.cumsum(flat) - flat
+    rank = np.arange(n) - start[key[rows]]
     mask = np.empty(n, dtype=bool)
-    mask[row_order] = rank_rows < take[stratum[row_order]]
+    mask[rows] = rank < take.reshape(-1)[key[rows]]
     return mask
 
 
