@@ -14,9 +14,9 @@ Diverged
     ``CLIMB = 10`` such gaps above the start is no transient overshoot.  (DANE with μ = 0
     on non-IID nodes, the paper's Section 3.2 failure, climbs from 0.69 to ~300.)
 Oscillating
-    Over the last ``WINDOW`` differences of the objective: at least ``ALTERNATIONS`` of the
-    successive pairs change sign (the curve zig-zags; differences below rounding level,
-    ``NOISE · max(|f0|, |best|)``, count as no move), the median step is at least
+    Over the last ``WINDOW`` differences of the objective: every successive pair changes
+    sign and every peak lies above every trough (a period-2 zig-zag, not noise; differences
+    below rounding level, ``NOISE · max(|f0|, |best|)``, count as no move), the median step is at least
     ``AMPLITUDE`` of the suboptimality level (f − f* when f* is known; without it the
     larger f0 − best stands in, which only makes the verdict more cautious), and the lower
     envelope does not make steady progress: the window's second half does not get below
@@ -36,9 +36,11 @@ from typing import Sequence
 CLIMB = 10.0
 #: The number of trailing differences the oscillation test looks at.
 WINDOW = 8
-#: Sign changes (of WINDOW − 1 successive pairs) that make a zig-zag; random noise reaches
-#: 6 of 7 with probability 8/128, a true period-2 oscillation 7 of 7.
-ALTERNATIONS = 6
+#: Sign changes (of WINDOW − 1 successive pairs) that make a zig-zag: all of them, as a
+#: period-2 oscillation has.  (Differences of i.i.d. noise alternate with probability 2/3 per
+#: pair, so "6 of 7" called 16% of noisy plateaus oscillating; all 7, with the peaks above
+#: every trough, calls about 2%.)
+ALTERNATIONS = WINDOW - 1
 #: The median |difference| relative to the suboptimality level that is "non-trivial".
 AMPLITUDE = 0.05
 #: Differences below NOISE · max(|f0|, |best|) are rounding, not moves.
@@ -86,6 +88,12 @@ def assess(objectives: Sequence[float], f_star: float | None = None) -> Verdict:
     signs = [0 if abs(d) <= noise else (1 if d > 0 else -1) for d in diffs]
     changes = sum(1 for s, u in zip(signs, signs[1:]) if s * u < 0)
     if changes < ALTERNATIONS:
+        return OK
+    # A zig-zag, not noise: every peak of the window lies above every trough.
+    first_up = signs[0] > 0                      # tail[0] is a trough when the first move is up
+    troughs = tail[0 if first_up else 1::2]
+    peaks = tail[1 if first_up else 0::2]
+    if min(peaks) <= max(troughs):
         return OK
     step = sorted(abs(d) for d in diffs)[WINDOW // 2]  # the upper median
     if f_star is not None and math.isfinite(f_star):
