@@ -155,3 +155,116 @@ def test_a_reader_that_leaves_early_gets_no_traceback(args):
     assert r.stderr == ""
     assert r.returncode == (0 if args == ["--help"] else 141)
 
+
+
+def test_run_json_prints_every_iteration_not_every_tenth():
+    """The table output prints every tenth record; --json must print all of them."""
+    r = fedviz("run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "25", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["iteration"] for line in r.stdout.splitlines()] == list(range(26))
+
+
+def test_run_tune_reports_the_choice_and_records_it(tmp_path):
+    out = tmp_path / "runs.json"
+    r = fedviz("run", "preset:identical-nodes", "--algorithms", "gd,one-shot", "--iterations", "12", "--tune",
+               "--out", out)
+    assert r.returncode == 0, r.stderr
+    tune_lines = [line for line in r.stderr.splitlines() if line.startswith("tune ")]
+    assert len(tune_lines) == 2
+    assert tune_lines[0].startswith("tune gd: stepsize = ") and "criterion: lowest f − f*" in tune_lines[0]
+    assert " s; " in tune_lines[0] and tune_lines[1].startswith("tune one-shot: nothing to tune")
+    rows = json.loads(out.read_text())
+    gd = [row for row in rows if row["tuned_param"] == "stepsize"]
+    assert len(gd) == 13 and len({row["tuned_value"] for row in gd}) == 1
+    value = gd[0]["tuned_value"]
+    assert gd[0]["algorithm"] == f"gd (stepsize {value:.3g}, tuned)"
+    # The tuned run is the run with that stepsize: the same records as --set with the value.
+    again = fedviz("run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "12", "--json",
+                   "--set", f"gd.stepsize={value!r}")
+    plain = [json.loads(line) for line in again.stdout.splitlines()]
+    assert [row["objective"] for row in plain] == [row["objective"] for row in gd]
+    one_shot = [row for row in rows if row["algorithm"] == "one-shot"]
+    assert one_shot and all(row["tuned_param"] is None for row in one_shot)
+
+
+def test_run_tune_csv_has_the_tuned_columns(tmp_path):
+    import csv
+    out = tmp_path / "runs.csv"
+    r = fedviz("run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "3", "--tune", "--out", out)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 4 and all(row["tuned_param"] == "stepsize" and float(row["tuned_value"]) > 0 for row in rows)
+
+
+@pytest.mark.parametrize("command", [[], ["inspect"], ["run"], ["export"], ["figure2"], ["bench"], ["algorithms"]])
+def test_help_has_no_markup(command):
+    from fedviz.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices
+    text = (sub[command[0]] if command else parser).format_help()
+    for mark in ("**", "`", ":material/"):
+        assert mark not in text, (command, mark)
+
+
+def test_data_warnings_go_to_stderr(monkeypatch, capsys):
+    """Whatever the data set's meta["warnings"] says reaches the user as 'warning: …' lines."""
+    import dataclasses
+
+    import fedviz.data.build as build_module
+    from fedviz.cli import main
+
+    real = build_module.build
+
+    def with_warnings(spec):
+        ds = real(spec)
+        return dataclasses.replace(ds, meta={**ds.meta, "warnings": ["first thing\n to know", "second"]})
+
+    monkeypatch.setattr(build_module, "build", with_warnings)
+    for argv in (["inspect", "preset:identical-nodes"],
+                 ["run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "1"]):
+        assert main(argv) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert [line for line in err if line.startswith("warning: ")] == \
+            ["warning: first thing to know", "warning: second"]
+
+
+def test_export_round_trips_through_scikit_learn(tmp_path):
+    """scikit-learn's reader is the oracle: the files hold exactly the data set's rows and labels."""
+    from sklearn.datasets import load_svmlight_file
+
+    from fedviz.data.build import DataSpec, build
+
+    out, test_out = tmp_path / "train.txt", tmp_path / "test.txt"
+    r = fedviz("export", DATA / "heart_scale", "--nodes", "5", "--out", out, "--test-out", test_out, "--qid")
+    assert r.returncode == 0, r.stderr
+    ds = build(DataSpec(source=str(DATA / "heart_scale"), nodes=5))
+    X, y, qid = load_svmlight_file(str(out), n_features=ds.d, zero_based=False, query_id=True)
+    assert (X != ds.X).nnz == 0 and np.array_equal(X.toarray(), ds.X.toarray()) and np.array_equal(y, ds.y)
+    assert np.array_equal(qid, np.repeat(np.arange(ds.n_nodes), np.diff(ds.offsets)))
+    Xt, yt = load_svmlight_file(str(test_out), n_features=ds.d, zero_based=False)
+    assert np.array_equal(Xt.toarray(), ds.X_test.toarray()) and np.array_equal(yt, ds.y_test)
+    # fedviz reads its own file back: same rows, and the nodes again from the qids.
+    again = build(DataSpec(source=str(out), partition="natural", test_fraction=0))
+    assert np.array_equal(again.X.toarray(), ds.X.toarray()) and np.array_equal(again.offsets, ds.offsets)
+
+
+def test_export_writes_a_preset_with_non_integer_values_exactly(tmp_path):
+    from sklearn.datasets import load_svmlight_file
+
+    from fedviz.data.export import write_libsvm
+
+    rng = np.random.default_rng(0)
+    dense = rng.normal(size=(30, 7)) * (rng.random((30, 7)) < 0.4)
+    y = rng.normal(size=30)
+    write_libsvm(tmp_path / "x.txt.gz", dense, y)
+    X, y2 = load_svmlight_file(str(tmp_path / "x.txt.gz"), n_features=7, zero_based=False)
+    assert np.array_equal(X.toarray(), dense) and np.array_equal(y2, y)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("export", "preset:identical-nodes"), "--out"),
+    (("export", "preset:identical-nodes", "--out", "same.txt", "--test-out", "same.txt"), "--test-out"),
+])
+def test_export_refuses_bad_arguments(args, needle):
+    r = fedviz(*args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1

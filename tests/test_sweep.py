@@ -1,0 +1,105 @@
+"""The stepsize sweep (fedviz.runner.sweep): the plan's label → (group, factor) mapping, health-checked
+winners and edge flags.  Curves in the unit tests are written by hand, so the expected winner is
+known without running anything."""
+
+import math
+
+import numpy as np
+import pytest
+
+from fedviz.algorithms import get_algorithm
+from fedviz.data.build import DataSpec, build
+from fedviz.problems.objective import Problem
+from fedviz.problems.optimum import solve
+from fedviz.runner import iterate
+from fedviz.runner.config import RunConfig
+from fedviz.runner.sweep import GRID, best_variants, sweep_outcome, sweep_plan, sweep_variants
+
+F_STAR = 0.25
+
+
+def _cols(gaps):
+    gaps = np.asarray(gaps, dtype=float)
+    return {"objective": gaps + F_STAR, "suboptimality": gaps}
+
+
+SMOOTH = [0.5 * 0.8 ** t for t in range(21)]                 # converging: ends at 5.8e-3
+SLOWER = [0.5 * 0.9 ** t for t in range(21)]                 # converging: ends at 6.1e-2
+ZIGZAG = [0.4] + [2.0 if t % 2 else 0.1 for t in range(20)]  # period 2 between 0.1 and 2, ends low
+ZIGZAG[-1] = 1e-3                                            # ... luckily lowest of all at the end
+BLOWUP = [0.5, 2.0, 40.0, math.inf]
+
+
+def test_oscillating_and_diverging_variants_are_excluded_not_kept_for_a_lucky_end():
+    columns = {"GD ×1": _cols(SLOWER), "GD ×2": _cols(SMOOTH), "GD ×4": _cols(ZIGZAG), "GD ×8": _cols(BLOWUP)}
+    groups = {"GD ×1": ("GD", 1.0), "GD ×2": ("GD", 2.0), "GD ×4": ("GD", 4.0), "GD ×8": ("GD", 8.0)}
+    # The old rule (lowest final value) keeps the zig-zag ...
+    assert best_variants({k: v["suboptimality"][-1] for k, v in columns.items()}, groups) == {"GD": "GD ×4"}
+    # ... the new one excludes it and says why.
+    out = sweep_outcome(columns, groups)["GD"]
+    assert out.best == "GD ×2" and out.factor == 2.0 and not out.edge and out.note == ""
+    assert set(out.excluded) == {"GD ×4", "GD ×8"}
+    assert out.excluded["GD ×4"].startswith("oscillating") and out.excluded["GD ×8"].startswith("diverged")
+
+
+@pytest.mark.parametrize("winner, edge", [(0.25, True), (1.0, False), (4.0, True)])
+def test_an_edge_winner_is_flagged(winner, edge):
+    columns, groups = {}, {}
+    for f in GRID:
+        label = f"FSVRG ×{f:g}"
+        columns[label] = _cols(SMOOTH if f == winner else SLOWER)
+        groups[label] = ("FSVRG", f)
+    out = sweep_outcome(columns, groups)["FSVRG"]
+    assert out.best == f"FSVRG ×{winner:g}" and out.edge is edge
+    assert (("largest" if winner > 1 else "smallest") in out.note) if edge else out.note == ""
+
+
+def test_groups_come_from_the_mapping_not_the_labels():
+    """A title containing ' ×' would fool a label parser; the mapping is never fooled."""
+    columns = {"A ×b ×1": _cols(SLOWER), "A ×b ×2": _cols(SMOOTH), "Other": _cols(SLOWER)}
+    groups = {"A ×b ×1": ("A ×b", 1.0), "A ×b ×2": ("A ×b", 2.0), "Other": ("Other", None)}
+    out = sweep_outcome(columns, groups)
+    assert set(out) == {"A ×b", "Other"}
+    assert out["A ×b"].best == "A ×b ×2" and out["Other"].best == "Other" and not out["Other"].edge
+
+
+def test_every_variant_excluded():
+    out = sweep_outcome({"GD ×1": _cols(BLOWUP)}, {"GD ×1": ("GD", 1.0)})["GD"]
+    assert out.best is None and "GD ×1" in out.excluded and out.note
+
+
+def test_plan_maps_each_label_to_group_and_factor_and_sweep_variants_is_unchanged():
+    spec = DataSpec(source="preset:identical-nodes")
+    ds = build(spec)
+    config = RunConfig(data=spec, algorithms=(("gd", ()), ("cocoa-plus", ()), ("one-shot", ())), iterations=3)
+    plan = sweep_plan(config, ds)
+    assert [v[0] for v in sweep_variants(config, ds)] == [v[0] for v in plan.variants]
+    assert all(len(v) == 3 for v in plan.variants)
+    problem = Problem(ds, config.loss, config.lam)
+    h = get_algorithm("gd")(problem).h
+    gd = [(label, hyper) for label, name, hyper in plan.variants if name == "gd"]
+    assert [plan.groups[label] for label, _ in gd] == [("GD", f) for f in GRID]
+    assert [hyper["stepsize"] for _, hyper in gd] == [h * f for f in GRID]
+    cocoa = [hyper for _, name, hyper in plan.variants if name == "cocoa-plus"]
+    assert [hc["sigma_prime"] for hc in cocoa] == [ds.n_nodes * f for f in GRID]  # σ' = γK, γ = 1
+    assert plan.groups["One-shot averaging"] == ("One-shot averaging", None)
+    assert plan.param == {"GD": "stepsize", "CoCoA+": "sigma_prime"}
+
+
+@pytest.mark.xfail(strict=True, reason="health.assess passes GD ×4's period-5 cycle on google-plus-small "
+                                       "(0.12 … 1.6); reported to the health module's owner")
+def test_gd_beyond_2_over_l_is_not_kept_on_google_plus_small():
+    """The issue's case: GD ×4 cycles between 0.12 and 1.6 and ends at 0.12, below ×2's 0.13."""
+    spec = DataSpec(source="preset:google-plus-small")
+    ds = build(spec)
+    config = RunConfig(data=spec, algorithms=(("gd", ()),), iterations=30)
+    plan = sweep_plan(config, ds)
+    problem = Problem(ds, config.loss, config.lam)
+    f_star = solve(problem).objective
+    columns = {}
+    for label, name, hyper in plan.variants:
+        if plan.groups[label][1] in (2.0, 4.0):
+            recs = list(iterate(problem, name, iterations=30, hyper=hyper, f_star=f_star))
+            columns[label] = {"objective": [r.objective for r in recs],
+                              "suboptimality": [r.suboptimality for r in recs]}
+    assert sweep_outcome(columns, plan.groups)["GD"].best == "GD ×2"
