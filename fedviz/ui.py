@@ -22,13 +22,14 @@ from .algorithms import ALGORITHMS, get_algorithm
 from .algorithms.base import Param
 from .data.baselines import majority_test_error, node_majority_test_error
 from .data.build import DataSpec, build
+from .data.partition import human_label
 from .errors import FedvizError
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
 from .problems.optimum import solve
 from .runner import RunJob, get_manager
 from .runner.config import RunConfig, from_query, to_query
-from .runner.sweep import best_variants, final_suboptimality, sweep_variants
+from .runner.sweep import sweep_outcome, sweep_plan
 
 log = logging.getLogger("fedviz.ui")
 
@@ -238,8 +239,8 @@ def show_data_notes(ds) -> None:
 
 # -- widgets from parameter metadata -------------------------------------------------------------
 def human(name: str) -> str:
-    """A parameter id as people write it: ``classes_per_node`` → 'classes per node'."""
-    return name.replace("_", " ")
+    """A parameter id as people write it: ``classes_per_node`` → 'classes per node', ``mu`` → 'μ'."""
+    return human_label(name)
 
 
 def param_widget(p: Param, owner: str, current, *, key: str):
@@ -307,7 +308,8 @@ def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
 
 def algorithm_label(name: str) -> str:
     cls = ALGORITHMS[name]
-    return cls.title + ("" if cls.federated else " (centralised)")
+    only = "" if "logistic" in cls.losses else f" ({', '.join(cls.losses)} loss only)"
+    return cls.title + ("" if cls.federated else " (centralised)") + only
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -320,9 +322,10 @@ def start_run(config: RunConfig, *, key: str = "run"):
     problem = load_problem(config.data, config.loss, config.lam)
     ds = problem.data
     opt = load_optimum(config.data, config.loss, config.lam)
-    algorithms = tuple(config.labels())
+    algorithms, groups = tuple(config.labels()), None
     if config.sweep and not config.tune:
-        algorithms = tuple(sweep_variants(config, ds))
+        plan = sweep_plan(config, ds)
+        algorithms, groups = tuple(plan.variants), plan.groups
     job = RunJob(make_problem=lambda: problem, algorithms=algorithms, iterations=config.iterations,
                  seed=config.seed, config=config.as_json(), f_star=opt["objective"], tune=config.tune)
     old = st.session_state.get(key)
@@ -332,7 +335,8 @@ def start_run(config: RunConfig, *, key: str = "run"):
     st.session_state[key] = handle
     st.session_state[key + "-meta"] = {"baselines": {**load_baselines(config.data),
                                                      "optimum": opt["test_error"]},
-                                       "nodes": ds.n_nodes, "regression": ds.task == "regression"}
+                                       "nodes": ds.n_nodes, "regression": ds.task == "regression",
+                                       "sweep_groups": groups}
     return handle
 
 
@@ -389,12 +393,18 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool)
     """(sweep table or None, suboptimality figure, test error figure) of a snapshot."""
     runs = {label: snap.columns[label] for label in snap.columns}
     table = None
-    if sweep and snap.finished and any(" ×" in label for label in runs):
-        final = final_suboptimality(runs)
-        best = best_variants(final)
+    groups = meta.get("sweep_groups")
+    if sweep and groups and snap.finished:
+        outcome = sweep_outcome(runs, groups)
+        kept = {o.best for o in outcome.values()}
+        excluded = {label: why for o in outcome.values() for label, why in o.excluded.items()}
+        final = {label: float(cols["suboptimality"][-1]) if len(cols["suboptimality"]) else math.nan
+                 for label, cols in runs.items()}
         table = {"variant": list(final), "final f − f*": [f"{v:.3e}" for v in final.values()],
-                 "kept": ["✓" if label in best.values() else "" for label in final]}
-        runs = {label: runs[label] for label in best.values()}
+                 "kept": ["✓" if label in kept else "" for label in final],
+                 "note": [excluded.get(label, "") or next((o.note for o in outcome.values() if o.best == label), "")
+                          for label in final]}
+        runs = {label: runs[label] for label in runs if label in kept or groups.get(label, (None, 0))[1] is None}
     runs = {label: _thin(cols) for label, cols in runs.items()}
     nodes = meta.get("nodes", 1)
     sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height)
@@ -443,7 +453,8 @@ def _progress(snap) -> None:
     parts = []
     for label, status in snap.statuses.items():
         msg = snap.messages.get(label) or ""
-        parts.append(f"{_ICONS.get(status, '')} **{label}**: {status}" + (f" — {msg}" if msg else ""))
+        icon = ":orange[:material/warning:]" if msg.startswith("oscillating") else _ICONS.get(status, "")
+        parts.append(f"{icon} **{label}**: {status}" + (f" — {msg}" if msg else ""))
         note = snap.notes.get(label) if hasattr(snap, "notes") else ""
         if note:
             parts.append(f"&nbsp;&nbsp;&nbsp;:gray[{note}]")

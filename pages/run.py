@@ -51,10 +51,10 @@ with left:
             lam = float(lam_text) if lam_text.strip() else None
             new = RunConfig(data=config.data, loss=loss, lam=lam, algorithms=algorithms,
                             iterations=int(iterations), seed=int(seed), tune=bool(tune), sweep=bool(sweep))
+        except FedvizError as e:  # before ValueError, which it extends
+            st.error(str(e))
         except ValueError:
             st.error(f"λ: {lam_text!r} is not a number; allowed: a number > 0, or blank for 1/n.")
-        except FedvizError as e:
-            st.error(str(e))
     elif not names:
         st.info("Choose at least one algorithm.")
     if new is not None and new != config:

@@ -53,7 +53,11 @@ class RunConfig:
         if not self.algorithms:
             raise ParameterError("algorithms", "none", "at least one algorithm")
         for name, hyper in self.algorithms:
-            get_algorithm(name).validate(dict(hyper))
+            cls = get_algorithm(name)
+            cls.validate(dict(hyper))
+            if self.loss not in cls.losses:  # refused here, with the remedy, not as a failed run
+                raise ParameterError(f"{name} with loss", self.loss, "one of " + ", ".join(cls.losses) +
+                                     f" (the losses {cls.title} supports)")
 
     def hyper(self, name: str) -> dict:
         return dict(dict(self.algorithms)[name])
