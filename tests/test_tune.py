@@ -184,3 +184,10 @@ def test_tuned_fsvrg_reaches_1e3_on_a9a_dirichlet_in_30_iterations():
     assert recs[-1].status == "done" and recs[-1].suboptimality <= 1e-3, (result, recs[-1])
     assert not result.edge
     assert time.perf_counter() - start < 60  # pilots run on the same Problem: no rebuild, no re-solve
+
+
+def test_zero_iterations_runs_no_pilot(ridge):
+    problem, f_star, _, _ = ridge
+    r = tune(problem, "gd", iterations=0, f_star=f_star)
+    assert r.pilots == () and not r.tuned and r.label("GD").endswith(", default)")
+    assert r.value == pytest.approx(1 / problem.smoothness)  # GD's documented default 1/L

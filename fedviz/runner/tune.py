@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Callable, Mapping
 
 from ..algorithms import get_algorithm
@@ -99,8 +100,10 @@ class TuneResult:
         """'FSVRG (stepsize 12.5, tuned)': the chosen value travels with the curve."""
         if self.param is None or self.value is None:
             return title
+        if not self.pilots:
+            return f"{title} ({self.param} {self.value:.3g}, default)"
         if not self.tuned:
-            return f"{title} ({self.param} {self.value:.3g}, untuned: no pilot passed)"
+            return f"{title} ({self.param} {self.value:.3g}, default: no pilot passed)"
         return f"{title} ({self.param} {self.value:.3g}, tuned{', at grid edge' if self.edge else ''})"
 
 
@@ -168,9 +171,9 @@ def tune(problem: Problem, name: str, hyper: Mapping | None = None, *, iteration
     cls = get_algorithm(name)
     hyper = dict(hyper or {})
     cls.validate(hyper)
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or not 0 <= iterations <= 100_000:
+    if isinstance(iterations, bool) or not isinstance(iterations, Integral) or not 0 <= iterations <= 100_000:
         raise ParameterError("iterations", iterations, "integer in [0, 100000]")
-    if not (isinstance(f_star, (int, float)) and math.isfinite(f_star)):
+    if isinstance(f_star, bool) or not isinstance(f_star, Real) or not math.isfinite(f_star):
         raise ParameterError("f_star", f_star, "a finite number (the optimum's objective)")
     params = tunable_params(cls)
     if not params:
