@@ -286,7 +286,7 @@ def _cmd_figure2(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fedviz", description="The command line of fedviz: inspect a data set, run algorithms, "
-                                                       "export a data set, list the algorithms, reproduce Figure 2, benchmark.")
+                     "export a data set, list the algorithms, reproduce Figure 2, benchmark.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("inspect", help="statistics, baselines and (with --opt) the optimum of a data set")
     add_data_arguments(p)
