@@ -459,8 +459,8 @@ def _progress(snap) -> None:
         if note:
             parts.append(f"&nbsp;&nbsp;&nbsp;:gray[{note}]")
     st.markdown("  \n".join(parts))
-    if snap.message and snap.phase != "preparing":
-        st.caption(snap.message)
+    if snap.message and snap.phase != "preparing" and snap.status not in ("done", "failed"):
+        st.caption(snap.message)  # a done or failed run's message repeats the statuses above
 
 
 def axis_controls(axis_key: str = "axis", cost_key: str = "round_cost") -> None:

@@ -213,8 +213,8 @@ with right:
             row1[2].metric("nonzeros", f"{s['nnz']:,}")
             row2[0].metric("nodes K", f"{s['nodes']:,}")
             row2[1].metric("test examples", f"{ds.y_test.size:,}")
-            row2[2].metric("partition", ds.meta.get("partition") or "its own nodes")
-            st.caption(f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
+            st.caption(f"Partition: {ds.meta.get('partition') or 'the data set' + chr(39) + 's own nodes'}. "
+                       f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
                        f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}); "
                        f"{100 * s['features_on_fewer_than_1000_nodes']:.1f}% of features appear on fewer than "
                        f"1,000 nodes. {_labels_text(ds.meta.get('labels'))}")

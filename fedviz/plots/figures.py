@@ -290,9 +290,9 @@ def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 
     how many features appear on a given number of nodes."""
     omega = np.asarray(omega)
     w = "ω<sup>j</sup>"
+    # Short subplot titles (each spans half the width); the figure's own title names the paper's figure.
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        f"Nodes each feature appears on ({w}), the paper's Figure 1",
-        f"How many features appear on {w} nodes"))
+        f"Nodes per feature ({w})", f"Features per node count"))
     idx = np.arange(omega.size)
     if omega.size > 50_000:  # keep the browser responsive: every feature still counted in the histogram
         keep = np.unique(np.r_[np.linspace(0, omega.size - 1, 50_000).astype(int), np.argmax(omega)])
@@ -315,6 +315,8 @@ def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 
     fig.update_xaxes(title_text=f"nodes a feature appears on ({w})", row=1, col=2)
     fig.update_yaxes(title_text="features", **log_axis([counts]), row=1, col=2)
     fig.update_layout(height=height, **_LAYOUT)
+    fig.update_layout(title=dict(text="On how many nodes each feature appears: the paper's Figure 1",
+                                 y=0.98, yanchor="top"), margin=dict(t=90))
     return fig
 
 
