@@ -25,8 +25,8 @@ def _cols(gaps):
 
 SMOOTH = [0.5 * 0.8 ** t for t in range(21)]                 # converging: ends at 5.8e-3
 SLOWER = [0.5 * 0.9 ** t for t in range(21)]                 # converging: ends at 6.1e-2
-ZIGZAG = [0.4] + [2.0 if t % 2 else 0.1 for t in range(20)]  # period 2 between 0.1 and 2, ends low
-ZIGZAG[-1] = 1e-3                                            # ... luckily lowest of all at the end
+ZIGZAG = [0.4] + [0.1 if t % 2 else 2.0 for t in range(20)]  # period 2 between 2 and 0.1, ends on a trough
+ZIGZAG[-1] = 1e-3                                            # ... luckily the lowest of all at the end
 BLOWUP = [0.5, 2.0, 40.0, math.inf]
 
 
