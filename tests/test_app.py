@@ -184,3 +184,23 @@ def test_compare_what_if_runs_two_partitionings_side_by_side():
     assert a.columns["FSVRG"]["objective"][0] == b.columns["FSVRG"]["objective"][0]
     assert a.columns["FSVRG"]["objective"][-1] != b.columns["FSVRG"]["objective"][-1]
     assert not at.exception
+
+
+def test_tune_stepsizes_relabels_the_curve_and_keeps_the_choice_in_the_history():
+    config = RunConfig(data=TINY, algorithms=(("gd", ()), ("one-shot", ())), iterations=5)
+    at = _app(config, "pages/run.py")
+    at.checkbox(key="run-tune").check().run()
+    assert at.query_params["tune"] == "1"
+    next(b for b in at.button if b.label.endswith(" Run")).click().run()
+    snap = _wait_for_run(at)
+    (gd,) = [label for label in snap.labels if label.startswith("GD")]
+    assert "tuned" in gd and "stepsize" in gd, snap.labels
+    assert "One-shot" in " ".join(snap.labels) and snap.notes[gd].startswith("tuned stepsize = ")
+    assert "pilot runs" in snap.notes[gd] and "s (apart from the run's time)" in snap.notes[gd]
+    # The value in the label is the one the run used, and the history says so too.
+    from fedviz.runner import get_manager
+
+    run = get_manager().store.get_run(snap.store_ids[gd])
+    assert run.label == gd and f"{run.hyper['stepsize']:.3g}" in gd
+    assert run.config["tuning"] == snap.notes[gd]
+    assert any(gd in m.value for m in at.markdown)
