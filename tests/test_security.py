@@ -369,9 +369,10 @@ HYPER_CASES = [pytest.param(name, p.name, value, marks=marks, id=f"{name}.{p.nam
 @pytest.mark.parametrize("name, param, value", HYPER_CASES)
 def test_bad_link_hyperparameter_is_reported_by_key_and_ignored(name, param, value):
     key = f"{name}.{param}"
-    config, problems = from_query({"algorithms": name, key: value})
+    loss = ALGORITHMS[name].losses[0]  # a loss the algorithm supports (the primal method: squared only)
+    config, problems = from_query({"algorithms": name, key: value, "loss": loss})
     assert len(problems) == 1 and problems[0].startswith(f"{key}: parameter {key}="), problems
-    assert config == RunConfig(algorithms=((name, ()),))
+    assert config == RunConfig(algorithms=((name, ()),), loss=loss)
 
 
 @pytest.mark.parametrize("name, param, value", HYPER_CASES)
