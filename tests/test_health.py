@@ -1,6 +1,8 @@
 """Run health: :func:`fedviz.runner.health.assess` on curves whose verdict is known by
-construction, the loop's honest end states, the divergence hints of every registered
-algorithm, and SCAFFOLD's derived local step against a dense computation of max_k L_k."""
+construction, the pinned verdicts on real runs (GD ×4's cycle on google-plus-small, FSVRG's
+converging wiggle, FedAvg's client-sampling swings on a9a), the loop's honest end states,
+the divergence hints of every registered algorithm, and SCAFFOLD's derived local step
+against a dense computation of max_k L_k."""
 
 import math
 
@@ -8,9 +10,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from conftest import DATA
 from fedviz.algorithms import ALGORITHMS
 from fedviz.algorithms.base import HINT_DIRECTIONS, Algorithm, Param
 from fedviz.algorithms.scaffold import Scaffold
+from fedviz.data.build import DataSpec, build
 from fedviz.data.dataset import FederatedDataset
 from fedviz.data.presets import make_preset
 from fedviz.problems.objective import Problem
@@ -102,6 +106,142 @@ def test_scale_does_not_change_the_verdict():
         assert assess([1e4 * f for f in curve], 1e4 * F_STAR).status == assess(curve, F_STAR).status
 
 
+# -- relapses: cycles longer than period 2 ----------------------------------------------------------
+
+#: One period of GD ×4's cycle on google-plus-small (f − f*), from a start of 0.225.
+CYCLE = [0.12, 0.16, 0.3, 0.7, 1.6]
+
+
+def _gaps_to_curve(gaps):
+    return [F_STAR + g for g in gaps]
+
+
+def test_a_period_five_cycle_above_the_start_is_oscillating_even_ending_on_its_lowest_value():
+    gaps = [0.225] + CYCLE * 6
+    gaps[-1] = 0.115  # the last value is the lowest of all, as GD ×4's is
+    v = assess(_gaps_to_curve(gaps), F_STAR)
+    assert v.status == "oscillating" and "relapsed to 1.6 after reaching 0.12, above its start 0.225" in v.reason
+    assert assess(_gaps_to_curve(gaps)).status == "oscillating"  # without f*: f − best, same verdict
+    # The period-2 test alone misses it: no window of 8 differences alternates in sign.
+    assert "zig-zags" not in assess(_gaps_to_curve(gaps), F_STAR).reason
+    # Counted in the later half (iterations 15–30), a run of consecutive relapses once: 1.6 at 15;
+    # 0.7, 1.6 at 19–20 and 24–25 (0.7 is above the start and 4 × 0.12 too); 0.7 at 29.
+    assert "(4 times in the last 16 iterations)" in assess(_gaps_to_curve(gaps), F_STAR).reason
+
+
+def test_one_relapse_is_not_enough():
+    """A single excursion above the start (a transient) is not an unstable run."""
+    gaps = [0.225] + [0.2 * 0.8 ** t for t in range(30)]
+    gaps[25] = 1.0
+    assert assess(_gaps_to_curve(gaps), F_STAR).status == "ok"
+    gaps[20] = 1.0  # a second, separate one
+    assert assess(_gaps_to_curve(gaps), F_STAR).status == "oscillating"
+
+
+def test_swings_below_the_start_are_sampling_noise_not_relapses():
+    """FedAvg-like: f − f* jumps between 0.014 and 0.24 (17×) at random, but never back above
+    the start 0.37, so the run is ok; the same swings reaching 1.4 > 0.37 are not."""
+    rng = np.random.default_rng(3)
+    verdicts = []
+    for _ in range(200):
+        gaps = [0.37] + list(np.exp(rng.uniform(np.log(0.014), np.log(0.24), size=30)))
+        verdicts.append(assess(_gaps_to_curve(gaps), F_STAR))
+    # None relapses; the rare one called oscillating is a chance period-2 zig-zag of the last window.
+    assert not any("relapsed" in v.reason for v in verdicts)
+    assert sum(v.ok for v in verdicts) >= 0.95 * len(verdicts)
+    gaps = [0.37] + list(np.exp(rng.uniform(np.log(0.014), np.log(0.24), size=30)))
+    gaps[18] = gaps[24] = 1.4
+    assert assess(_gaps_to_curve(gaps), F_STAR).status == "oscillating"
+
+
+def test_noisy_but_converging_curves_are_ok():
+    """Geometric decrease times noise of up to 3× either way: relapses relative to the best so far,
+    but never above the start."""
+    rng = np.random.default_rng(4)
+    verdicts = []
+    for _ in range(200):
+        gaps = 0.3 * 0.85 ** np.arange(40) * np.exp(rng.uniform(-np.log(3), np.log(3), size=40))
+        gaps[0] = 0.4
+        verdicts.append(assess(_gaps_to_curve(gaps), F_STAR))
+    assert not any("relapsed" in v.reason for v in verdicts)
+    assert sum(v.ok for v in verdicts) >= 0.95 * len(verdicts)
+
+
+def test_relapses_too_small_against_the_best_are_not_counted():
+    """A run that made little progress (best 0.2 from 0.225) cycling just above its start is not
+    relapsing: its peaks are not 4× the best.  The same cycle from a best of 0.05 is."""
+    assert assess(_gaps_to_curve([0.225] + [0.2, 0.21, 0.24] * 8), F_STAR).status == "ok"
+    assert assess(_gaps_to_curve([0.225] + [0.05, 0.1, 0.24] * 8), F_STAR).status == "oscillating"
+
+
+def test_a_zig_zag_whose_envelopes_both_fall_is_ok():
+    """FSVRG's wiggle: ±30% around a level that falls 3% per turn (not the quarter step the
+    first progress test asks for); the same wiggle around a constant level is oscillating."""
+    falling = [math.log(2)] + [F_STAR + 0.01 * 0.97 ** t * (1 + 0.3 * (-1) ** t) for t in range(30)]
+    flat = [math.log(2)] + [F_STAR + 0.01 * (1 + 0.3 * (-1) ** t) for t in range(30)]
+    assert assess(falling, F_STAR).status == "ok"
+    assert assess(flat, F_STAR).status == "oscillating"
+    # A wiggle falling too slowly (0.3% per iteration: 2.4% over the window) is not steady progress.
+    slow = [math.log(2)] + [F_STAR + 0.01 * 0.997 ** t * (1 + 0.3 * (-1) ** t) for t in range(30)]
+    assert assess(slow, F_STAR).status == "oscillating"
+
+
+# -- the pinned verdicts on real runs ---------------------------------------------------------------
+
+def _curve(problem, name, iterations, f_star, **hyper):
+    recs = list(iterate(problem, name, iterations=iterations, hyper=hyper, f_star=f_star))
+    return [r.objective for r in recs], recs[-1]
+
+
+@pytest.fixture(scope="module")
+def google_plus():
+    problem = Problem(build(DataSpec(source="preset:google-plus-small")), "logistic")
+    return problem, solve(problem).objective
+
+
+def test_gd_beyond_its_limit_on_google_plus_small_is_oscillating(google_plus):
+    """GD with 4× its 1/L step cycles every 4–5 iterations between f − f* 0.12 and 1.6; 2× is ok."""
+    problem, f_star = google_plus
+    h = ALGORITHMS["gd"](problem).h  # its default 1/L
+    objs, last = _curve(problem, "gd", 30, f_star, stepsize=4 * h)
+    gaps = np.array(objs) - f_star
+    assert gaps[-1] == pytest.approx(0.115, abs=0.005) and gaps[15:].max() > 1.3  # the brief's numbers
+    v = assess(objs, f_star)
+    assert v.status == "oscillating" and "relapsed" in v.reason
+    assert last.status == "done" and last.message == f"oscillating: {v.reason}"
+    objs2, last2 = _curve(problem, "gd", 30, f_star, stepsize=2 * h)
+    assert assess(objs2, f_star).ok and last2.message == ""
+
+
+def test_fsvrg_converging_wiggle_on_google_plus_small_is_ok():
+    """FSVRG at its default on 60 nodes wiggles with period 2 (by ±30%) while both envelopes fall."""
+    problem = Problem(build(DataSpec(source="preset:google-plus-small?nodes=60")), "logistic")
+    f_star = solve(problem).objective
+    objs, last = _curve(problem, "fsvrg", 40, f_star)
+    gaps = np.array(objs[-9:]) - f_star
+    d = np.diff(gaps)
+    assert np.all(d[:-1] * d[1:] < 0)                    # it does zig-zag ...
+    assert np.all(np.diff(gaps[::2]) < 0) and np.all(np.diff(gaps[1::2]) < 0)  # ... with both envelopes falling
+    assert assess(objs, f_star).ok and last.status == "done" and last.message == ""
+
+
+def test_fedavg_client_sampling_on_a9a_is_ok_and_eight_times_its_step_is_not():
+    """The decision pinned: FedAvg (C = 0.1) on a9a, Dirichlet 0.5 over 100 nodes, swings over
+    10× at its default step but stays below its start: ok.  At 8× the step it relapses above it."""
+    ds = build(DataSpec(source=str(DATA / "a9a"), test=str(DATA / "a9a.t"), partition="dirichlet:alpha=0.5",
+                        nodes=100, seed=0))
+    problem = Problem(ds, "logistic", None)
+    f_star = solve(problem).objective
+    objs, last = _curve(problem, "fedavg", 30, f_star)
+    gaps = np.array(objs) - f_star
+    assert gaps[15:].max() > 10 * gaps[:15].min()        # the swings are real ...
+    assert gaps[1:].max() < gaps[0]                      # ... and never back above the start
+    assert assess(objs, f_star).ok and last.message == ""
+    h = ALGORITHMS["fedavg"](problem).h
+    objs8, last8 = _curve(problem, "fedavg", 30, f_star, stepsize=8 * h)
+    assert assess(objs8, f_star).status == "oscillating" and last8.message.startswith("oscillating: ")
+
+
 # ---------------------------------------------------------------------------------------------
 # The loop's end states
 # ---------------------------------------------------------------------------------------------
@@ -162,6 +302,20 @@ def _one_feature_problem():
     X = sp.csr_matrix(np.ones((40, 1)))
     y = np.zeros(40)
     return Problem(FederatedDataset.from_assignment(X, y, np.arange(40) % 4), "squared", 1e-3)
+
+
+class _Cycle(_Zigzag):
+    """w cycles through five points (period 5) of f − f* 0.12 … 1.6 from w0 = 1 (f − f* ≈ 0.5)."""
+
+    def _step(self):
+        gaps = [0.12, 0.16, 0.3, 0.7, 1.6]
+        self.w = np.array([math.sqrt(gaps[self.iteration % 5] / (0.5 + 0.5e-3))])
+
+
+def test_a_run_that_cycles_with_period_five_ends_done_with_an_oscillating_message():
+    p = _one_feature_problem()
+    recs = list(iterate(p, _Cycle, iterations=30, f_star=0.0, w0=np.array([1.0])))
+    assert recs[-1].status == "done" and recs[-1].message.startswith("oscillating: f − f* relapsed to 1.6")
 
 
 def test_a_run_that_oscillates_ends_done_with_an_oscillating_message():
