@@ -23,18 +23,32 @@ log = logging.getLogger(__name__)
 
 
 def _problems():
+    """The preset's form first (the first click's), then a file's forms.
+
+    The file-like matrices have enough nonzeros for the row-block products (two blocks,
+    :class:`fedviz.problems._blocks.RowBlocks`) and each value form the products are
+    compiled for: all ones (no values), float32-exact, float64.
+    """
     from ..data.dataset import FederatedDataset
     from ..data.presets import make_preset
+    from ..problems._blocks import MIN_BLOCK_NNZ
     from ..problems.objective import Problem
 
     yield Problem(make_preset("google-plus-small", nodes=8, seed=1), "logistic")
     rng = np.random.default_rng(0)
-    X = sp.random(240, 30, density=0.2, format="csr", random_state=rng, dtype=np.float64)
-    y = np.where(rng.random(240) < 0.4, 1.0, -1.0)
-    ds = FederatedDataset.from_assignment(X, y, np.repeat(np.arange(8), 30), X_test=X[:40], y_test=y[:40],
-                                          test_nodes=np.repeat(np.arange(8), 5))
-    for loss in ("logistic", "squared", "smoothed-hinge"):
-        yield Problem(ds, loss)
+    n, d, per_row, nodes = -(-2 * MIN_BLOCK_NNZ // 12), 40, 12, 8
+    indices = np.sort(rng.random((n, d)).argsort(axis=1)[:, :per_row], axis=1).ravel()
+    indptr = np.arange(0, n * per_row + 1, per_row)
+    y = np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    node_of_row = np.arange(n) % nodes
+    for values, losses in ((np.ones(n * per_row), ("logistic",)),
+                           (rng.integers(1, 8, n * per_row) / 4.0, ("logistic",)),
+                           (rng.random(n * per_row), ("logistic", "squared", "smoothed-hinge"))):
+        X = sp.csr_matrix((values, indices, indptr), shape=(n, d))
+        ds = FederatedDataset.from_assignment(X, y, node_of_row, X_test=X[:200], y_test=y[:200],
+                                              test_nodes=node_of_row[:200])
+        for loss in losses:
+            yield Problem(ds, loss)
 
 
 def warm_up(stop: Callable[[], bool] | None = None) -> dict[str, float]:
