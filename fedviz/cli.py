@@ -269,7 +269,7 @@ def _cmd_figure2(args) -> int:
     fig.update_layout(width=1100, height=450)
     if args.out:
         if args.out.endswith(".html"):
-            fig.write_html(args.out, include_plotlyjs="cdn")
+            fig.write_html(args.out, include_plotlyjs=True)
         elif args.out.endswith(".png"):
             from .plots.export import write_png
             write_png(fig, args.out)

@@ -440,8 +440,8 @@ def _progress(snap) -> None:
         # Where it ended, not 100%: the iterations each algorithm really completed.
         done = [min(rec.iteration, snap.iterations) for rec in snap.last.values() if rec is not None]
         value = sum(done) / (snap.iterations * len(snap.labels)) if snap.iterations and snap.labels else 0.0
-        text = (f"{snap.status} after {min(done)} of {snap.iterations} iterations" if done and min(done) == max(done)
-                else f"{snap.status} after {min(done, default=0)}–{max(done, default=0)} of {snap.iterations} "
+        text = (f"{snap.status} after {min(done):,} of {snap.iterations:,} iterations" if done and min(done) == max(done)
+                else f"{snap.status} after {min(done, default=0):,}–{max(done, default=0):,} of {snap.iterations:,} "
                      f"iterations")
     else:
         value = snap.progress

@@ -35,7 +35,7 @@ SPLITS = {"auto": "random within each node, stratified by label (qid files: in f
           "random": "random within each node, stratified by label",
           "chronological": "the last rows of each node, in file order"}
 SOURCES = ["Generate", "Upload a LIBSVM file"]
-OWN = "the data's own nodes"
+OWN = "the data's own nodes (a file: its qid groups, else iid)"
 
 
 def _positive(text: str) -> float | None:

@@ -204,3 +204,22 @@ def test_tune_stepsizes_relabels_the_curve_and_keeps_the_choice_in_the_history()
     assert run.label == gd and f"{run.hyper['stepsize']:.3g}" in gd
     assert run.config["tuning"] == snap.notes[gd]
     assert any(gd in m.value for m in at.markdown)
+
+
+def test_after_stop_the_progress_bar_says_where_the_run_stopped():
+    config = RunConfig(data=DataSpec(source="preset:google-plus-small?nodes=40"), algorithms=(("gd", ()),),
+                       iterations=10_000)
+    at = _app(config, "pages/run.py")
+    next(b for b in at.button if b.label.endswith(" Run")).click().run()
+    handle = at.session_state["run"]
+    deadline = time.time() + 60
+    while time.time() < deadline and (handle.snapshot().last.get("GD") is None
+                                      or handle.snapshot().last["GD"].iteration < 3):
+        time.sleep(0.1)
+    next(b for b in at.button if b.label.endswith(" Stop")).click().run()
+    snap = _wait_for_run(at)
+    done = snap.last["GD"].iteration
+    assert snap.status == "stopped" and 3 <= done < 10_000
+    (bar,) = [p for p in at.get("progress")]
+    assert f"stopped after {done:,} of 10,000 iterations" in bar.proto.text
+    assert bar.proto.value < 100

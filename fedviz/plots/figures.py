@@ -292,7 +292,7 @@ def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 
     w = "ω<sup>j</sup>"
     # Short subplot titles (each spans half the width); the figure's own title names the paper's figure.
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        f"Nodes per feature ({w})", f"Features per node count"))
+        f"{w} for each feature j", f"histogram of {w}"))
     idx = np.arange(omega.size)
     if omega.size > 50_000:  # keep the browser responsive: every feature still counted in the histogram
         keep = np.unique(np.r_[np.linspace(0, omega.size - 1, 50_000).astype(int), np.argmax(omega)])
