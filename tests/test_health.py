@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 import scipy.sparse as sp
 
 from conftest import DATA
@@ -20,7 +22,7 @@ from fedviz.data.presets import make_preset
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
 from fedviz.runner import iterate
-from fedviz.runner.health import Verdict, assess
+from fedviz.runner.health import Verdict, Watch, assess
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,3 +384,17 @@ def test_scaffold_full_batch_step_is_one_over_the_worst_local_smoothness(seed):
     L_max = 0.25 * np.max(np.sum(dense ** 2, axis=1)) + p.lam
     assert Scaffold(p, batch_size=5).eta == pytest.approx(1.0 / L_max, rel=1e-12)
     assert Scaffold(p, stepsize=0.123).eta == 0.123
+
+
+@settings(max_examples=300, deadline=None)
+@given(st_.lists(st_.one_of(st_.floats(-1e6, 1e6), st_.sampled_from([float("nan"), float("inf")])),
+                 min_size=1, max_size=40))
+def test_the_loops_incremental_watch_says_diverged_exactly_when_assess_does(values):
+    """The loop's O(1)-per-iteration Watch against the full assess on every prefix (the oracle)."""
+    watch = Watch(values[0])
+    for t in range(1, len(values)):
+        fast = watch.add(values[t])
+        full = assess(values[: t + 1])
+        assert (fast.status == "diverged") == (full.status == "diverged"), (values[: t + 1], fast, full)
+        if fast.status == "diverged":
+            break

@@ -92,6 +92,32 @@ class Verdict:
 OK = Verdict("ok", "")
 
 
+class Watch:
+    """:func:`assess`'s divergence rule kept up to date in O(1) per value.
+
+    The loop asks after every iteration whether the run diverged; :func:`assess` reads the
+    whole curve (O(t)), which over a 10,000-iteration run cost seconds.  The loop feeds each
+    objective here and calls :func:`assess` once, at the end, for the oscillation tests.
+    """
+
+    def __init__(self, f0: float):
+        self.f0 = self.best = self.peak = float(f0)
+        self.t = 0
+
+    def add(self, f: float) -> Verdict:
+        """The divergence verdict on the curve so far, ``f`` appended (OK or 'diverged')."""
+        self.t += 1
+        if not math.isfinite(self.f0):
+            return Verdict("diverged", f"f became {self.f0} at iteration 0")
+        if not math.isfinite(f):
+            return Verdict("diverged", f"f became {f} at iteration {self.t}")
+        self.best, self.peak = min(self.best, f), max(self.peak, f)
+        scale = max(abs(self.f0), self.f0 - self.best) or 1.0
+        if self.peak > self.f0 + CLIMB * scale:
+            return Verdict("diverged", f"f rose to {self.peak:.4g} from a start of {self.f0:.4g} (best {self.best:.4g})")
+        return OK
+
+
 def assess(objectives: Sequence[float], f_star: float | None = None) -> Verdict:
     """The verdict on a curve of objectives f(w0), f(w1), … (see the module's docstring for the rules).
 

@@ -26,7 +26,7 @@ import numpy as np
 from ..algorithms import get_algorithm
 from ..algorithms.base import Algorithm, StopRequested
 from ..problems.objective import Problem
-from .health import assess
+from .health import Watch, assess
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     start = time.perf_counter()
     first = _record(algo, label, f_star, start, "running" if iterations else "done")
     objectives = [first.objective]
+    watch = Watch(first.objective)
     paused = time.perf_counter()
     yield first
     for t in range(1, iterations + 1):
@@ -102,7 +103,9 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             yield _final(algo, label, f_star, start, "failed", f"{type(e).__name__}: {e}")
             return
         objectives.append(rec.objective)
-        verdict = assess(objectives, None if math.isnan(f_star) else f_star)
+        verdict = watch.add(rec.objective)  # O(1); the oscillation tests read the whole curve once, at the end
+        if verdict.ok and t == iterations:
+            verdict = assess(objectives, None if math.isnan(f_star) else f_star)
         if verdict.status == "diverged":
             status, message = "diverged", _diverged_text(cls, algo, t, verdict.reason)
         elif t == iterations:
