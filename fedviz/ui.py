@@ -28,6 +28,7 @@ from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
 from .problems.optimum import solve
 from .runner import RunJob, get_manager
+from .runner.manager import CRITERION
 from .runner.config import RunConfig, from_query, to_query
 from .runner.sweep import sweep_outcome, sweep_plan
 
@@ -450,15 +451,19 @@ def _progress(snap) -> None:
         if snap.phase == "preparing" and snap.message:
             text = snap.message
     st.progress(min(1.0, max(0.0, value)), text=text)
-    parts = []
+    parts, criteria = [], {}
     for label, status in snap.statuses.items():
         msg = snap.messages.get(label) or ""
         icon = ":orange[:material/warning:]" if msg.startswith("oscillating") else _ICONS.get(status, "")
         parts.append(f"{icon} **{label}**: {status}" + (f" — {msg}" if msg else ""))
-        note = snap.notes.get(label) if hasattr(snap, "notes") else ""
+        note, _, criterion = (snap.notes.get(label) or "").partition(CRITERION)
         if note:
             parts.append(f"&nbsp;&nbsp;&nbsp;:gray[{note}]")
+        if criterion:
+            criteria.setdefault(criterion, []).append(label)
     st.markdown("  \n".join(parts))
+    for criterion in criteria:  # the same for every tuned algorithm: said once
+        st.caption(f"How tuning chose: {criterion}.")
     if snap.message and snap.phase != "preparing" and snap.status not in ("done", "failed"):
         st.caption(snap.message)  # a done or failed run's message repeats the statuses above
 

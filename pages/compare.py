@@ -123,3 +123,5 @@ with tab_whatif:
     with right:
         st.subheader(f"B: {ran[1] or _choice_label(b)}")
         ui.live_view("whatif-run-b", axis_key="whatif-axis", cost_key="whatif-cost", height=330, stacked=True)
+
+ui.sync_link()

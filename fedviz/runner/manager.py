@@ -95,6 +95,11 @@ STOPPED_SESSION_CLOSED = "stopped: the browser session closed"
 STOPPED_SHUTDOWN = "stopped: the server is shutting down"
 
 
+#: Between a tuned algorithm's note and the criterion its pilots were judged by (the UI shows the
+#: criterion once for all algorithms; the history keeps the whole note).
+CRITERION = ". Criterion: "
+
+
 # -- what to run --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunJob:
@@ -877,8 +882,9 @@ class RunManager:
             hyper = dict(result.hyper)
             entry = _Entry(label, e.cls, MappingProxyType(hyper), MappingProxyType(e.cls.validate(hyper)))
             note = (f"tuned {result.param} = {result.value:.4g} by {len(result.pilots)} pilot runs in "
-                    f"{result.seconds:.1f} s (apart from the run's time); {result.criterion}"
-                    + ("; the best value sits at the edge of the widest grid tried" if result.edge else ""))
+                    f"{result.seconds:.1f} s (apart from the run's time)"
+                    + ("; the best value sits at the edge of the widest grid tried" if result.edge else "")
+                    + f"{CRITERION}{result.criterion}")
             run_id = handle.store_ids.get(e.label)
             handle._relabel(e.label, entry, note)
             if run_id is not None and self.store is not None:

@@ -545,7 +545,7 @@ def describe_run(config: Mapping | None, *, algorithm: str | None = None,
             parts.append(template.format(_value_text(value)) if "{}" in template else template)
 
     changed(data, defaults["data"], _DATA_WORDS, skip=("source", "partition"))
-    changed(config, defaults, _RUN_WORDS, skip=("data", "algorithms"))
+    changed(config, defaults, _RUN_WORDS, skip=("data", "algorithms", "tuning"))  # the label names a tuned value
 
     def hyper_text(name: str, values: Mapping) -> list[str]:
         cls = ALGORITHMS.get(name)
