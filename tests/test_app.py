@@ -87,9 +87,23 @@ def test_data_page_upload_shows_statistics():
         ("heart_scale", (DATA / "heart_scale").read_bytes(), "application/octet-stream")).run()
     assert not at.exception and not at.error
     metrics = {m.label: m.value for m in at.metric}
-    # 270 rows, 25% of each node's rows held out for testing: 100 nodes of 2-3 rows.
-    assert metrics["features d"] == "13"
+    # 270 rows, 25% of each node's rows held out for testing, on 13 nodes of about 20 rows.
+    assert metrics["features d"] == "13" and metrics["nodes K"] == "13"
     assert int(metrics["examples n"].replace(",", "")) + int(metrics["test examples"].replace(",", "")) == 270
+    assert any("random 25% of each node's rows, stratified by label" in c.value for c in at.caption)
+
+
+def test_a_file_without_its_final_line_end_is_flagged_on_the_data_page():
+    """A real copy of a9a cut short (here: after its 1,000th row's fourth feature) loads, with a warning that
+    names its last line and compares its length with the file's typical row."""
+    lines = (DATA / "a9a").read_bytes().split(b"\n")
+    cut = b"\n".join(lines[:999]) + b"\n" + b" ".join(lines[999].split()[:5])
+    at = _app(page="pages/data.py")
+    at.radio[0].set_value("Upload a LIBSVM file").run()
+    at.file_uploader(key="upload-train").set_value(("a9a-cut", cut, "application/octet-stream")).run()
+    assert not at.exception and not at.error
+    warnings = " ".join(w.value for w in at.warning)
+    assert "line 1,000 has no line end" in warnings and "4 nonzero features" in warnings, warnings
 
 
 @pytest.mark.parametrize("content, expected", [
