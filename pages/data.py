@@ -35,7 +35,7 @@ SPLITS = {"auto": "random within each node, stratified by label (qid files: in f
           "random": "random within each node, stratified by label",
           "chronological": "the last rows of each node, in file order"}
 SOURCES = ["Generate", "Upload a LIBSVM file"]
-OWN = "the data's own nodes (a file: its qid groups, else iid)"
+OWN = "the data's own nodes"
 
 
 def _positive(text: str) -> float | None:
@@ -122,8 +122,9 @@ def partition_widgets(current: DataSpec, same_source: bool) -> tuple[str | None,
     choice = st.selectbox("How the rows are split over nodes", options,
                           key=ui.seeded("data-partition", name0 if name0 in options else OWN),
                           format_func=lambda o: o if o == OWN else f"{PARTITIONERS[o].title} ({o})",
-                          help="The generator's nodes are users (natural, non-IID). Reshuffle keeps each node's "
-                               "size but fills it with random rows: the paper's FSVRGR.")
+                          help="The data's own nodes: the generator's users (natural, non-IID); a file's qid "
+                               "groups, else an iid split. Reshuffle keeps each node's size but fills it with random "
+                               "rows: the paper's FSVRGR.")
     if choice == OWN:
         return None, None
     cls = PARTITIONERS[choice]

@@ -67,7 +67,7 @@ def test_dashboard_end_to_end(server, page):
     _shot(page, "data")
 
     # 2. Start two algorithms and watch the chart update at least three times.
-    page.goto(server + "/run?data=google-plus-small%3Fnodes%3D60&algorithms=gd,fsvrg&iterations=10000")
+    page.goto(server + "/run?algorithms=gd,fsvrg&iterations=10000")  # the paper's 500 users
     run_button = page.get_by_role("button").filter(has_text=re.compile(r"\bRun$"))
     run_button.wait_for()
     idle(page)
