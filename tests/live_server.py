@@ -168,6 +168,18 @@ def chromium() -> Iterator:
             browser.close()
 
 
+@contextlib.contextmanager
+def browser_page(browser, timeout_ms: float = 60_000) -> Iterator:
+    """A page in a fresh browser context (so a fresh Streamlit session), closed on exit."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        yield page
+    finally:
+        context.close()
+
+
 # -- page helpers -------------------------------------------------------------------------------------
 def idle(page, timeout: float = 120_000) -> None:
     """Wait until Streamlit finished rerunning the script (its status widget is gone)."""

@@ -24,7 +24,7 @@ from browser_user import (choose_option, crashes, error_axes, go_sidebar, metric
                           multiselect_values, number_input, observe, open_page, preset_in_link, query, selectbox,
                           set_number, set_text, shot, table_cell, text_input, tick, checkbox)
 from conftest import DATA
-from live_server import StreamlitServer, idle, run_button
+from live_server import StreamlitServer, browser_page, idle, run_button
 
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.partition import PARTITIONERS
@@ -44,11 +44,8 @@ def server(tmp_path_factory):
 @pytest.fixture
 def page(server, browser):
     """A fresh browser context (so a fresh Streamlit session) per test."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(60_000)
-    yield pg
-    context.close()
+    with browser_page(browser) as pg:
+        yield pg
 
 
 def _sequence(page, name, steps, widget, link):

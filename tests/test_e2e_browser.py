@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from live_server import StreamlitServer, idle, run_button
+from live_server import StreamlitServer, browser_page, idle, run_button
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 
@@ -26,11 +26,8 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(server, browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(60_000)
-    yield pg
-    context.close()
+    with browser_page(browser) as pg:
+        yield pg
 
 
 def _shot(page, name):
