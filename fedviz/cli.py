@@ -33,8 +33,12 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                                 "(e.g. preset:google-plus-small?nodes=200)")
     p.add_argument("--test", metavar="TESTFILE", help="a separate LIBSVM test file")
     p.add_argument("--test-fraction", type=float, metavar="F",
-                   help="without --test: the last F of each node's rows become the test set "
+                   help="without --test: the share F of each node's rows held out as the test set "
                         "(default 0.25; 0 keeps every row for training)")
+    p.add_argument("--split", choices=["auto", "random", "chronological"], default="auto",
+                   help="without --test, which rows of a file are held out: random within each node, "
+                        "stratified by label; chronological, the last rows in file order; auto (default), "
+                        "chronological for qid groups, else random. Presets keep the generator's time order")
     p.add_argument("--partition", metavar="SPEC",
                    help="iid, iid-unbalanced:sigma=1, dirichlet:alpha=0.5, shards:classes_per_node=2, "
                         "natural, topic, reshuffle (default: the data's own nodes)")
@@ -60,7 +64,7 @@ def data_spec_from_args(args):
     task = "regression" if args.loss == "squared" else "classification"
     zero_based = {"auto": "auto", "0": True, "1": False}[args.index_base]
     limits = {} if args.max_bytes is None else {"max_bytes": args.max_bytes}  # else the loader's default
-    return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction,
+    return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction, split=args.split,
                     partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
                     positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
                     **limits)

@@ -268,3 +268,20 @@ def test_export_writes_a_preset_with_non_integer_values_exactly(tmp_path):
 def test_export_refuses_bad_arguments(args, needle):
     r = fedviz(*args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_split_of_a_file_sorted_by_label(tmp_path):
+    """a9a sorted by label: the default (random, stratified) test set holds both classes in the training
+    proportion; --split chronological takes each node's last rows, one class, and says so on stderr."""
+    lines = [line for line in (DATA / "a9a").read_bytes().splitlines() if line.strip()]
+    lines.sort(key=lambda line: line.split()[0])
+    path = tmp_path / "a9a.sorted"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    share = sum(line.startswith(b"+1") for line in lines) / len(lines)  # the oracle: the raw labels
+    r = fedviz("inspect", path, "--json")
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    out = json.loads(r.stdout)
+    assert abs(out["majority_test_error"] - min(share, 1 - share)) < 0.01
+    r = fedviz("inspect", path, "--json", "--split", "chronological")
+    assert r.returncode == 0 and "the test set holds one class only" in r.stderr
+    assert json.loads(r.stdout)["majority_test_error"] == 0.0
