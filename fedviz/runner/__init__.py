@@ -1,9 +1,15 @@
-"""Running algorithms: the iteration loop and its records (:mod:`.loop`), the background
-run manager with its queue and sessions (:mod:`.manager`), and the SQLite history (:mod:`.store`)."""
+"""Running algorithms: the iteration loop and its records (:mod:`.loop`); what to run (:mod:`.job`),
+the live state of a run (:mod:`.handle`), running a job (:mod:`.execute`, with its executor seam),
+its history (:mod:`.journal`, :mod:`.store`), the queue and sessions (:mod:`.manager`) and the
+process-wide cache of data sets, problems and optima (:mod:`.cache`)."""
 
+from .execute import Executor, Sink, Stop, ThreadExecutor, execute
+from .job import Job, ProblemSpec, RunJob
+from .handle import RunHandle, RunSnapshot
 from .loop import FIELDS, IterationRecord, iterate
-from .manager import RunHandle, RunJob, RunManager, RunSnapshot, get_manager
+from .manager import RunManager, get_manager
 from .store import RunInfo, RunStore
 
-__all__ = ["FIELDS", "IterationRecord", "iterate", "RunHandle", "RunJob", "RunManager", "RunSnapshot",
-           "get_manager", "RunInfo", "RunStore"]
+__all__ = ["FIELDS", "IterationRecord", "iterate", "Executor", "Job", "ProblemSpec", "RunHandle", "RunJob",
+           "RunManager", "RunSnapshot", "Sink", "Stop", "ThreadExecutor", "execute", "get_manager", "RunInfo",
+           "RunStore"]

@@ -1,0 +1,185 @@
+"""What to run: a :class:`RunJob` as a caller submits it, validated into a :class:`Job`.
+
+A :class:`Job` is a frozen value: the algorithms (:class:`Entry`, their hyperparameters
+checked and completed), the iterations, the seed, the stored config, and how to get the
+problem.  The problem is not built by the caller: the job carries a callable that builds
+or fetches it, ideally a :class:`ProblemSpec` (data spec, loss, λ), which the worker turns
+into a problem through the process-wide cache (:mod:`fedviz.runner.cache`), under the run
+cap.  f* likewise: None means the worker computes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from ..algorithms import get_algorithm
+from ..algorithms.base import Algorithm
+from ..data.build import DataSpec
+from ..errors import ParameterError
+from ..problems.losses import make_loss
+from ..problems.objective import Problem
+from ..problems.optimum import Optimum
+from ..validation import check_int, check_real
+from . import cache
+from .store import to_json
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """A problem by content: data set, loss and λ.  Calling it returns the (cached) problem.
+
+    Pass it as :attr:`RunJob.make_problem`: the run's worker then builds the data set and the
+    problem (or takes them from :mod:`fedviz.runner.cache`) under the run cap, and computes f*
+    there too when the job gives none.
+    """
+
+    data: DataSpec
+    loss: str = "logistic"
+    lam: float | None = None
+
+    def __call__(self) -> Problem:
+        return cache.problem(self.data, self.loss, self.lam)
+
+    def optimum(self) -> Optimum:
+        return cache.optimum(self.data, self.loss, self.lam)
+
+    def check(self) -> None:
+        """Refuse a malformed spec before anything is built (a bad file shows only when built)."""
+        if not isinstance(self.data, DataSpec):
+            raise ParameterError("data", type(self.data).__name__, "a DataSpec")
+        make_loss(self.loss)
+        if self.lam is not None:
+            check_real("lam", self.lam, low=0, low_open=True)
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One Run click, as submitted: several algorithms on one problem, for the same iterations and seed.
+
+    Parameters
+    ----------
+    make_problem : ProblemSpec or callable () -> Problem
+        The problem, built in the worker: a :class:`ProblemSpec` (preferred: built and cached
+        by content under the run cap), or any callable returning a Problem.
+    algorithms : tuple of (label, algorithm, hyper)
+        ``label`` names the curve (unique within the job); ``algorithm`` is a registry
+        name or an :class:`~fedviz.algorithms.base.Algorithm` subclass; ``hyper`` maps
+        hyperparameter names to values (missing ones take their defaults).
+    iterations : int
+        Outer iterations per algorithm.
+    seed : int
+    config : mapping
+        The frozen setup (data spec, loss, λ, ...), JSON-serialisable; stored with each
+        run, completed with ``iterations`` and ``seed``.
+    f_star : float or None
+        The optimal value, if known; else computed by Newton-CG in the worker.
+    tune : bool
+        Choose each algorithm's step-like hyperparameters by pilot runs first
+        (:func:`fedviz.runner.tune.tune`), in the worker, under the run cap.  The chosen
+        value joins the label, the stored hyperparameters and the algorithm's note; the
+        pilots' time is reported apart from the run's.
+    """
+
+    make_problem: ProblemSpec | Callable[[], Problem]
+    algorithms: tuple[tuple[str, str | type[Algorithm], Mapping[str, Any]], ...]
+    iterations: int
+    seed: int = 0
+    config: Mapping[str, Any] = field(default_factory=dict)
+    f_star: float | None = None
+    tune: bool = False
+
+    def validate(self) -> "Job":
+        """The validated job; raises :class:`ParameterError` naming the offending parameter."""
+        return Job.of(self)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One algorithm of a job: its label, class, hyperparameters as given and as resolved."""
+
+    label: str
+    cls: type[Algorithm]
+    hyper: Mapping[str, Any]       # as given: what the algorithm is constructed with
+    resolved: Mapping[str, Any]    # defaults filled in: what the history records
+
+    @property
+    def name(self) -> str:
+        return self.cls.name or self.cls.__name__
+
+    @classmethod
+    def make(cls, label: str, algorithm: type[Algorithm], hyper: Mapping[str, Any]) -> "Entry":
+        hyper = dict(hyper)
+        return cls(label, algorithm, MappingProxyType(hyper), MappingProxyType(algorithm.validate(hyper)))
+
+    def retuned(self, label: str, hyper: Mapping[str, Any]) -> "Entry":
+        """This algorithm under a new label with new hyperparameters (tuning's choice)."""
+        return Entry.make(label, self.cls, hyper)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A validated :class:`RunJob`: everything a worker needs, frozen."""
+
+    make_problem: Callable[[], Problem]
+    entries: tuple[Entry, ...]
+    iterations: int
+    seed: int
+    config: Mapping[str, Any]  # completed with iterations and seed; JSON-serialisable
+    f_star: float | None
+    tune: bool
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(e.label for e in self.entries)
+
+    @classmethod
+    def of(cls, job: RunJob) -> "Job":
+        """Refuse a bad job before anything starts: every error names the offending parameter."""
+        if not isinstance(job, RunJob):
+            raise ParameterError("job", type(job).__name__, "a RunJob")
+        if isinstance(job.make_problem, ProblemSpec):
+            job.make_problem.check()
+        elif not callable(job.make_problem):
+            raise ParameterError("make_problem", job.make_problem,
+                                 "a ProblemSpec or a callable returning a Problem")
+        iterations = check_int("iterations", job.iterations, low=0)
+        seed = check_int("seed", job.seed, low=0, high=2**63 - 1)
+        f_star = None if job.f_star is None else check_real("f_star", job.f_star)
+        algos = tuple(job.algorithms)
+        if not algos:
+            raise ParameterError("algorithms", algos, "at least one (label, algorithm, hyper) triple")
+        entries, seen = [], set()
+        for k, item in enumerate(algos):
+            if not (isinstance(item, (tuple, list)) and len(item) == 3):
+                raise ParameterError(f"algorithms[{k}]", item, "a (label, algorithm, hyper) triple")
+            label, algo, hyper = item
+            if not isinstance(label, str) or not label.strip():
+                raise ParameterError(f"algorithms[{k}].label", label, "a non-empty string")
+            if label in seen:
+                raise ParameterError(f"algorithms[{k}].label", label, "a label not used by another algorithm")
+            seen.add(label)
+            if isinstance(algo, str):
+                algo_cls = get_algorithm(algo)
+            elif isinstance(algo, type) and issubclass(algo, Algorithm):
+                algo_cls = algo
+            else:
+                raise ParameterError(f"algorithms[{k}].algorithm", algo,
+                                     "a registered algorithm name or an Algorithm subclass")
+            if hyper is None:
+                hyper = {}
+            if not isinstance(hyper, Mapping):
+                raise ParameterError(f"algorithms[{k}].hyper", hyper, "a mapping of hyperparameters")
+            entries.append(Entry.make(label, algo_cls, hyper))
+        config = {**dict(job.config or {}), "iterations": iterations, "seed": seed}
+        try:
+            to_json(config)
+        except (TypeError, ValueError) as e:
+            raise ParameterError("config", type(job.config).__name__,
+                                 f"a JSON-serialisable mapping ({e})") from None
+        return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
+                   bool(job.tune))
+
+
+__all__ = ["Entry", "Job", "ProblemSpec", "RunJob"]
