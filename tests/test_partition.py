@@ -143,8 +143,8 @@ def test_registry_metadata_is_complete_and_consistent(name):
     for key, spec in cls.params.items():
         assert isinstance(spec, ParamSpec) and spec.name == key and spec.help
         # The default is allowed, and survives formatting and parsing.
-        assert spec.validate(f"{name}.{key}", spec.default) == spec.default
-        assert spec.parse(f"{name}.{key}", spec.format(spec.default)) == spec.default
+        assert spec.validate(spec.default, name) == spec.default
+        assert spec.parse(spec.format(spec.default), name) == spec.default
 
 
 def test_assignment_feeds_federated_dataset():

@@ -20,7 +20,6 @@ Counting conventions (what the dashboard's x axes mean):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping
 
@@ -28,7 +27,8 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..problems.objective import Problem
-from ..validation import allowed_text, check_choice, check_int, check_real
+from ..params import Param
+from ..validation import check_int
 
 
 #: The directions a :attr:`Algorithm.divergence_hint` may name.
@@ -37,66 +37,6 @@ HINT_DIRECTIONS = ("raise", "lower")
 
 class StopRequested(Exception):
     """Raised inside :meth:`Algorithm.step` when the user stopped the run; the iteration is discarded."""
-
-
-@dataclass(frozen=True)
-class Param:
-    """One hyperparameter: its default, its allowed range and a help text for the UI.
-
-    ``kind`` is 'float', 'int', 'bool' or 'choice'.  ``default=None`` for a float means
-    'derived from the problem' (e.g. a stepsize from the smoothness constant); the help
-    text says how.  ``log`` asks the UI for a log-scale input.
-    """
-
-    name: str
-    kind: str
-    default: Any
-    help: str
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    choices: tuple = ()
-    log: bool = False
-
-    def validate(self, value, owner: str):
-        qual = f"{owner}.{self.name}"
-        if value is None and self.default is None:
-            return None
-        if self.kind == "float":
-            return check_real(qual, value, low=self.low, high=self.high,
-                              low_open=self.low_open, high_open=self.high_open)
-        if self.kind == "int":
-            return check_int(qual, value, low=None if self.low is None else int(self.low),
-                             high=None if self.high is None else int(self.high))
-        if self.kind == "bool":
-            if isinstance(value, (bool, np.bool_)):
-                return bool(value)
-            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-                return value.lower() in ("true", "1", "yes")
-            if isinstance(value, (int, np.integer)) and value in (0, 1):
-                return bool(value)
-            raise ParameterError(qual, value, "true or false")
-        if self.kind == "choice":
-            return check_choice(qual, value, self.choices)
-        raise TypeError(f"unknown parameter kind {self.kind!r}")
-
-    def parse(self, text: str, owner: str):
-        """Convert command-line text to this parameter's type, then validate."""
-        qual = f"{owner}.{self.name}"
-        if self.kind in ("float", "int"):
-            try:
-                value = float(text) if self.kind == "float" else int(float(text))
-                if self.kind == "int" and float(text) != int(float(text)):
-                    raise ValueError
-            except (ValueError, OverflowError):  # 'abc', '1.5' for an int, 'inf' for an int
-                raise ParameterError(qual, text, self.range_text()) from None
-            return self.validate(value, owner)
-        return self.validate(text, owner)
-
-    def range_text(self) -> str:
-        """The allowed values in words, as the errors of :meth:`validate` word them."""
-        return allowed_text(self.kind, self.low, self.high, self.low_open, self.high_open, choices=self.choices)
 
 
 class Algorithm:

@@ -16,8 +16,9 @@ A data source's own grouping (LETOR query ids, a generator's node ids) is used w
 
 from __future__ import annotations
 
+from ...params import human_label
 from ...validation import check_choice
-from .base import ParamSpec, Partitioner, human_label, parse_spec
+from .base import PARTITION_SPEC, ParamSpec, Partitioner, parse_spec
 from .dirichlet import DirichletPartitioner
 from .iid import IIDPartitioner
 from .iid_unbalanced import IIDUnbalancedPartitioner
@@ -65,7 +66,7 @@ def make_partitioner(spec: str, *, n_nodes: int | None, seed: int = 0) -> Partit
 
 
 __all__ = [
-    "PARTITIONERS", "ParamSpec", "Partitioner", "human_label", "make_partitioner", "parse_spec",
+    "PARTITIONERS", "PARTITION_SPEC", "ParamSpec", "Partitioner", "human_label", "make_partitioner", "parse_spec",
     "DirichletPartitioner", "IIDPartitioner", "IIDUnbalancedPartitioner", "NaturalPartitioner",
     "ReshufflePartitioner", "ShardsPartitioner", "TopicPartitioner",
 ]

@@ -1,9 +1,10 @@
 """The partitioner interface: how the training rows are spread over K nodes.
 
 This module owns :class:`Partitioner`, the abstract base of every partitioner;
-:class:`ParamSpec`, the metadata that lets the dashboard build a widget and the command
-line parse a ``name:key=value,...`` spec for any parameter without knowing the
-partitioner; :func:`parse_spec`; and the small size helpers the partitioners share.
+:func:`parse_spec`, which reads a ``name:key=value,...`` spec; and the small size helpers the
+partitioners share.  A partitioner's parameters are :class:`fedviz.params.Param` records
+(``ParamSpec`` here), so the dashboard builds their widgets and the command line and links
+parse their values as they do an algorithm's.
 
 A partitioner only decides *which node holds which row* (``node_of_row``); grouping the
 rows is :meth:`fedviz.data.dataset.FederatedDataset.from_assignment`'s job.  Keeping the
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping
 
@@ -23,116 +23,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...errors import FedvizError, ParameterError
-from ...validation import allowed_text, check_choice, check_int, check_real
+from ...params import Param, SpecGrammar, check_key, param_table, parse_options
+from ...validation import check_int
 
 #: Label-skew partitioners treat every distinct label as a class; more distinct values
 #: than this means ``y`` holds regression targets, for which label skew is meaningless.
 MAX_CLASSES = 1000
 
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
+#: A partitioner's parameter: the one record of :mod:`fedviz.params` (the name stays for the
+#: partitioner modules, which declare theirs as ``ParamSpec("alpha", float, 0.5, help, low=0, ...)``).
+ParamSpec = Param
 
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One parameter of a configurable object: type, default, allowed range and help.
-
-    The same record validates values given in Python, parses values given as text
-    (``make_partitioner("dirichlet:alpha=0.5")``) and describes the widget a UI should
-    show, so the three can never disagree.
-
-    Attributes
-    ----------
-    name : str
-        The key, as written in a spec string and passed to ``__init__``.
-    kind : {int, float, bool}
-        The Python type of the value.
-    default : int, float or bool
-    help : str
-        One sentence for tooltips and ``--help``.
-    low, high : float or None
-        Bounds of the allowed range (None: unbounded); ignored for bool.
-    low_open, high_open : bool
-        Whether the bound itself is excluded.
-    log : bool
-        A hint that the value spans orders of magnitude (a log-scale slider suits it).
-    """
-
-    name: str
-    kind: type
-    default: Any
-    help: str
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    log: bool = False
-
-    @property
-    def allowed(self) -> str:
-        """The allowed range in words, worded exactly as the error messages word it."""
-        return allowed_text(self.kind.__name__, self.low, self.high, self.low_open, self.high_open)
-
-    def validate(self, qualname: str, value):
-        """Return ``value`` converted to :attr:`kind`, or raise :class:`ParameterError`.
-
-        ``qualname`` (e.g. ``"dirichlet.alpha"``) is the name the error shows.
-        """
-        if self.kind is bool:
-            if isinstance(value, (bool, np.bool_)):
-                return bool(value)
-            raise ParameterError(qualname, value, self.allowed)
-        if self.kind is int:
-            return check_int(qualname, value, low=self.low, high=self.high)
-        return check_real(qualname, value, low=self.low, high=self.high,
-                          low_open=self.low_open, high_open=self.high_open)
-
-    def parse(self, qualname: str, text: str):
-        """Convert the text of a spec string and validate it.
-
-        Integers may be written as ``10`` or ``1e1``; booleans as true/false, yes/no,
-        on/off or 1/0.
-        """
-        word = text.strip()
-        if self.kind is bool:
-            if word.lower() in _TRUE:
-                return True
-            if word.lower() in _FALSE:
-                return False
-            raise ParameterError(qualname, text, self.allowed)
-        try:
-            value = float(word)
-        except ValueError:
-            raise ParameterError(qualname, text, self.allowed) from None
-        if self.kind is int:
-            try:
-                value = int(word)
-            except ValueError:
-                pass  # "1e1" or "2.5": check_int accepts the first, refuses the second
-        return self.validate(qualname, value)
-
-    def format(self, value) -> str:
-        """The text :meth:`parse` reads back as ``value``."""
-        if self.kind is bool:
-            return "true" if value else "false"
-        return repr(value)
-
-
-#: Words for parameter names whose plain spelling would read wrongly ("alpha" is α in the
-#: papers, "sigma" the σ of the lognormal); every other name only loses its underscores.
-_HUMAN = {"alpha": "α", "sigma": "σ", "min_size": "fewest rows per node",
-          "max_iter": "most k-means iterations", "eta": "η", "mu": "μ", "sigma_prime": "σ′"}
-
-
-def human_label(name: str) -> str:
-    """A parameter name as a person reads it: ``classes_per_node`` → "classes per node",
-    ``alpha`` → "α" — for widget labels, so the UI never shows a raw key."""
-    return _HUMAN.get(name, name.replace("_", " "))
-
-
-def param_table(*specs: ParamSpec) -> Mapping[str, ParamSpec]:
-    """A read-only ``{name: spec}`` table, in the order given (the order UIs show)."""
-    return MappingProxyType({s.name: s for s in specs})
+#: ``name:key=value,key=value`` (``"dirichlet:alpha=0.5,min_size=10"``).
+PARTITION_SPEC = SpecGrammar("partitioner", ":", ",", "option", "dirichlet:alpha=0.5,min_size=10")
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
@@ -141,26 +44,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     Blanks around names, keys and values are ignored; ``"iid"`` and ``"iid:"`` both
     mean no options.  The values stay text: only the named class knows their types.
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ParameterError("partitioner spec", spec, "a non-empty string such as "
-                             "'iid' or 'dirichlet:alpha=0.5,min_size=10'")
-    name, _, rest = spec.partition(":")
-    name = name.strip()
-    options: dict[str, str] = {}
-    for item in rest.split(","):
-        if not item.strip():
-            continue
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ParameterError(f"{name} option", item.strip(),
-                                 "key=value pairs separated by commas, "
-                                 "e.g. 'dirichlet:alpha=0.5,min_size=10'")
-        if key in options:
-            raise ParameterError(f"{name}.{key}", value.strip(), "to be given once",
-                                 hint=f"it was also given as {options[key]!r}")
-        options[key] = value.strip()
-    return name, options
+    return PARTITION_SPEC.split(spec)
 
 
 class Partitioner(ABC):
@@ -228,7 +112,7 @@ class Partitioner(ABC):
         self.seed = check_int("seed", seed, low=0)
         for key in params:
             self._check_key(key)
-        values = {key: spec.validate(f"{self.name}.{key}", params.get(key, spec.default))
+        values = {key: spec.validate(params.get(key, spec.default), self.name)
                   for key, spec in self.params.items()}
         self.config: Mapping[str, Any] = MappingProxyType(values)
         for key, value in values.items():
@@ -237,27 +121,18 @@ class Partitioner(ABC):
     @classmethod
     def _check_key(cls, key: str) -> None:
         """Refuse a key that is not a parameter, listing the valid ones."""
-        if key not in cls.params:
-            if not cls.params:
-                raise ParameterError(f"{cls.name} key", key,
-                                     f"none: {cls.name} takes no parameters")
-            check_choice(f"{cls.name} key", key, tuple(cls.params))
+        check_key(cls.name, key, cls.params)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, n_nodes: int | None,
                      seed: int = 0) -> "Partitioner":
         """Build from the text options of a spec string (see :func:`parse_spec`)."""
-        for key in options:
-            cls._check_key(key)
-        values = {key: cls.params[key].parse(f"{cls.name}.{key}", text)
-                  for key, text in options.items()}
-        return cls(n_nodes=n_nodes, seed=seed, **values)
+        return cls(n_nodes=n_nodes, seed=seed, **parse_options(cls.params, options, cls.name))
 
     @property
     def spec(self) -> str:
         """The spec string that rebuilds this partitioner (all parameters spelled out)."""
-        items = ",".join(f"{k}={self.params[k].format(v)}" for k, v in self.config.items())
-        return f"{self.name}:{items}" if items else self.name
+        return PARTITION_SPEC.join(self.name, {k: self.params[k].format(v) for k, v in self.config.items()})
 
     def __repr__(self) -> str:
         args = [f"n_nodes={self.n_nodes!r}", f"seed={self.seed!r}"]
