@@ -77,6 +77,12 @@ def test_statistics_match_a_dense_reference_on_random_data():
     nkj = np.array([B[ds.node_slice(k)].sum(0) for k in range(Kp)])
     np.testing.assert_array_equal(ds.stats.node_feature_counts.toarray(), nkj)
     np.testing.assert_array_equal(ds.stats.omega, (nkj > 0).sum(0))
+    from fedviz.properties import disjoint_features, sparse  # built on ω^j
+
+    omega = (nkj > 0).sum(0)
+    assert sparse(ds).omega_max == disjoint_features(ds).omega_max == omega.max()
+    assert sparse(ds).share_on_few_nodes == np.mean(omega[omega > 0] <= Kp / 10)
+    assert disjoint_features(ds).shared_features == np.sum(omega > 1)
     nk = ds.node_sizes[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         S_ref = np.where(nkj > 0, (B.sum(0) / n) / (nkj / nk), 0.0)

@@ -514,27 +514,38 @@ def test_theorem_1_primal_iterates_are_the_image_of_the_dual_iterates(shape, par
     p = _problem("squared", n=n, d=d, K=K, partition=partition, seed=7)
     sigma = sigma_of_K(K)
     alpha0 = np.zeros(p.n) if start == "zero" else np.random.default_rng(3).normal(size=p.n)
+    from fedviz.properties import theorem_5  # Theorem 1 here is Theorem 5 in the LaTeX's numbering
+
+    measured = theorem_5(p, sigma=sigma, alpha0=alpha0, iterations=6)
     primal = PrimalMethod(p, sigma=sigma, alpha0=alpha0)
     dual = DualMethod(p, sigma=sigma, alpha0=alpha0)
     Xd = p.X.toarray()
-    for _ in range(6):
+    for t in range(6):
         image = Xd.T @ dual.alpha / (p.lam * p.n)
         _close(dual.w, image, 1e-10)
         _close(primal.w, image, 1e-9)
+        assert measured.differences[t] <= 1e-9
         primal.step()
         dual.step()
     _close(primal.w, Xd.T @ dual.alpha / (p.lam * p.n), 1e-9)
+    assert measured.holds and measured.differences[6] <= 1e-9
 
 
 @pytest.mark.parametrize("partition", ["equal-noniid", "iid"])
 def test_lemma_1_the_corrections_sum_to_zero(partition):
     p = _problem("squared", n=120, d=12, K=6, partition=partition, seed=4)
-    primal = PrimalMethod(p, sigma=3.0, alpha0=np.random.default_rng(0).normal(size=p.n))
-    for _ in range(5):
+    from fedviz.properties import theorem_5  # Lemma 1 here is Lemma 4 in the LaTeX's numbering
+
+    alpha0 = np.random.default_rng(0).normal(size=p.n)
+    measured = theorem_5(p, sigma=3.0, alpha0=alpha0, iterations=4)
+    primal = PrimalMethod(p, sigma=3.0, alpha0=alpha0)
+    for t in range(5):
         g = np.array([primal.correction(k) for k in range(p.data.n_nodes)])
         assert np.abs(g).sum() > 1e-3  # the corrections themselves are not zero
         assert np.linalg.norm(g.sum(axis=0)) <= 1e-12 * np.abs(g).sum()
+        assert measured.lemma_4_residuals[t] <= 1e-12
         primal.step()
+    assert measured.lemma_4_holds
 
 
 def test_cocoa_plus_with_exact_local_solves_is_the_dual_method():
@@ -560,11 +571,13 @@ def test_started_at_the_optimal_dual_point_cocoa_stays_at_the_optimum(loss, cls)
     p = _problem(loss)
     w_star = solve(p, gtol=1e-14).w
     alpha_star = -p.loss.deriv(p.X @ w_star, p.y)
+    from fedviz.properties import stays_at_optimum
+
     for algo in (cls(p, alpha0=alpha_star, local_passes=2), cls(p, w0=w_star)):
         assert np.linalg.norm(algo.w - w_star) <= 1e-10
-        for _ in range(10):
-            algo.step()
-            assert np.linalg.norm(algo.w - w_star) <= 1e-10
+        measured = stays_at_optimum(algo, w_star, iterations=10, tol=1e-10)
+        assert measured.holds and measured.drifts[0] <= 1e-10
+        assert np.linalg.norm(algo.w - w_star) <= 1e-10
 
 
 @pytest.mark.parametrize("cls", [PrimalMethod, DualMethod])
@@ -572,10 +585,12 @@ def test_started_at_the_optimum_the_appendix_methods_stay(cls):
     p = _problem("squared", partition="iid")
     Xd = p.X.toarray()
     w_star = np.linalg.solve(Xd.T @ Xd / p.n + p.lam * np.eye(p.d), Xd.T @ p.y / p.n)
+    from fedviz.properties import stays_at_optimum
+
     for algo in (cls(p, w0=w_star), cls(p, alpha0=p.y - Xd @ w_star)):
-        for _ in range(10):
-            algo.step()
-            assert np.linalg.norm(algo.w - w_star) <= 1e-10
+        measured = stays_at_optimum(algo, w_star, iterations=10, tol=1e-10)
+        assert measured.holds  # ‖w^t − w*‖ ≤ 1e-10 after each of the 10 iterations
+        assert np.linalg.norm(algo.w - w_star) <= 1e-10
 
 
 def _iterations_to(algo, f_star, budget, tol=1e-6):

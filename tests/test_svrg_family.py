@@ -349,14 +349,19 @@ def test_lazy_step_tables_are_accurate_for_tiny_decay():
 
 # ----------------------------------------------------------------------------- identities
 def test_proposition_1_dane_with_one_svrg_pass_is_naive_fsvrg():
+    from fedviz.properties import proposition_1
+
     pb = _problem("logistic", "noniid", seed=9, n=200, d=30, K=6)
     m, h = 23, 0.2
+    measured = proposition_1(pb, local_steps=m, stepsize=h, iterations=6)
     dane = DANE(pb, eta=1.0, mu=0.0, solver="svrg", local_passes=1, local_steps=m, stepsize=h)
     naive = NaiveFSVRG(pb, local_steps=m, stepsize=h)
-    for _ in range(6):
+    for t in range(6):
         dane.step()
         naive.step()
         np.testing.assert_allclose(dane.w, naive.w, rtol=0, atol=1e-12 * max(1.0, np.abs(naive.w).max()))
+        assert measured.differences[t] == np.abs(dane.w - naive.w).max()  # the figure is this run's
+    assert measured.holds
     assert np.abs(naive.w).max() > 0.1  # the iterates did move
 
 
@@ -383,10 +388,12 @@ def test_fsvrg_on_one_node_is_svrg_with_stepsize_h_over_n():
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_property_a_started_at_the_optimum_it_stays(make, loss):
     pb = _problem(loss, "noniid", seed=11, lam=0.05)
+    from fedviz.properties import stays_at_optimum
+
     opt = solve(pb, gtol=1e-14, use_cache=False)
     algo = make(pb, opt.w)
-    for _ in range(3):
-        algo.step()
+    measured = stays_at_optimum(algo, opt.w, iterations=3)
+    assert measured.max_abs_drift <= 1e-10
     assert np.abs(algo.w - opt.w).max() <= 1e-10
 
 
@@ -400,9 +407,12 @@ def test_property_d_exact_dane_solves_identical_nodes_in_one_iteration():
     f_star = solve(pb).objective
     algo = DANE(pb)
     assert pb.value(algo.w) - f_star > 0.1
-    algo.step()
+    from fedviz.properties import converges_in_few_rounds
+
+    measured = converges_in_few_rounds(algo, f_star, case="D", tol=1e-12, max_rounds=2)
+    assert measured.data_condition and measured.holds and measured.iterations == 1
     assert pb.value(algo.w) - f_star <= 1e-12
-    assert algo.rounds == 2
+    assert algo.rounds == measured.rounds == 2
 
 
 # ----------------------------------------------------------------------------- convergence with defaults

@@ -162,8 +162,11 @@ def test_google_plus_small_has_the_papers_lambda_as_its_best(gplus_small):
 
 # -- the extreme cases of Section 3.1 ------------------------------------------------------
 def test_one_node():
+    from fedviz.properties import one_node
+
     ds = make_preset("one-node")
     assert ds.n_nodes == 1 and ds.n == 3_000 and len(ds.y_test) == 1_000
+    assert one_node(ds).holds
     assert np.all(ds.test_nodes == 0)
 
 
@@ -181,6 +184,10 @@ def test_disjoint_features_each_feature_on_one_node():
     assert np.all(lo[used] == hi[used])
     assert np.all(ds.stats.omega <= 1)
     assert used.sum() > 0.9 * ds.d
+    from fedviz.properties import disjoint_features
+
+    measured = disjoint_features(ds)  # property (C)'s condition, on the training rows
+    assert measured.holds and measured.omega_max == 1 and measured.shared_features == 0
 
 
 def test_identical_nodes_hold_identical_copies():
@@ -195,6 +202,10 @@ def test_identical_nodes_hold_identical_copies():
     for k in range(1, K):
         assert (ds.X_test[test_rows[k]] != ds.X_test[test_rows[0]]).nnz == 0
         assert np.array_equal(ds.y_test[test_rows[k]], ds.y_test[test_rows[0]])
+    from fedviz.properties import identical_nodes
+
+    measured = identical_nodes(ds)  # property (D)'s condition
+    assert measured.holds and measured.distinct_datasets == 1
 
 
 def test_iid_preset_is_balanced_with_one_word_distribution():
