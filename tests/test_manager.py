@@ -1,6 +1,9 @@
-"""The run manager: results identical to a sequential run of the loop, round-robin order,
-FIFO queue, stop, session timeouts, failures that end a run instead of a thread, and the
-process-wide singleton.  Time enters only as generous upper bounds ('within 10 s')."""
+"""The runner's pieces: results identical to a sequential run of the loop, round-robin order,
+FIFO queue, stop, session timeouts, failures that end a run instead of a thread, the
+process-wide singleton; the problem and f* prepared in the worker under the cap (a
+ProblemSpec, the process-wide cache); execute as a pure function of (job, sink, stop); and
+the executor seam, which a second executor implements with one method.  Time enters only as
+generous upper bounds ('within 10 s')."""
 
 import math
 import os
@@ -14,13 +17,16 @@ import numpy as np
 import pytest
 
 from fedviz.algorithms.base import Algorithm, Param
+from fedviz.data.build import DataSpec
 from fedviz.data.dataset import FederatedDataset
 from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
+from fedviz.runner import cache
 from fedviz.runner import manager as manager_mod
+from fedviz.runner.execute import Executor, Stop, ThreadExecutor, execute
 from fedviz.runner.loop import iterate
-from fedviz.runner.manager import RunJob, RunManager, get_manager
+from fedviz.runner.manager import ProblemSpec, RunJob, RunManager, get_manager
 from fedviz.runner.store import INTERRUPTED_MESSAGE, NUMERIC_FIELDS, RunStore
 
 WAIT = 10.0  # generous upper bound for anything that should take milliseconds
@@ -439,3 +445,146 @@ def test_get_manager_is_a_process_wide_singleton(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDVIZ_MAX_RUNS", "many")
     with pytest.raises(ParameterError, match="FEDVIZ_MAX_RUNS"):
         get_manager()
+
+
+# -- the pieces: job, execute, the executor seam, the problem cache -----------------------------------
+TINY = DataSpec(source="preset:identical-nodes")
+
+
+class ListSink:
+    """A sink that keeps every call, in order: what execute reported, and nothing else."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        if name not in ("preparing", "warn", "retuned", "started", "record", "end", "tick"):
+            raise AttributeError(name)
+        return lambda *args, **kw: self.calls.append((name, args, kw))
+
+    def named(self, name):
+        return [(args, kw) for n, args, kw in self.calls if n == name]
+
+
+def test_execute_is_a_pure_function_of_job_sink_and_stop():
+    job = RunJob(make_problem, (("a", "gd", {}), ("b", "gd", {"stepsize": 0.5})), iterations=4, seed=1).validate()
+    sink = ListSink()
+    execute(job, sink, Stop())
+    names = [n for n, _, _ in sink.calls]
+    # Preparing first (building, then f*), then started once, the records of both in turns, each end once.
+    assert names[:2] == ["preparing", "preparing"] and names.index("started") == 2
+    assert [a[0] for a, _ in sink.named("preparing")] == ["building the problem",
+                                                           "computing the optimum f* (Newton-CG)"]
+    ((_, info),) = sink.named("started")
+    opt = solve(PROBLEM)
+    assert info["f_star"] == opt.objective and info["optimum_test_error"] == opt.test_error
+    assert info["fingerprint"] == PROBLEM.data.fingerprint and info["summary"]["lam"] == 0.1
+    assert [a[0] for a, _ in sink.named("record")][:4] == ["a", "b", "a", "b"]
+    assert [a for a, _ in sink.named("end")] == [("a", "done", ""), ("b", "done", "")]
+    assert names.count("tick") == 5 and names[-1] == "tick"
+    for label, hyper in (("a", {}), ("b", {"stepsize": 0.5})):
+        got = [a[1] for a, _ in sink.named("record") if a[0] == label]
+        expected = list(iterate(PROBLEM, "gd", iterations=4, hyper=hyper, seed=1, f_star=opt.objective,
+                                label=label))
+        assert [_key(r, seconds=False) for r in got] == [_key(r, seconds=False) for r in expected]
+
+    # Stopped before it starts: every algorithm ends 'stopped' with the reason, nothing is built.
+    built = []
+    stop = Stop()
+    assert stop.request("stopped: testing") and not stop.request("again") and stop()
+    sink = ListSink()
+    execute(RunJob(lambda: built.append(1), (("a", "gd", {}),), iterations=3).validate(), sink, stop)
+    assert built == [] and sink.calls == [("end", ("a", "stopped", "stopped: testing (before the first iteration)"),
+                                           {})]
+
+
+def test_the_problem_and_f_star_are_prepared_in_the_worker_under_the_cap(managers):
+    m = managers(max_concurrent=1)
+    first = m.submit(RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0), "s")
+    built_in = []
+
+    def make():
+        built_in.append(threading.current_thread().name)
+        return PROBLEM
+
+    queued = m.submit(RunJob(make, (("gd", "gd", {}),), iterations=3), "s")
+    _until(lambda: len(first.records("slow")) >= 2)
+    assert queued.snapshot().phase == "queued" and built_in == []  # nothing is built while queued
+    first.stop()
+    assert queued.wait(WAIT) and queued.status == "done"
+    assert built_in == [f"fedviz-run-{queued.id[:8]}"]
+    snap = queued.snapshot()
+    opt = solve(PROBLEM)
+    assert (snap.f_star, snap.optimum_test_error) == (opt.objective, opt.test_error)
+    assert snap.summary["n"] == PROBLEM.n and snap.summary["loss"] == "logistic"
+
+
+def test_a_problem_spec_builds_through_the_process_wide_cache(managers, store):
+    spec = ProblemSpec(TINY, "logistic", None)
+    m = managers(max_concurrent=2)
+    handles = [m.submit(RunJob(spec, (("gd", "gd", {}),), iterations=3, config={"k": k}), "s") for k in range(2)]
+    for h in handles:
+        assert h.wait(WAIT) and h.status == "done"
+    problem = spec()
+    assert problem is cache.problem(TINY, "logistic", None) and problem.data is cache.dataset(TINY)
+    assert spec.optimum() is solve(problem)
+    for h in handles:
+        snap = h.snapshot()
+        assert snap.f_star == solve(problem).objective
+        assert store.get_run(snap.store_ids["gd"]).dataset_fingerprint == problem.data.fingerprint
+    # Two threads asking at once for a problem not yet built get one object.
+    other = DataSpec(source="preset:identical-nodes", seed=5)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(cache.problem(other, "squared", 0.5))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 3 and all(p is got[0] for p in got)
+    # A malformed spec is refused at submit, like a bad hyperparameter.
+    for bad, name in ((ProblemSpec(TINY, "no-such-loss"), "loss"), (ProblemSpec(TINY, lam=-1.0), "lam"),
+                      (ProblemSpec("preset:identical-nodes"), "data")):
+        with pytest.raises(ParameterError, match=name):
+            m.submit(RunJob(bad, (("gd", "gd", {}),), iterations=3), "s")
+
+
+def test_a_second_executor_is_one_class_implementing_the_seam(managers, store):
+    class Plain(Executor):
+        """Plain threads, no naming or priority: the smallest other executor."""
+
+        started = []
+
+        def start(self, run_id, job, sink, stop, done):
+            def work():
+                try:
+                    execute(job, sink, stop)
+                finally:
+                    done()
+
+            Plain.started.append(run_id)
+            t = threading.Thread(target=work, daemon=True)
+            t.start()
+            return t
+
+    m = managers(max_concurrent=1, executor=Plain())
+    a = m.submit(RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0), "s")
+    b = m.submit(RunJob(make_problem, (("gd", "gd", {}),), iterations=5, f_star=0.0), "s")
+    assert b.queue_position() == 1 and Plain.started == [a.id]
+    _until(lambda: len(a.records("slow")) >= 3)
+    a.stop()
+    assert a.wait(WAIT) and b.wait(WAIT)
+    assert (a.status, b.status) == ("stopped", "done") and Plain.started == [a.id, b.id]
+    run = store.get_run(b.snapshot().store_ids["gd"])
+    assert run.status == "done" and len(store.records(run.id)) == 6
+    assert isinstance(RunManager(1, store=None, reaper=False).executor, ThreadExecutor)
+
+
+def test_seconds_are_the_loops_own_clock(managers):
+    """One clock: the records' seconds are the loop's (the algorithm's own time, paused while the
+    others take their turns); the manager adds no timing of its own."""
+    m = managers(max_concurrent=1)
+    h = m.submit(RunJob(make_problem, (("slow", Slow, {}), ("gd", "gd", {})), iterations=20, f_star=0.0), "s")
+    assert h.wait(WAIT)
+    slow = h.snapshot().columns["slow"]["seconds"]
+    # Slow sleeps 4 ms per step: its own time grows by at least that at every step.
+    assert np.all(np.diff(slow) >= 0.004 * 0.9)
