@@ -179,7 +179,9 @@ class Param:
         return self.validate(self.convert(text, self.qualname(owner)), owner)
 
     def format(self, value) -> str:
-        """The text :meth:`parse` reads back as ``value``."""
+        """The text :meth:`parse` reads back as ``value`` (text is kept as it is)."""
+        if isinstance(value, str):
+            return value.strip()
         if value is None:
             return "none"
         if self.kind == "bool":

@@ -64,16 +64,16 @@ from __future__ import annotations
 
 import dataclasses
 import types
-import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import ParameterError
+from ..params import Param, SpecGrammar, check_key
 from .dataset import FederatedDataset
-from .synthetic import FedProxConfig, SyntheticConfig, generate
+from .synthetic import CONFIG_PARAMS, FedProxConfig, SyntheticConfig, generate
 
-__all__ = ["Preset", "PRESETS", "ALIASES", "make_preset", "preset_config", "parse_preset_spec",
-           "format_preset_spec", "override_keys"]
+__all__ = ["Preset", "PRESETS", "ALIASES", "PRESET_SPEC", "make_preset", "preset_config", "parse_preset_spec",
+           "format_preset_spec", "override_keys", "preset_params"]
 
 Config = SyntheticConfig | FedProxConfig
 
@@ -81,9 +81,8 @@ Config = SyntheticConfig | FedProxConfig
 ALIASES: Mapping[str, str] = types.MappingProxyType(
     {"nodes": "n_nodes", "words": "n_words", "features": "n_features"})
 
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-_NONE = ("none", "null", "")
+#: ``name?key=value&key=value``, with an optional leading ``preset:``.
+PRESET_SPEC = SpecGrammar("preset", "?", "&", "override", "google-plus-small?nodes=200&seed=3", prefix="preset:")
 
 
 @dataclass(frozen=True)
@@ -107,15 +106,15 @@ class Preset:
     def config(self, **overrides) -> Config:
         """The preset's config with ``overrides`` applied (and validated)."""
         base = self.factory()
-        fields = _fields(type(base))
+        params = CONFIG_PARAMS[type(base)]
         changes = {}
         for key, value in overrides.items():
-            field = _canonical(self.name, key, fields)
+            field = _canonical(self.name, key, params)
             if field in changes:
                 raise ParameterError(f"{self.name}.{key}", value, "to be given once",
                                      hint=f"{field} was already set to {changes[field]!r}")
-            if isinstance(value, str) and fields[field] is not str:
-                value = _convert(f"{self.name}.{key}", value, fields[field])
+            if isinstance(value, str) and params[field].kind != "choice":
+                value = params[field].convert(value, f"{self.name}.{key}")  # the range is the config's
             changes[field] = value
         return dataclasses.replace(base, **changes)
 
@@ -239,56 +238,34 @@ def parse_preset_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """Split ``"google-plus-small?nodes=200&seed=3"`` into the name and typed overrides.
 
     A leading ``"preset:"`` is allowed.  Keys are kept as written (aliases included) and
-    values are converted to their field's type, so the result can be passed straight to
-    :func:`make_preset`.  Booleans may be written true/false, yes/no, on/off or 1/0, and
-    an optional number as ``none``.
+    values are converted to their field's type by its :class:`~fedviz.params.Param`, so the
+    result can be passed straight to :func:`make_preset`.  Values take the words every
+    parameter takes (booleans true/false, yes/no, on/off or 1/0; an optional number ``none``).
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ParameterError("preset spec", spec, "a non-empty string such as "
-                             "'google-plus-small?nodes=200&seed=3'")
-    text = spec.strip()
-    if text.startswith("preset:"):
-        text = text[len("preset:"):]
-    name, _, query = text.partition("?")
-    preset = _preset(name.strip())
-    fields = _fields(type(preset.factory()))
-    overrides: dict[str, Any] = {}
-    seen: dict[str, str] = {}
-    for item in query.split("&"):
-        if not item.strip():
-            continue
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ParameterError(f"{preset.name} override", item.strip(),
-                                 "key=value pairs joined by '&', e.g. "
-                                 f"'{preset.name}?nodes=200&seed=3'")
-        field = _canonical(preset.name, key, fields)
-        if field in seen:
-            raise ParameterError(f"{preset.name}.{key}", value.strip(), "to be given once",
-                                 hint=f"it was also given as {seen[field]}")
-        seen[field] = f"{key}={value.strip()}"
-        overrides[key] = _convert(f"{preset.name}.{key}", value.strip(), fields[field])
-    preset.config(**overrides)  # validate the ranges now, before any data are drawn
+    name, options = PRESET_SPEC.split(spec)
+    preset = _preset(name)
+    params = preset_params(preset.name)
+    overrides = {key: params[_canonical(preset.name, key, params)].convert(text, f"{preset.name}.{key}")
+                 for key, text in options.items()}
+    preset.config(**overrides)  # validate the ranges (and an alias given twice) now, before any data are drawn
     return preset.name, overrides
 
 
 def format_preset_spec(name: str, overrides: Mapping[str, Any] | None = None) -> str:
     """The spec :func:`parse_preset_spec` reads back as ``(name, overrides)``."""
-    parts = []
-    for key, value in (overrides or {}).items():
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        elif value is None:
-            value = "none"
-        parts.append(f"{key}={value}")
-    return name + ("?" + "&".join(parts) if parts else "")
+    params = preset_params(name)
+    return PRESET_SPEC.join(name, {key: params[ALIASES.get(key, key)].format(value) if ALIASES.get(key, key) in
+                                   params else str(value) for key, value in (overrides or {}).items()})
 
 
 def override_keys(name: str) -> list[str]:
     """Every key preset ``name`` accepts: its aliases, then its config's fields."""
-    fields = _fields(type(_preset(name).factory()))
-    return [a for a, f in ALIASES.items() if f in fields] + list(fields)
+    return _keys(preset_params(name))
+
+
+def preset_params(name: str) -> Mapping[str, Param]:
+    """The knobs of preset ``name``'s generator, by field (defaults are the generator's, not the preset's)."""
+    return CONFIG_PARAMS[type(_preset(name).factory())]
 
 
 # ---------------------------------------------------------------------------------------
@@ -301,44 +278,9 @@ def _preset(name: str) -> Preset:
         raise ParameterError("preset", name, "one of " + ", ".join(PRESETS)) from None
 
 
-def _fields(cls) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+def _keys(params: Mapping[str, Param]) -> list[str]:
+    return [a for a, f in ALIASES.items() if f in params] + list(params)
 
 
-def _canonical(preset: str, key: str, fields: Mapping[str, Any]) -> str:
-    field = ALIASES.get(key, key)
-    if field not in fields:
-        valid = [a for a, f in ALIASES.items() if f in fields] + list(fields)
-        raise ParameterError(f"{preset} override", key, "one of " + ", ".join(valid))
-    return field
-
-
-def _convert(qualname: str, text: str, kind) -> Any:
-    """Text to the field's type; range checks are the config's job."""
-    word = text.strip()
-    optional = isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
-    if optional:
-        if word.lower() in _NONE:
-            return None
-        kind = next(a for a in typing.get_args(kind) if a is not type(None))
-    if kind is bool:
-        if word.lower() in _TRUE:
-            return True
-        if word.lower() in _FALSE:
-            return False
-        raise ParameterError(qualname, text, "true or false")
-    if kind is str:
-        return word
-    try:
-        number = float(word)
-    except ValueError:
-        raise ParameterError(qualname, text, "an integer" if kind is int else "a number") from None
-    if kind is int:
-        try:
-            return int(word)
-        except ValueError:
-            if number.is_integer():
-                return int(number)  # "1e4"
-            raise ParameterError(qualname, text, "an integer") from None
-    return number
+def _canonical(preset: str, key: str, params: Mapping[str, Param]) -> str:
+    return ALIASES.get(check_key(preset, key, _keys(params), noun="override"), key)

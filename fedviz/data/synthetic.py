@@ -56,10 +56,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import FedvizError, ParameterError
-from ..validation import check_choice, check_int, check_real
+from ..params import Param, param_table
+from ..validation import check_real
 from .dataset import FederatedDataset
 
-__all__ = ["SyntheticConfig", "FedProxConfig", "generate", "sample_stream", "node_totals",
+__all__ = ["SyntheticConfig", "FedProxConfig", "SYNTHETIC_PARAMS", "FEDPROX_PARAMS", "CONFIG_PARAMS",
+           "generate", "sample_stream", "node_totals",
            "train_rows", "SIZE_DISTRIBUTIONS", "LAYOUTS", "MAX_ENTRIES", "MAX_NODES", "MAX_SEED"]
 
 SIZE_DISTRIBUTIONS = ("lognormal", "powerlaw", "constant")
@@ -91,22 +93,11 @@ def _set(obj, name: str, value) -> None:
     object.__setattr__(obj, name, value)  # frozen dataclass: store the normalised value
 
 
-def _validate(obj, prefix: str, ranges: dict) -> None:
-    """Check and normalise every field named in ``ranges`` (see :data:`_SYNTHETIC_RANGES`)."""
-    for name, rule in ranges.items():
-        value, qual = getattr(obj, name), prefix + name
-        kind = rule[0]
-        if kind is bool:
-            if not isinstance(value, (bool, np.bool_)):
-                raise ParameterError(qual, value, "true or false")
-            value = bool(value)
-        elif kind is str:
-            check_choice(qual, value, rule[1])
-        elif kind is int:
-            value = check_int(qual, value, **rule[1])
-        else:
-            value = check_real(qual, value, **rule[1])
-        _set(obj, name, value)
+def _validate(obj, owner: str, params) -> None:
+    """Check and normalise every field of ``obj`` by its :class:`~fedviz.params.Param`
+    (:data:`SYNTHETIC_PARAMS`, :data:`FEDPROX_PARAMS`); errors name ``<owner>.<field>``."""
+    for name, p in params.items():
+        _set(obj, name, p.validate(getattr(obj, name), owner))
 
 
 def train_rows(totals: np.ndarray, test_fraction: float) -> np.ndarray:
@@ -117,50 +108,6 @@ def train_rows(totals: np.ndarray, test_fraction: float) -> np.ndarray:
     """
     totals = np.asarray(totals, dtype=np.int64)
     return totals - np.floor(test_fraction * totals).astype(np.int64)
-
-
-#: Allowed values of the :class:`SyntheticConfig` fields without cross-field rules.
-_SYNTHETIC_RANGES = {
-    "n_nodes": (int, dict(low=1, high=MAX_NODES)),
-    "size_distribution": (str, SIZE_DISTRIBUTIONS),
-    "size_min": (int, dict(low=1, high=MAX_ROWS_PER_NODE)),
-    "size_max": (int, dict(low=1, high=MAX_ROWS_PER_NODE)),
-    "size_mean": (float, dict(low=0, low_open=True, high=MAX_ROWS_PER_NODE)),
-    "size_sigma": (float, dict(low=0, high=10)),
-    "size_exponent": (float, dict(low=0, low_open=True, high=100)),
-    "n_words": (int, dict(low=1, high=MAX_WORDS)),
-    "words_per_example": (float, dict(low=0, high=1000)),
-    "zipf_exponent": (float, dict(low=0, high=10)),
-    "unknown_rate": (float, dict(low=0, high=1, high_open=True)),
-    "topics": (int, dict(low=1, high=10_000)),
-    "topic_weight": (float, dict(low=0, high=1)),
-    "dirichlet_concentration": (float, dict(low=1e-3, high=1e6)),
-    "label_offset": (float, dict(low=-50, high=50)),
-    "node_bias_std": (float, dict(low=0, high=50)),
-    "topic_bias_std": (float, dict(low=0, high=50)),
-    "word_weight_std": (float, dict(low=0, high=50)),
-    "label_noise": (float, dict(low=0, high=0.5)),
-    "bias_feature": (bool,),
-    "unknown_feature": (bool,),
-    "layout": (str, LAYOUTS),
-    "test_fraction": (float, dict(low=0, high=1, high_open=True)),
-    "seed": (int, dict(low=0, high=MAX_SEED)),
-}
-
-#: Allowed values of the :class:`FedProxConfig` fields.
-_FEDPROX_RANGES = {
-    "n_nodes": (int, dict(low=1, high=100_000)),
-    "n_features": (int, dict(low=1, high=10_000)),
-    "n_classes": (int, dict(low=2, high=1000)),
-    "alpha": (float, dict(low=0, high=100)),
-    "beta": (float, dict(low=0, high=100)),
-    "size_log_mean": (float, dict(low=-10, high=12)),
-    "size_log_sigma": (float, dict(low=0, high=4)),
-    "size_offset": (int, dict(low=1, high=MAX_ROWS_PER_NODE)),
-    "bias_feature": (bool,),
-    "test_fraction": (float, dict(low=0, high=1, high_open=True)),
-    "seed": (int, dict(low=0, high=MAX_SEED)),
-}
 
 
 @dataclass(frozen=True)
@@ -263,7 +210,7 @@ class SyntheticConfig:
 
     def __post_init__(self):
         p = "synthetic."
-        _validate(self, p, _SYNTHETIC_RANGES)
+        _validate(self, "synthetic", SYNTHETIC_PARAMS)
         if self.size_max < self.size_min:
             raise ParameterError(p + "size_max", self.size_max,
                                  f"integer >= size_min = {self.size_min}")
@@ -276,9 +223,6 @@ class SyntheticConfig:
             lo, hi = train_rows([self.size_min, self.size_max], self.test_fraction)
             _set(self, "train_size_mean", check_real(p + "train_size_mean", self.train_size_mean,
                                                      low=int(lo), high=int(hi)))
-        if self.positive_rate is not None:
-            _set(self, "positive_rate", check_real(p + "positive_rate", self.positive_rate,
-                                                   low=0, high=1, low_open=True, high_open=True))
         if self.layout == "disjoint-features":
             if self.n_words < self.n_nodes:
                 raise ParameterError(p + "n_words", self.n_words,
@@ -333,11 +277,99 @@ class FedProxConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _validate(self, "fedprox.", _FEDPROX_RANGES)
+        _validate(self, "fedprox", FEDPROX_PARAMS)
 
     @property
     def d(self) -> int:
         return self.n_features + int(self.bias_feature)
+
+
+# ---------------------------------------------------------------------------------------
+# The knobs: every field's kind, range and help (defaults are the classes' own)
+# ---------------------------------------------------------------------------------------
+_S, _F = SyntheticConfig, FedProxConfig
+
+#: Every field of :class:`SyntheticConfig` (cross-field rules are its ``__post_init__``'s).
+SYNTHETIC_PARAMS = param_table(
+    Param("n_nodes", "int", _S.n_nodes, "K, the number of nodes (authors).", low=1, high=MAX_NODES),
+    Param("size_distribution", "choice", _S.size_distribution, "Law of the node sizes: a power law truncated "
+          "to [size min, size max], a lognormal clipped to them, or every node size mean rows.",
+          choices=SIZE_DISTRIBUTIONS),
+    Param("size_min", "int", _S.size_min, "Fewest rows (train + test) of a node.", low=1, high=MAX_ROWS_PER_NODE),
+    Param("size_max", "int", _S.size_max, "Most rows (train + test) of a node.", low=1, high=MAX_ROWS_PER_NODE),
+    Param("size_mean", "float", _S.size_mean, "Mean node size of the lognormal law; every node's size when "
+          "sizes are constant.", low=0, low_open=True, high=MAX_ROWS_PER_NODE),
+    Param("size_sigma", "float", _S.size_sigma, "Log-scale spread of the lognormal node sizes.", low=0, high=10),
+    Param("size_exponent", "float", _S.size_exponent, "Power-law exponent of the node sizes: "
+          "P(m > x) ∝ x^(−exponent).", low=0, low_open=True, high=100),
+    Param("train_size_mean", "float", _S.train_size_mean, "If set, sizes are rescaled so that the nodes hold "
+          "exactly this many training rows on average (between the training rows of a size-min and a "
+          "size-max node); none: as drawn."),
+    Param("n_words", "int", _S.n_words, "Vocabulary size; d = words + the bias and unknown-word columns.",
+          low=1, high=MAX_WORDS, log=True),
+    Param("words_per_example", "float", _S.words_per_example, "λ, the mean number of word tokens in a post "
+          "(repeated words merge, so a post has a few fewer distinct words).", low=0, high=1000),
+    Param("zipf_exponent", "float", _S.zipf_exponent, "s: word frequencies fall as rank^(−s).", low=0, high=10,
+          label="Zipf exponent"),
+    Param("unknown_rate", "float", _S.unknown_rate, "q, the chance that a token is outside the vocabulary.",
+          low=0, high=1, high_open=True),
+    Param("topics", "int", _S.topics, "T, the number of topics; 1 gives every node the same words.",
+          low=1, high=10_000),
+    Param("topic_weight", "float", _S.topic_weight, "γ, the share of a post's tokens drawn from its topic "
+          "rather than from the global word distribution.", low=0, high=1),
+    Param("dirichlet_concentration", "float", _S.dirichlet_concentration, "c, the Dirichlet concentration of "
+          "each node's topic mixture: small = each node writes about few topics (strongly non-IID).",
+          low=1e-3, high=1e6, log=True, label="topic concentration (non-IID)"),
+    Param("label_offset", "float", _S.label_offset, "μ, the common logit offset (the share of +1 labels), "
+          "unless a positive rate is set.", low=-50, high=50),
+    Param("positive_rate", "float", _S.positive_rate, "If set, μ is solved so that this share of the posts "
+          "is positive (0.3316: the paper's predict-majority error); none: μ = label offset.",
+          low=0, high=1, low_open=True, high_open=True),
+    Param("node_bias_std", "float", _S.node_bias_std, "τ, the spread of the nodes' label log-odds: large = "
+          "some nodes almost always get comments, others never.", low=0, high=50, label="per-node label bias"),
+    Param("topic_bias_std", "float", _S.topic_bias_std, "σ_θ, the spread of the topics' label log-odds.",
+          low=0, high=50),
+    Param("word_weight_std", "float", _S.word_weight_std, "σ_w, the spread of the true word weights.",
+          low=0, high=50),
+    Param("label_noise", "float", _S.label_noise, "The chance that a label is flipped after it is drawn.",
+          low=0, high=0.5),
+    Param("bias_feature", "bool", _S.bias_feature, "Append a column of ones: the paper's extra feature that "
+          "plays the intercept.", label="bias feature (constant 1)"),
+    Param("unknown_feature", "bool", _S.unknown_feature, "Append the unknown-word column (1 when a post has "
+          "a word outside the vocabulary)."),
+    Param("layout", "choice", _S.layout, "shared: one vocabulary; disjoint-features: each node its own block "
+          "of words (property C); identical-nodes: every node a copy of one node's data (property D).",
+          choices=LAYOUTS),
+    Param("test_fraction", "float", _S.test_fraction, "f, the later share of each node's rows that becomes "
+          "the test set.", low=0, high=1, high_open=True),
+    Param("seed", "int", _S.seed, "Seeds every random choice: the same seed gives the same data set.",
+          low=0, high=MAX_SEED),
+)
+
+#: Every field of :class:`FedProxConfig`.
+FEDPROX_PARAMS = param_table(
+    Param("n_nodes", "int", _F.n_nodes, "The number of devices.", low=1, high=100_000),
+    Param("n_features", "int", _F.n_features, "Dimension of x (before the bias column).", low=1, high=10_000),
+    Param("n_classes", "int", _F.n_classes, "Classes of the softmax model; +1 is the first half.",
+          low=2, high=1000),
+    Param("alpha", "float", _F.alpha, "How much the nodes' models differ (the spread of u_k).", low=0, high=100,
+          label="α (model heterogeneity)"),
+    Param("beta", "float", _F.beta, "How much the nodes' inputs differ (the spread of B_k).", low=0, high=100,
+          label="β (data heterogeneity)"),
+    Param("size_log_mean", "float", _F.size_log_mean, "Mean of log(size − offset).", low=-10, high=12),
+    Param("size_log_sigma", "float", _F.size_log_sigma, "Spread of log(size − offset).", low=0, high=4),
+    Param("size_offset", "int", _F.size_offset, "Rows every node has on top of its lognormal share.",
+          low=1, high=MAX_ROWS_PER_NODE),
+    Param("bias_feature", "bool", _F.bias_feature, "Append a column of ones (lets a model without intercept "
+          "learn the b_k part).", label="bias feature (constant 1)"),
+    Param("test_fraction", "float", _F.test_fraction, "The share of each node's rows held out as the test set.",
+          low=0, high=1, high_open=True),
+    Param("seed", "int", _F.seed, "Seeds every random choice: the same seed gives the same data set.",
+          low=0, high=MAX_SEED),
+)
+
+#: The knobs of each generator's config.
+CONFIG_PARAMS = {SyntheticConfig: SYNTHETIC_PARAMS, FedProxConfig: FEDPROX_PARAMS}
 
 
 # ---------------------------------------------------------------------------------------
