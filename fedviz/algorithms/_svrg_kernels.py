@@ -1,9 +1,11 @@
 """Compiled local loops of the SVRG family: FSVRG, naive FSVRG, SVRG, inexact DANE, and SGD.
 
-This module owns the numba kernels, their driver :class:`LocalSVRG`, the per-node
-supports (:class:`NodeSupport`, also the block structure of DANE's exact solver), the
-sampling helpers that let two algorithms draw the same examples (Proposition 1's
-remark, Section 3.5), and the problem constants the stepsize defaults derive from.
+This module owns the numba kernels, their argument bundles (:class:`NodeData`,
+:class:`Snapshot`, :class:`NodePlan`, :class:`Rule`, :class:`Work`), their driver
+:class:`LocalSVRG`, and the sampling helpers that let two algorithms draw the same
+examples (Proposition 1's remark, Section 3.5).  The per-node supports come from the
+data set (:attr:`FederatedDataset.support <fedviz.data.dataset.FederatedDataset.support>`),
+the constants the stepsize defaults derive from from :class:`~fedviz.problems.objective.Problem`.
 
 One kernel covers every variance-reduced local loop of the paper.  On node k, with
 snapshot w̃ (w^t in the first pass), local displacement v = w − w̃ and an example i
@@ -39,15 +41,14 @@ steps, is interruptible, and the result is bitwise the same however the work is 
 from __future__ import annotations
 
 import math
-import weakref
+from typing import NamedTuple
 
 import numba
-
-from ..problems._compiled import LOSS_CODES, dphi  # noqa: F401 - LOSS_CODES re-exported
 import numpy as np
-import scipy.sparse as sp
 from numba import prange
 
+from ..data.dataset import NodeSupport
+from ..problems._compiled import dphi, loss_code
 from ..problems.objective import Problem
 from ._batches import plan
 
@@ -136,117 +137,6 @@ def _geom_table(a, m, pw, ge):
             p = r * p
 
 
-# ----------------------------------------------------------------------------- node supports
-class NodeSupport:
-    """Every node's support as local coordinates ("slots"), computed once per data set.
-
-    Node k's support is the list of distinct columns stored in its rows, in order of first
-    appearance: slots ``ptr[k]:ptr[k+1]`` of ``col``.  ``slot[p]`` is the local slot of the
-    stored entry p of X, so the kernels index small per-node work arrays instead of
-    length-d ones (one cache line per touched coordinate), and the stacked supports form
-    the block-diagonal matrix Diag(X_1, ..., X_K) restricted to the supports
-    (:meth:`block_matrix`) that DANE's exact solver works on.
-
-    Attributes
-    ----------
-    ptr : ndarray (K + 1,)
-    col : ndarray (Σ_k |support_k|,)   the column of each slot
-    count : ndarray (Σ_k |support_k|,) n_k^j: stored nonzeros of the column on the node
-    slot : ndarray (nnz,)              the local slot of each stored entry
-    node : ndarray (Σ_k |support_k|,)  the node of each slot
-    """
-
-    def __init__(self, problem: Problem, pooled: bool = False):
-        X = problem.X
-        # Keep the arrays, not the data set: the per-data-set cache holds its key weakly.
-        self._X = X
-        self._node_of_row = problem.data.node_of_row
-        if pooled:
-            # All data on one node; its slots are simply the d columns.
-            d = problem.d
-            self.ptr = np.array([0, d], dtype=np.int64)
-            self.col = np.arange(d, dtype=np.int64)
-            self.count = np.bincount(X.indices[X.data != 0], minlength=d).astype(np.float64)
-            self.slot = X.indices.astype(np.int32, copy=False)
-            self.node = np.zeros(d, dtype=np.int64)
-            self.max_size = d
-            return
-        offsets = np.ascontiguousarray(problem.data.offsets, dtype=np.int64)
-        T = numba.get_num_threads()
-        sizes = _support_sizes(offsets, X.indptr, X.indices, problem.d, T)
-        self.ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        total = int(self.ptr[-1])
-        self.col = np.empty(total, dtype=np.int64)
-        self.count = np.zeros(total)
-        self.slot = np.empty(X.nnz, dtype=np.int32)
-        _support_fill(offsets, X.indptr, X.indices, X.data, problem.d, T, self.ptr, self.col,
-                      self.count, self.slot)
-        self.node = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-        self.max_size = int(sizes.max())
-
-    def block_matrix(self) -> sp.csr_matrix:
-        """Diag(X_1, ..., X_K) on the supports: n × Σ_k |support_k|, the rows of X."""
-        X = self._X
-        node_of_entry = np.repeat(self._node_of_row, np.diff(X.indptr))
-        cols = self.ptr[node_of_entry] + self.slot
-        return sp.csr_matrix((X.data, cols, X.indptr), shape=(X.shape[0], self.col.size))
-
-
-_SUPPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def node_support(problem: Problem) -> NodeSupport:
-    """The :class:`NodeSupport` of the problem's data set, cached per data set."""
-    sup = _SUPPORTS.get(problem.data)
-    if sup is None:
-        sup = _SUPPORTS[problem.data] = NodeSupport(problem)
-    return sup
-
-
-@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _support_sizes(offsets, indptr, indices, d, T):
-    K = offsets.size - 1
-    stamp = np.full((T, d), -1, dtype=np.int64)
-    out = np.zeros(K, dtype=np.int64)
-    per = (K + T - 1) // T
-    for c in prange(T):
-        st = stamp[c]
-        for k in range(c * per, min(K, (c + 1) * per)):
-            cnt = 0
-            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-                j = indices[p]
-                if st[j] != k:
-                    st[j] = k
-                    cnt += 1
-            out[k] = cnt
-    return out
-
-
-@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _support_fill(offsets, indptr, indices, data, d, T, ptr, col, count, slot):
-    K = offsets.size - 1
-    stamp = np.full((T, d), -1, dtype=np.int64)
-    where = np.zeros((T, d), dtype=np.int64)
-    per = (K + T - 1) // T
-    for c in prange(T):
-        st = stamp[c]
-        wh = where[c]
-        for k in range(c * per, min(K, (c + 1) * per)):
-            base = ptr[k]
-            cnt = 0
-            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-                j = indices[p]
-                if st[j] != k:
-                    st[j] = k
-                    wh[j] = cnt
-                    col[base + cnt] = j
-                    cnt += 1
-                s = wh[j]
-                slot[p] = s
-                if data[p] != 0.0:
-                    count[base + s] += 1.0
-
-
 # ----------------------------------------------------------------------------- local SVRG
 # Fields of the per-slot work record, one 64-byte row per slot: v (displacement from the
 # snapshot), us (snapshot minus w^t), c (snapshot gradient), a_k (DANE's linear term), a
@@ -255,15 +145,83 @@ _V, _US, _CN, _AA, _DK, _SC, _LAST = range(7)
 _FIELDS = 8
 
 
+class NodeData(NamedTuple):
+    """What the local loops read of the data, fixed per problem.
+
+    ``indptr``, ``data`` and ``slot`` are the support entries
+    (:class:`~fedviz.data.dataset.SupportEntries`): the stored nonzeros of every row and
+    their node-local slots; ``sptr``, ``scol`` and ``scnt`` the supports themselves
+    (:class:`~fedviz.data.dataset.NodeSupport` ``ptr``, ``col``, ``count``).
+    """
+
+    offsets: np.ndarray
+    indptr: np.ndarray
+    data: np.ndarray
+    slot: np.ndarray
+    sptr: np.ndarray
+    scol: np.ndarray
+    scnt: np.ndarray
+    y: np.ndarray
+    loss: int          #: the loss code (:mod:`fedviz.problems._compiled`)
+    smoothing: float   #: the smoothed hinge's γ (1 for the other losses)
+
+
+class Snapshot(NamedTuple):
+    """The server's state the nodes start from, for one iteration."""
+
+    z0: np.ndarray      #: margins X w^t
+    wt: np.ndarray      #: w^t
+    gvec: np.ndarray    #: ∇f(w^t)
+    c_off: np.ndarray   #: the snapshot gradient off a node's support
+    phi: np.ndarray     #: φ^j for the scaling S_k (unused unless ``Rule.use_s``)
+
+
+class NodePlan(NamedTuple):
+    """Per node: its samples and its step counts, stepsizes and aggregation weights."""
+
+    samples: np.ndarray     #: local example indices, node k's from ``sample_ptr[k]``
+    sample_ptr: np.ndarray
+    steps: np.ndarray       #: steps per pass
+    hk: np.ndarray          #: local stepsize h_k
+    alpha: np.ndarray       #: aggregation weight α_k
+
+
+class Rule(NamedTuple):
+    """The scalars of the local step (see :meth:`LocalSVRG.run`)."""
+
+    lam: float
+    rho: float
+    passes: int
+    dane: bool
+    eta: float
+    mu: float
+    use_s: bool
+
+
+class Work(NamedTuple):
+    """Per-thread accumulators and workspaces (first axis: the chunk)."""
+
+    acc: np.ndarray
+    beta: np.ndarray
+    rec: np.ndarray
+    zs: np.ndarray
+    pw: np.ndarray
+    ge: np.ndarray
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _snapshot(ps, r0, r1, indptr, data, slot, scol, y, code, gamma, z0, wt, lam, mu, rec, zs):
+def _snapshot(ps, r0, r1, scol, nd, sn, rule, rec, zs):
     """Start pass ``ps``: the snapshot's margins, and for ps > 0 the new snapshot w̃ = w^t + us
     and the subproblem's gradient there, ∇F_k(w̃) − a_k + μ(w̃ − w^t) (only DANE runs more
     than one pass)."""
+    z0 = sn.z0
     if ps == 0:
         for i in range(r0, r1):
             zs[i - r0] = z0[i]
         return
+    indptr, data, slot, y = nd.indptr, nd.data, nd.slot, nd.y
+    code, smoothing = nd.loss, nd.smoothing
+    wt, lam, mu = sn.wt, rule.lam, rule.mu
     nk = r1 - r0
     for s in range(scol.size):
         rec[s, _DK] = 0.0
@@ -272,7 +230,7 @@ def _snapshot(ps, r0, r1, indptr, data, slot, scol, y, code, gamma, z0, wt, lam,
         for p in range(indptr[i], indptr[i + 1]):
             zi += data[p] * rec[slot[p], _US]
         zs[i - r0] = zi
-        dd = dphi(code, zi, y[i], gamma) / nk
+        dd = dphi(code, zi, y[i], smoothing) / nk
         for p in range(indptr[i], indptr[i + 1]):
             rec[slot[p], _DK] += dd * data[p]
     for s in range(scol.size):
@@ -281,9 +239,8 @@ def _snapshot(ps, r0, r1, indptr, data, slot, scol, y, code, gamma, z0, wt, lam,
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt, gvec, c_off,
-          phi, smp, m, passes, hk, alpha, lam, rho, dane, eta, mu, use_s, acc, rec, zs, pw, ge):
-    """Steps ``g0 .. g1 − 1`` of one node's local loop (of m · passes; step g is step g mod m
+def _node(k, g0, g1, nd, sn, pl, rule, acc, rec, zs, pw, ge):
+    """Steps ``g0 .. g1 − 1`` of node k's local loop (of m · passes; step g is step g mod m
     of pass g // m).
 
     The node's state lives in ``rec``, ``zs``, ``pw`` and ``ge``, so a later call resumes
@@ -292,6 +249,17 @@ def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt
     m · passes adds its result to ``acc`` and returns α_k h_k G(m · passes) (see the module
     docstring); the others return 0.
     """
+    indptr, data, slot, y = nd.indptr, nd.data, nd.slot, nd.y
+    code, smoothing = nd.loss, nd.smoothing
+    scol = nd.scol[nd.sptr[k]:nd.sptr[k + 1]]
+    scnt = nd.scnt[nd.sptr[k]:nd.sptr[k + 1]]
+    r0, r1 = nd.offsets[k], nd.offsets[k + 1]
+    z0, wt, gvec, c_off, phi = sn.z0, sn.wt, sn.gvec, sn.c_off, sn.phi
+    m, passes = pl.steps[k], rule.passes
+    s0 = pl.sample_ptr[k]
+    smp = pl.samples[s0:s0 + m * passes]
+    hk, alpha = pl.hk[k], pl.alpha[k]
+    lam, rho, dane, eta, use_s = rule.lam, rule.rho, rule.dane, rule.eta, rule.use_s
     nk = r1 - r0
     ns = scol.size
     total = m * passes
@@ -304,7 +272,7 @@ def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt
             rec[s, _DK] = 0.0
             rec[s, _LAST] = 0.0
             # s_k^j = φ^j / φ_k^j with φ_k^j = n_k^j / n_k, evaluated as DatasetStats does.
-            if use_s and scnt[s] > 0.0:
+            if use_s and scnt[s] > 0:
                 rec[s, _SC] = phi[scol[s]] / (scnt[s] / nk)
             else:
                 rec[s, _SC] = 1.0
@@ -312,7 +280,7 @@ def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt
         # subproblem (16): ∇F_k(w^t) − a_k with a_k = ∇F_k(w^t) − η∇f(w^t).
         if dane:
             for i in range(r0, r1):
-                dd = dphi(code, z0[i], y[i], gamma) / nk
+                dd = dphi(code, z0[i], y[i], smoothing) / nk
                 for p in range(indptr[i], indptr[i + 1]):
                     rec[slot[p], _DK] += dd * data[p]
             for s in range(ns):
@@ -330,7 +298,7 @@ def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt
         ps = g // m
         st = g - ps * m
         if st == 0:
-            _snapshot(ps, r0, r1, indptr, data, slot, scol, y, code, gamma, z0, wt, lam, mu, rec, zs)
+            _snapshot(ps, r0, r1, scol, nd, sn, rule, rec, zs)
         li = smp[g]
         i = r0 + li
         p0 = indptr[i]
@@ -344,7 +312,7 @@ def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt
             rec[s, _V] = v
             dot += data[p] * v
         zi = zs[li]
-        hd = hk * (dphi(code, zi + dot, y[i], gamma) - dphi(code, zi, y[i], gamma))
+        hd = hk * (dphi(code, zi + dot, y[i], smoothing) - dphi(code, zi, y[i], smoothing))
         for p in range(p0, p1):
             s = slot[p]
             rec[s, _V] = r * rec[s, _V] - hk * rec[s, _CN] - hd * rec[s, _SC] * data[p]
@@ -371,23 +339,20 @@ def _node(r0, r1, g0, g1, indptr, data, slot, scol, scnt, y, code, gamma, z0, wt
 
 
 @numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _batch(lo, hi, offsets, indptr, data, slot, sptr, scol, scnt, y, code, gamma, z0, wt, gvec,
-           c_off, phi, samples, sample_ptr, steps, hk, alpha, lam, rho, passes, dane, eta, mu,
-           use_s, acc, beta, rec, zs, pw, ge):
+def _batch(lo, hi, nd, sn, pl, rule, wk):
     """One batch: chunk c runs from position ``lo[c]`` up to ``hi[c]`` (node, step; see
     :func:`._batches.plan`) on its own thread, accumulator and workspace."""
+    # The bundles' arrays are taken out before the parallel loop: numba 0.68 loses writes
+    # made inside a prange to an array read from a tuple's field there.
+    steps, passes = pl.steps, rule.passes
+    acc, beta, rec, zs, pw, ge = wk.acc, wk.beta, wk.rec, wk.zs, wk.pw, wk.ge
     for c in prange(lo.shape[0]):
         k, g = lo[c, 0], lo[c, 1]
         k1, g1 = hi[c, 0], hi[c, 1]
         while k < k1 or (k == k1 and g < g1):
             total = steps[k] * passes
             end = total if k < k1 else g1
-            s0 = sample_ptr[k]
-            beta[c] += _node(offsets[k], offsets[k + 1], g, end, indptr, data, slot,
-                             scol[sptr[k]:sptr[k + 1]], scnt[sptr[k]:sptr[k + 1]], y, code, gamma,
-                             z0, wt, gvec, c_off, phi, samples[s0:s0 + total], steps[k], passes,
-                             hk[k], alpha[k], lam, rho, dane, eta, mu, use_s, acc[c], rec[c],
-                             zs[c], pw[c], ge[c])
+            beta[c] += _node(k, g, end, nd, sn, pl, rule, acc[c], rec[c], zs[c], pw[c], ge[c])
             k += 1
             g = 0
 
@@ -408,14 +373,14 @@ class LocalSVRG:
     def __init__(self, problem: Problem, pooled: bool = False):
         X = problem.X
         self.problem = problem
-        self.support = NodeSupport(problem, pooled=True) if pooled else node_support(problem)
-        self.indptr = X.indptr
-        self.data = X.data
-        self.y = problem.y
-        self.code = LOSS_CODES[problem.loss.name]
-        self.gamma = float(getattr(problem.loss, "gamma", 1.0))
-        self.offsets = (np.array([0, problem.n], dtype=np.int64) if pooled else
-                        np.ascontiguousarray(problem.data.offsets, dtype=np.int64))
+        self.support = NodeSupport.whole(X) if pooled else problem.data.support
+        sup = self.support
+        entries = sup.entries
+        code, smoothing = loss_code(problem.loss)
+        self.offsets = sup.offsets
+        self.data = NodeData(offsets=sup.offsets, indptr=entries.indptr, data=entries.data,
+                             slot=entries.slot, sptr=sup.ptr, scol=sup.col, scnt=sup.count,
+                             y=problem.y, loss=code, smoothing=smoothing)
         self.sizes = np.diff(self.offsets)
         self.node_nnz = np.diff(X.indptr[self.offsets]).astype(np.float64)
         self._work = None
@@ -456,37 +421,36 @@ class LocalSVRG:
             Called after every batch (see :mod:`._batches`; the result does not depend on
             how the work is cut).
         """
-        steps = np.ascontiguousarray(steps, dtype=np.int64)
-        hk = np.ascontiguousarray(hk, dtype=np.float64)
-        alpha = np.ascontiguousarray(alpha, dtype=np.float64)
-        sample_ptr = np.ascontiguousarray(sample_ptr, dtype=np.int64)
+        plan_ = NodePlan(samples=np.ascontiguousarray(samples, dtype=np.int64),
+                         sample_ptr=np.ascontiguousarray(sample_ptr, dtype=np.int64),
+                         steps=np.ascontiguousarray(steps, dtype=np.int64),
+                         hk=np.ascontiguousarray(hk, dtype=np.float64),
+                         alpha=np.ascontiguousarray(alpha, dtype=np.float64))
+        steps = plan_.steps
         rec, zs, pw, ge = self._workspace(int(steps.max()))
         T = rec.shape[0]
-        acc = np.zeros((T, self.problem.d))
-        beta = np.zeros(T)
+        work_ = Work(acc=np.zeros((T, self.problem.d)), beta=np.zeros(T), rec=rec, zs=zs, pw=pw, ge=ge)
         use_s = phi is not None
-        phi = phi if use_s else np.ones(1)
-        sup = self.support
+        snap = Snapshot(z0=z0, wt=wt, gvec=gvec, c_off=c_off, phi=phi if use_s else np.ones(1))
+        rule = Rule(lam=float(lam), rho=float(rho), passes=int(passes), dane=bool(dane), eta=float(eta),
+                    mu=float(mu), use_s=use_s)
         # Work of a node: its entries once per pass, two sweeps over each sampled row, its
         # slots.  Batches may end inside a node (the centralised SVRG is a single node).
         row_len = self.node_nnz / np.maximum(self.sizes, 1)
         total_steps = steps * passes
-        work = self.node_nnz * passes + 2.0 * total_steps * row_len + np.diff(sup.ptr) + 1.0
+        work = self.node_nnz * passes + 2.0 * total_steps * row_len + self.support.sizes + 1.0
         batches = plan(work, T, BATCH_WORK, steps=total_steps, step_work=2.0 * row_len)
         for lo, hi in batches:
-            _batch(lo, hi, self.offsets, self.indptr, self.data, sup.slot, sup.ptr, sup.col,
-                   sup.count, self.y, self.code, self.gamma, z0, wt, gvec, c_off, phi, samples,
-                   sample_ptr, steps, hk, alpha, float(lam), float(rho), int(passes), bool(dane),
-                   float(eta), float(mu), use_s, acc, beta, rec, zs, pw, ge)
+            _batch(lo, hi, self.data, snap, plan_, rule, work_)
             # Also after the last batch: Stop pressed during it need not wait for the metrics.
             if check_stop is not None:
                 check_stop()
-        return acc.sum(axis=0) - beta.sum() * c_off
+        return work_.acc.sum(axis=0) - work_.beta.sum() * c_off
 
 
 # ----------------------------------------------------------------------------- SGD
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def sgd_epoch(indptr, indices, data, y, code, gamma, w, samples, h, lam, last, cum, t0, t1):
+def sgd_epoch(indptr, indices, data, y, code, smoothing, w, samples, h, lam, last, cum, t0, t1):
     """Steps ``t0 .. t1 − 1`` of an epoch of plain SGD, w ← (1 − h_t λ) w − h_t φ'(x_iᵀw) x_i,
     in place.
 
@@ -513,7 +477,7 @@ def sgd_epoch(indptr, indices, data, y, code, gamma, w, samples, h, lam, last, c
                 last[j] = t
             dot += data[p] * w[j]
         ht = h[t]
-        step = ht * dphi(code, dot, y[i], gamma)
+        step = ht * dphi(code, dot, y[i], smoothing)
         r = 1.0 - ht * lam
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]
@@ -523,19 +487,3 @@ def sgd_epoch(indptr, indices, data, y, code, gamma, w, samples, h, lam, last, c
         for j in range(w.size):
             if last[j] < n_steps:
                 w[j] *= math.exp(cum[n_steps] - cum[last[j]])
-
-
-# ----------------------------------------------------------------------------- constants
-def mean_node_size(problem: Problem) -> int:
-    """round(n/K), at least 1: the default number of local steps of naive FSVRG and DANE."""
-    return max(1, int(round(problem.n / problem.data.n_nodes)))
-
-
-def average_example_smoothness(problem: Problem) -> float:
-    """L̄ = (1/γ) mean_i ‖x_i‖² + λ, the smoothness of an average f_i.
-
-    The stepsize defaults of the family are fractions of 1/L̄ rather than of 1/L_max:
-    on sparse data the longest example is many times the average one (bag-of-words
-    posts vary in length), and SVRG's worst-case 1/L_max stalls on the rest.
-    """
-    return problem.loss.smoothness * float(problem.row_norms_sq.mean()) + problem.lam

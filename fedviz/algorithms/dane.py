@@ -42,9 +42,6 @@ from ..problems.objective import Problem
 from ._svrg_kernels import (
     SAMPLE_STREAM,
     LocalSVRG,
-    average_example_smoothness,
-    mean_node_size,
-    node_support,
     uniform_samples,
 )
 from .base import Algorithm, Param, default_stepsize
@@ -127,7 +124,7 @@ class LocalNewton:
     """Minimise every node's Φ_k(v) = F_k(v) − ℓ_kᵀv + (μ/2)‖v − c_k‖² at once, on its support.
 
     Vectors live in "slot space": node k's support coordinates, stacked (see
-    :class:`._svrg_kernels.NodeSupport`).  B = Diag(X_1, ..., X_K) restricted to the
+    :class:`~fedviz.data.dataset.NodeSupport`).  B = Diag(X_1, ..., X_K) restricted to the
     supports gives all margins with one product.  Newton-CG (Nocedal & Wright,
     Algorithm 7.1) runs on all nodes in lockstep, but every quantity that couples
     coordinates — CG's α and β, the Armijo backtracking, the stopping test — is a per-node
@@ -143,7 +140,7 @@ class LocalNewton:
 
     def __init__(self, problem: Problem):
         self.problem = problem
-        sup = node_support(problem)
+        sup = problem.data.support
         self.support = sup
         self.B = sup.block_matrix()
         self.BT = self.B.T.tocsr()
@@ -340,10 +337,10 @@ class DANE(Algorithm):
             self.local = LocalNewton(pb)
             self.h = None
         else:
-            self.m = self.hp["local_steps"] or mean_node_size(pb)
+            self.m = self.hp["local_steps"] or pb.mean_node_size
             self.passes = self.hp["local_passes"]
             self.h = default_stepsize(self.hp["stepsize"],
-                                      0.5 / (average_example_smoothness(pb) + self.mu))
+                                      0.5 / (pb.average_example_smoothness + self.mu))
             self.engine = LocalSVRG(pb)
             self.steps = np.full(K, self.m, dtype=np.int64)
             self.sample_ptr = np.arange(K + 1, dtype=np.int64) * (self.m * self.passes)

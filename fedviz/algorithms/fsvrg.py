@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._svrg_kernels import SAMPLE_STREAM, LocalSVRG, average_example_smoothness, permutation_samples
+from ._svrg_kernels import SAMPLE_STREAM, LocalSVRG, permutation_samples
 from .base import Algorithm, Param, default_stepsize
 
 
@@ -87,7 +87,7 @@ class FSVRG(Algorithm):
         pb = self.problem
         K = pb.data.n_nodes
         n_bar = pb.n / K
-        L_bar = average_example_smoothness(pb)
+        L_bar = pb.average_example_smoothness
         h = n_bar / (2.0 * L_bar)
         if K > 1:
             h = min(h, 4.0 / pb.smoothness)

@@ -24,8 +24,6 @@ import numpy as np
 from ._svrg_kernels import (
     SAMPLE_STREAM,
     LocalSVRG,
-    average_example_smoothness,
-    mean_node_size,
     uniform_samples,
 )
 from .base import Algorithm, Param, default_stepsize
@@ -51,8 +49,8 @@ class NaiveFSVRG(Algorithm):
     def setup(self):
         pb = self.problem
         K = pb.data.n_nodes
-        self.m = self.hp["local_steps"] or mean_node_size(pb)
-        self.h = default_stepsize(self.hp["stepsize"], 0.5 / average_example_smoothness(pb))
+        self.m = self.hp["local_steps"] or pb.mean_node_size
+        self.h = default_stepsize(self.hp["stepsize"], 0.5 / pb.average_example_smoothness)
         self.engine = LocalSVRG(pb)
         self.steps = np.full(K, self.m, dtype=np.int64)
         self.sample_ptr = np.arange(K + 1, dtype=np.int64) * self.m

@@ -33,68 +33,12 @@ data part), never c_k itself; the correction is −c_k + c.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
-from ..problems.objective import Problem
-from ._svrg_kernels import node_support
 from .base import Param
 from .fedavg import BatchSizeParam, FedAvg
-
-_NODE_GRAM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def node_gram_norms(problem: Problem, *, rtol: float = 1e-7, max_iter: int = 200) -> np.ndarray:
-    """λ_max(X_kᵀX_k) for every node k (0 for an empty node), cached per data set.
-
-    Why: the smoothness of node k's local function F_k (the paper's eq. (6)) is
-    L_k = (1/γ) λ_max(X_kᵀX_k)/n_k + λ, and a full-batch local step of 1/max_k L_k is the
-    largest that is a descent step on every node.  One power iteration on the block-diagonal
-    matrix Diag(X_1, …, X_K) (every node's block normalised separately) finds all K at once,
-    at the cost of two passes over X per iteration; iterates stop when the largest ratio
-    λ_k/n_k, the only one the default uses, moves by less than ``rtol``.  The Rayleigh
-    quotients approach λ_max from below; the result is rounded up by 1%, as
-    :attr:`Problem.spectral_norm_sq` is, so 1/L_k stays a safe step.
-    """
-    ds = problem.data
-    out = _NODE_GRAM.get(ds)
-    if out is not None:
-        return out
-    K = ds.n_nodes
-    sup = node_support(problem)
-    B = sup.block_matrix()
-    BT = B.T.tocsr()
-    row_node = ds.node_of_row
-    sizes = np.maximum(ds.node_sizes, 1).astype(np.float64)
-    # A positive start overlaps the top eigenvector of every block of non-negative data (bag of
-    # words); the seeded jitter avoids exact orthogonality on signed data.
-    u = np.random.default_rng(0).uniform(0.5, 1.5, size=problem.n)
-    rq = np.zeros(K)
-    last = -1.0
-    for it in range(max_iter):
-        v = BT @ u
-        nu = np.bincount(row_node, weights=u * u, minlength=K)
-        nv = np.bincount(sup.node, weights=v * v, minlength=K)
-        rq = np.divide(nv, nu, out=np.zeros(K), where=nu > 0)   # uᵀX_kX_kᵀu / uᵀu
-        top = float((rq / sizes).max(initial=0.0))
-        if it >= 3 and abs(top - last) <= rtol * top:
-            break
-        last = top
-        u = B @ v
-        norm = np.sqrt(np.bincount(row_node, weights=u * u, minlength=K))
-        u /= np.where(norm > 0, norm, 1.0)[row_node]
-    out = rq * 1.01
-    _NODE_GRAM[ds] = out
-    return out
-
-
-def max_node_smoothness(problem: Problem) -> float:
-    """max_k L_k, L_k = (1/γ) λ_max(X_kᵀX_k)/n_k + λ: the smoothness of the worst local function F_k."""
-    sizes = np.maximum(problem.data.node_sizes, 1)
-    return problem.loss.smoothness * float((node_gram_norms(problem) / sizes).max(initial=0.0)) + problem.lam
 
 
 class Scaffold(FedAvg):
@@ -158,7 +102,7 @@ class Scaffold(FedAvg):
         for minibatches, as FedAvg.  With the worst example's L_max the full-batch default
         sat 10× below 1/max_k L_k on google-plus-small, and SCAFFOLD barely moved."""
         if self.hp["batch_size"] == 0:
-            return 1.0 / max_node_smoothness(self.problem)
+            return 1.0 / self.problem.max_node_smoothness
         return super().derived_stepsize()
 
     def setup(self):

@@ -22,10 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError
+from ..problems._compiled import loss_code
 from ._svrg_kernels import (
-    LOSS_CODES,
     SAMPLE_STREAM,
-    average_example_smoothness,
     permutation_samples,
     sgd_epoch,
     uniform_samples,
@@ -59,13 +58,12 @@ class SGD(Algorithm):
 
     def setup(self):
         pb = self.problem
-        self.h = default_stepsize(self.hp["stepsize"], 0.5 / average_example_smoothness(pb))
+        self.h = default_stepsize(self.hp["stepsize"], 0.5 / pb.average_example_smoothness)
         if self.h * pb.lam >= 1.0:
             raise ParameterError(f"{self.name}.stepsize", self.h,
                                  f"number in (0, 1/λ) = (0, {1.0 / pb.lam:.6g})")
         X = pb.X
-        self._kernel_args = (X.indptr, X.indices, X.data, pb.y, LOSS_CODES[pb.loss.name],
-                             float(getattr(pb.loss, "gamma", 1.0)))
+        self._kernel_args = (X.indptr, X.indices, X.data, pb.y, *loss_code(pb.loss))
         self._last = np.zeros(pb.d, dtype=np.int64)
         self._cum = np.zeros(pb.n + 1)
 

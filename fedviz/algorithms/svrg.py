@@ -24,7 +24,6 @@ import numpy as np
 from ._svrg_kernels import (
     SAMPLE_STREAM,
     LocalSVRG,
-    average_example_smoothness,
     permutation_samples,
     uniform_samples,
 )
@@ -54,7 +53,7 @@ class SVRG(Algorithm):
     def setup(self):
         pb = self.problem
         self.m = self.hp["inner_steps"] or pb.n
-        self.h = default_stepsize(self.hp["stepsize"], 0.5 / average_example_smoothness(pb))
+        self.h = default_stepsize(self.hp["stepsize"], 0.5 / pb.average_example_smoothness)
         self.engine = LocalSVRG(pb, pooled=True)
 
     def samples(self) -> np.ndarray:

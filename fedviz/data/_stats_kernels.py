@@ -1,7 +1,10 @@
-"""Compiled kernel for n_k^j: a pass over each node's contiguous rows, on all threads.
+"""Compiled kernels of the node × feature support: a pass over each node's contiguous rows, on all threads.
 
 Building the K × d count matrix through SciPy's COO → CSR conversion sorts all nnz
-entries (seconds at paper scale); here each node sorts only its own support.
+entries (seconds at paper scale); here each node sorts only its own support.  These are
+the only kernels that find which features appear on which node: the statistics
+(:class:`~fedviz.data.dataset.DatasetStats`) and every algorithm read the result from
+:attr:`FederatedDataset.support <fedviz.data.dataset.FederatedDataset.support>`.
 """
 
 from __future__ import annotations
@@ -26,12 +29,10 @@ def _node_support(indptr, indices, data, r0, r1, mark, count, stamp, touched):
     return m
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def node_feature_counts(indptr, indices, data, offsets, d, parts):
-    """CSR arrays (indptr, indices, counts) of the K × d matrix n_k^j, indices sorted."""
+@numba.njit(cache=True, nogil=True)
+def _balanced_bounds(indptr, offsets, parts):
+    """Node ranges of about equal nonzeros: node sizes are heavy-tailed, equal node counts are not."""
     K = offsets.size - 1
-    sizes = np.zeros(K, dtype=np.int64)
-    # Node ranges of about equal nonzeros: node sizes are heavy-tailed, equal node counts are not.
     bounds = np.empty(parts + 1, dtype=np.int64)
     bounds[0] = 0
     bounds[parts] = K
@@ -41,6 +42,15 @@ def node_feature_counts(indptr, indices, data, offsets, d, parts):
         while k < K and indptr[offsets[k]] < total * p // parts:
             k += 1
         bounds[p] = k
+    return bounds
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def node_feature_counts(indptr, indices, data, offsets, d, parts):
+    """CSR arrays (indptr, indices, counts) of the K × d matrix n_k^j, indices sorted."""
+    K = offsets.size - 1
+    sizes = np.zeros(K, dtype=np.int64)
+    bounds = _balanced_bounds(indptr, offsets, parts)
     for c in numba.prange(parts):
         mark = np.full(d, -1, dtype=np.int64)
         count = np.zeros(d, dtype=np.int64)
@@ -65,3 +75,19 @@ def node_feature_counts(indptr, indices, data, offsets, d, parts):
                 out_idx[base + t] = cols[t]
                 out_cnt[base + t] = count[cols[t]]
     return out_ptr, out_idx, out_cnt
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def support_slots(indptr, indices, offsets, sptr, scol, d, parts, slot):
+    """``slot[p]``: the position of stored entry p's column in its node's support
+    ``scol[sptr[k]:sptr[k+1]]`` (local to the node).  Every stored entry must be a
+    nonzero, i.e. its column must be in the support."""
+    bounds = _balanced_bounds(indptr, offsets, parts)
+    for c in numba.prange(parts):
+        where = np.zeros(d, dtype=np.int32)
+        for k in range(bounds[c], bounds[c + 1]):
+            base = sptr[k]
+            for t in range(sptr[k + 1] - base):
+                where[scol[base + t]] = t
+            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+                slot[p] = where[indices[p]]

@@ -1,8 +1,10 @@
 """The federated data set: training rows grouped by node, a test set, and cached statistics.
 
-This module owns :class:`FederatedDataset` and :class:`DatasetStats`, the notation of
-the paper's Section 3.6.1 (n^j, n_k^j, φ^j, φ_k^j, s_k^j, ω^j, a^j) computed once,
-sparsely, from the CSR matrix.
+This module owns :class:`FederatedDataset`, :class:`NodeSupport` (which features appear
+on which node: the one computation of the node × feature support, shared by the
+statistics and every algorithm) and :class:`DatasetStats`, the notation of the paper's
+Section 3.6.1 (n^j, n_k^j, φ^j, φ_k^j, s_k^j, ω^j, a^j) computed once, sparsely, from the
+CSR matrix.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import FedvizError
-from ._stats_kernels import node_feature_counts
+from ._stats_kernels import node_feature_counts, support_slots
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +106,11 @@ class FederatedDataset:
         return np.repeat(np.arange(self.n_nodes, dtype=np.int64), self.node_sizes)
 
     @cached_property
+    def support(self) -> "NodeSupport":
+        """Which features appear on which node (S_k and n_k^j), computed once per data set."""
+        return NodeSupport.compute(self.X, self.offsets)
+
+    @cached_property
     def stats(self) -> "DatasetStats":
         return DatasetStats.compute(self)
 
@@ -179,6 +186,105 @@ class FederatedDataset:
             test_nodes=None, meta=meta)
 
 
+class SupportEntries(NamedTuple):
+    """The stored nonzeros of X by node-local support slot: row i's entries are
+    ``indptr[i]:indptr[i+1]`` of ``data`` and ``slot`` (X's own arrays when X stores no
+    explicit zeros), and the column of entry p is ``col[ptr[k] + slot[p]]`` on its node k."""
+
+    indptr: np.ndarray
+    data: np.ndarray
+    slot: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class NodeSupport:
+    """The node × feature support: S_k, the features that appear on node k, and n_k^j.
+
+    A feature appears on a node when one of the node's rows stores a nonzero for it
+    (explicit zeros are not appearances).  Node k's support is
+    ``col[ptr[k]:ptr[k+1]]``, sorted; the positions there are the node's "slots", so
+    kernels can index small per-node work arrays instead of length-d ones.  The stacked
+    supports also give the block-diagonal matrix Diag(X_1, ..., X_K) restricted to the
+    supports (:meth:`block_matrix`), on which DANE's exact solver, the Appendix's block
+    solves and the per-node smoothness work.
+
+    Attributes
+    ----------
+    X : csr_matrix (n, d)               the rows, grouped by node
+    offsets : ndarray (K + 1,) int64    node boundaries in the rows
+    ptr : ndarray (K + 1,) int64        node k's slots are ``ptr[k]:ptr[k+1]``
+    col : ndarray (Σ_k |S_k|,) int32    the column of each slot, sorted within a node
+    count : ndarray (Σ_k |S_k|,) int64  n_k^j: the node's rows with a nonzero in the column
+    """
+
+    X: sp.csr_matrix
+    offsets: np.ndarray
+    ptr: np.ndarray
+    col: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def compute(cls, X: sp.csr_matrix, offsets: np.ndarray) -> "NodeSupport":
+        """The support of the nodes ``offsets[k]:offsets[k+1]`` of X's rows (one compiled pass)."""
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        K = offsets.size - 1
+        ptr, col, count = node_feature_counts(X.indptr.astype(np.int64), X.indices, X.data, offsets,
+                                              X.shape[1], max(1, min(numba.get_num_threads(), K)))
+        return cls(X=X, offsets=offsets, ptr=ptr, col=col, count=count)
+
+    @classmethod
+    def whole(cls, X: sp.csr_matrix) -> "NodeSupport":
+        """All rows on one node whose slots are simply the d columns (centralised SVRG)."""
+        d = X.shape[1]
+        nonzero = X.data != 0
+        return cls(X=X, offsets=np.array([0, X.shape[0]], dtype=np.int64),
+                   ptr=np.array([0, d], dtype=np.int64), col=np.arange(d, dtype=np.int32),
+                   count=np.bincount(X.indices[nonzero], minlength=d).astype(np.int64))
+
+    @property
+    def n_nodes(self) -> int:
+        return self.ptr.size - 1
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """|S_k| for every node."""
+        return np.diff(self.ptr)
+
+    @cached_property
+    def max_size(self) -> int:
+        return int(self.sizes.max(initial=0))
+
+    @cached_property
+    def node(self) -> np.ndarray:
+        """The node of every slot (int64)."""
+        return np.repeat(np.arange(self.n_nodes, dtype=np.int64), self.sizes)
+
+    def of_node(self, k: int) -> np.ndarray:
+        """S_k: the features occurring on node k (sorted)."""
+        return self.col[self.ptr[k]:self.ptr[k + 1]]
+
+    @cached_property
+    def entries(self) -> SupportEntries:
+        """X's stored nonzeros with the node-local slot of each (see :class:`SupportEntries`)."""
+        X = self.X
+        if not np.all(X.data != 0):
+            X = X.copy()
+            X.eliminate_zeros()  # explicit zeros are not part of a node's support
+        slot = np.empty(X.nnz, dtype=np.int32)
+        support_slots(X.indptr.astype(np.int64), X.indices, self.offsets, self.ptr, self.col,
+                      X.shape[1], max(1, min(numba.get_num_threads(), self.n_nodes)), slot)
+        return SupportEntries(indptr=X.indptr, data=X.data, slot=slot)
+
+    def block_matrix(self) -> sp.csr_matrix:
+        """B = Diag(X_1, ..., X_K) on the supports: n × Σ_k |S_k|, node k's block in rows
+        ``offsets[k]:offsets[k+1]`` and columns ``ptr[k]:ptr[k+1]`` (no explicit zeros)."""
+        e = self.entries
+        n, total = self.X.shape[0], int(self.ptr[-1])
+        node_of_entry = np.repeat(np.repeat(np.arange(self.n_nodes), np.diff(self.offsets)), np.diff(e.indptr))
+        cols = (self.ptr[node_of_entry] + e.slot).astype(np.int32 if total < 2**31 else np.int64)
+        return sp.csr_matrix((e.data, cols, e.indptr), shape=(n, total))
+
+
 @dataclass(frozen=True, eq=False)
 class DatasetStats:
     """Statistics of a federated data set, in the paper's notation (Section 3.6.1).
@@ -215,14 +321,11 @@ class DatasetStats:
 
     @classmethod
     def compute(cls, ds: FederatedDataset) -> "DatasetStats":
-        X = ds.X
         n, d, K = ds.n, ds.d, ds.n_nodes
         sizes = ds.node_sizes.astype(np.int64)
-        # Explicit zeros are not appearances: count stored nonzeros only.
-        ptr, idx, cnt = node_feature_counts(X.indptr.astype(np.int64), X.indices, X.data,
-                                            ds.offsets.astype(np.int64), d,
-                                            max(1, min(numba.get_num_threads(), K)))
-        nkj = sp.csr_matrix((cnt, idx, ptr), shape=(K, d))
+        # Explicit zeros are not appearances: the support counts stored nonzeros only.
+        sup = ds.support
+        nkj = sp.csr_matrix((sup.count, sup.col, sup.ptr), shape=(K, d))
         # n^j = Σ_k n_k^j and ω^j = #{k : n_k^j > 0}, both from the (smaller) K × d pattern.
         feature_counts = np.bincount(nkj.indices, weights=nkj.data, minlength=d).astype(np.int64)
         omega = np.bincount(nkj.indices, minlength=d).astype(np.int64)

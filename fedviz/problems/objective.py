@@ -8,6 +8,7 @@ of eq. (6).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -21,6 +22,9 @@ from ..errors import ParameterError
 from ._blocks import RowBlocks
 from ._cores import single_threaded_blas
 from .losses import Loss, make_loss
+
+#: λ_max(X_kᵀX_k) of every node, per data set (it depends on neither the loss nor λ).
+_NODE_GRAM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,6 +185,79 @@ class Problem:
     def max_example_smoothness(self) -> float:
         """L_max = max_i (1/γ)‖x_i‖² + λ: the smoothness of the worst f_i, for stochastic steps."""
         return self.loss.smoothness * self.max_row_norm_sq + self.lam
+
+    @cached_property
+    def average_example_smoothness(self) -> float:
+        """L̄ = (1/γ) mean_i ‖x_i‖² + λ, the smoothness of an average f_i.
+
+        The stepsize defaults of the SVRG family are fractions of 1/L̄ rather than of
+        1/L_max: on sparse data the longest example is many times the average one
+        (bag-of-words posts vary in length), and SVRG's worst-case 1/L_max stalls on the rest.
+        """
+        return self.loss.smoothness * float(self.row_norms_sq.mean()) + self.lam
+
+    @cached_property
+    def node_smoothness(self) -> np.ndarray:
+        """L_k = (1/γ) λ_max(X_kᵀX_k)/n_k + λ for every node k: the smoothness of F_k (eq. (6)).
+
+        A full-batch local step of 1/max_k L_k is the largest that is a descent step on
+        every node (SCAFFOLD's default).  λ_max(X_kᵀX_k) from :meth:`node_gram_norms`.
+        """
+        sizes = np.maximum(self.data.node_sizes, 1)
+        return self.loss.smoothness * (self.node_gram_norms() / sizes) + self.lam
+
+    @cached_property
+    def max_node_smoothness(self) -> float:
+        """max_k L_k (see :attr:`node_smoothness`): the smoothness of the worst local function F_k."""
+        sizes = np.maximum(self.data.node_sizes, 1)
+        return self.loss.smoothness * float((self.node_gram_norms() / sizes).max(initial=0.0)) + self.lam
+
+    def node_gram_norms(self, *, rtol: float = 1e-7, max_iter: int = 200) -> np.ndarray:
+        """λ_max(X_kᵀX_k) for every node k (0 for an empty node), cached per data set.
+
+        One power iteration on the block-diagonal matrix Diag(X_1, …, X_K) (every node's
+        block normalised separately; :meth:`NodeSupport.block_matrix
+        <fedviz.data.dataset.NodeSupport.block_matrix>`) finds all K at once, at the cost of
+        two passes over X per iteration; iterates stop when the largest ratio λ_k/n_k, the
+        only one :attr:`max_node_smoothness` uses, moves by less than ``rtol``.  The
+        Rayleigh quotients approach λ_max from below; the result is rounded up by 1%, as
+        :attr:`spectral_norm_sq` is, so 1/L_k stays a safe step.
+        """
+        ds = self.data
+        out = _NODE_GRAM.get(ds)
+        if out is not None:
+            return out
+        K = ds.n_nodes
+        sup = ds.support
+        B = sup.block_matrix()
+        BT = B.T.tocsr()
+        row_node = ds.node_of_row
+        sizes = np.maximum(ds.node_sizes, 1).astype(np.float64)
+        # A positive start overlaps the top eigenvector of every block of non-negative data
+        # (bag of words); the seeded jitter avoids exact orthogonality on signed data.
+        u = np.random.default_rng(0).uniform(0.5, 1.5, size=self.n)
+        rq = np.zeros(K)
+        last = -1.0
+        for it in range(max_iter):
+            v = BT @ u
+            nu = np.bincount(row_node, weights=u * u, minlength=K)
+            nv = np.bincount(sup.node, weights=v * v, minlength=K)
+            rq = np.divide(nv, nu, out=np.zeros(K), where=nu > 0)   # uᵀX_kX_kᵀu / uᵀu
+            top = float((rq / sizes).max(initial=0.0))
+            if it >= 3 and abs(top - last) <= rtol * top:
+                break
+            last = top
+            u = B @ v
+            norm = np.sqrt(np.bincount(row_node, weights=u * u, minlength=K))
+            u /= np.where(norm > 0, norm, 1.0)[row_node]
+        out = rq * 1.01
+        _NODE_GRAM[ds] = out
+        return out
+
+    @property
+    def mean_node_size(self) -> int:
+        """round(n/K), at least 1: the default number of local steps of naive FSVRG and DANE."""
+        return max(1, int(round(self.n / self.data.n_nodes)))
 
     # -- metrics --------------------------------------------------------------------------------
     def test_error(self, w: np.ndarray) -> float:
