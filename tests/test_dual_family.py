@@ -16,7 +16,8 @@ from scipy.optimize import brentq, minimize_scalar
 
 from fedviz.algorithms._batches import chunk_bounds, plan
 from fedviz.algorithms import _sdca_kernels as sdca_kernels
-from fedviz.algorithms._sdca_kernels import LOSS_CODES, NodeBlocks, node_permutations, sdca_step
+from fedviz.algorithms._sdca_kernels import NodeBlocks, node_permutations, sdca_step
+from fedviz.problems._compiled import LOSS_CODES
 from fedviz.algorithms.base import StopRequested
 from fedviz.algorithms.cocoa import CoCoA
 from fedviz.algorithms.cocoa_plus import CoCoAPlus
@@ -226,7 +227,7 @@ def test_cocoa_matches_a_dense_reference(loss, cls):
     algo = cls(p, alpha0=alpha0, seed=11, local_passes=2)
     K = p.data.n_nodes
     gamma, sigma_p = (1.0, K) if cls is CoCoAPlus else (1.0 / K, 1.0)
-    assert (algo.gamma, algo.sigma_prime) == (gamma, sigma_p)
+    assert (algo.aggregation, algo.sigma_prime) == (gamma, sigma_p)
     alpha = alpha0.copy()
     w = p.X.toarray().T @ alpha / (p.lam * p.n)
     _close(algo.w, w, 1e-12)
@@ -436,10 +437,10 @@ def test_stop_inside_a_large_factorisation_caches_nothing(monkeypatch):
     monkeypatch.setattr(sdca_kernels, "DIRECT_MAX", 4)
     monkeypatch.setattr(sdca_kernels, "FACTOR_TILE", 3)
     p = _problem("squared", n=60, d=40, K=3, partition="equal-iid", density=0.5)
-    blocks = NodeBlocks(p.X, p.data.offsets, 0.7)
+    blocks = NodeBlocks(p.data.support, 0.7)
     c = np.random.default_rng(0).normal(size=p.n)
     expect = blocks.solve_rows(c)
-    blocks = NodeBlocks(p.X, p.data.offsets, 0.7)
+    blocks = NodeBlocks(p.data.support, 0.7)
     assert blocks.row_form[0] and p.data.node_sizes[0] == 20
 
     class Stop(Exception):
@@ -463,7 +464,7 @@ def test_node_blocks_solve_both_systems(shape, factorisation):
     n, d, K = shape
     p = _problem("squared", n=n, d=d, K=K, partition="equal-iid", density=0.5)
     tau = 0.7
-    blocks = NodeBlocks(p.X, p.data.offsets, tau)
+    blocks = NodeBlocks(p.data.support, tau)
     Xd = p.X.toarray()
     rng = np.random.default_rng(0)
     c, r = rng.normal(size=p.n), rng.normal(size=blocks.support_indices.size)

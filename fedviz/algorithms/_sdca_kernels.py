@@ -24,13 +24,15 @@ matrix of the data set, so the paper's X_k h_k is ``X[rows_k].T @ h_k``.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from ..problems._compiled import LOGISTIC, LOSS_CODES, SMOOTHED_HINGE, SQUARED  # noqa: F401 - shared codes
+from ..data.dataset import NodeSupport
+from ..problems._compiled import SMOOTHED_HINGE, SQUARED
 
 
 # Bounds that keep b = α_i y_i strictly inside (0, 1) in floating point for the logistic
@@ -88,12 +90,12 @@ def _logistic_dual_b(s, q, b0):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def sdca_step(loss, a, z, y, q, gamma):
+def sdca_step(loss, a, z, y, q, smoothing):
     """The maximiser a⁺ = a + δ of −φ*(−(a + δ)) − z δ − (q/2) δ² over δ.
 
     This is n times the change of the CoCoA+ local subproblem G_k^{σ'} along coordinate
     i, with ``a`` = α_i + Δα_i (the local trial value), ``z`` = x_iᵀ(w + σ'Δw_k) and
-    ``q`` = σ'‖x_i‖²/(λn).  ``gamma`` is the smoothed hinge's γ (unused otherwise).
+    ``q`` = σ'‖x_i‖²/(λn).  ``smoothing`` is the smoothed hinge's γ (unused otherwise).
 
     * squared, φ*(−α) = α²/2 − αy:  δ = (y − z − a)/(1 + q);
     * smoothed hinge, b = αy ∈ [0, 1], φ*(−α) = −b + (γ/2)b²:
@@ -109,7 +111,7 @@ def sdca_step(loss, a, z, y, q, gamma):
         return a + (y - z - a) / (1.0 + q)
     b0 = a * y
     if loss == SMOOTHED_HINGE:
-        b = (1.0 - z * y + q * b0) / (gamma + q)
+        b = (1.0 - z * y + q * b0) / (smoothing + q)
         b = min(max(b, 0.0), 1.0)
     else:
         b = _logistic_dual_b(z * y, q, b0)
@@ -157,10 +159,43 @@ def node_permutations(seed, m, passes):
 # ---------------------------------------------------------------------------------------
 # CoCoA+ local solver
 # ---------------------------------------------------------------------------------------
+class DualData(NamedTuple):
+    """What local SDCA reads of the problem, fixed per problem."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    y: np.ndarray
+    sqnorm: np.ndarray     #: ‖x_i‖²
+    offsets: np.ndarray    #: node row boundaries
+    loss: int              #: the loss code (:mod:`fedviz.problems._compiled`)
+    smoothing: float       #: the smoothed hinge's γ (1 for the other losses)
+
+
+class LocalRule(NamedTuple):
+    """The scalars of a CoCoA(+) round."""
+
+    passes: int            #: local SDCA passes per node
+    sigma_p: float         #: σ', the subproblem's quadratic weight
+    aggregation: float     #: the aggregation weight (CoCoA+'s γ: 1 adding, 1/K averaging)
+    lam_n: float           #: λn
+
+
+class DualScratch(NamedTuple):
+    """Per-chunk accumulators and scratch (first axis: the chunk)."""
+
+    acc: np.ndarray        #: chunks × d, the aggregated Δw
+    dw: np.ndarray         #: chunks × d, zero between nodes
+    a_loc: np.ndarray      #: chunks × max n_k
+    perm: np.ndarray       #: chunks × max n_k, int64
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, k0, k1, passes,
-                sigma_p, agg, lam_n, loss, gamma, acc, dw, a_loc, perm):
+def _sdca_nodes(dd, rule, z0, alpha, seeds, k0, k1, acc, dw, a_loc, perm):
     """Nodes k0..k1−1 of one chunk, serially; see :func:`cocoa_local_sdca`."""
+    indptr, indices, data, y, sqnorm, offsets = dd.indptr, dd.indices, dd.data, dd.y, dd.sqnorm, dd.offsets
+    loss, smoothing = dd.loss, dd.smoothing
+    passes, sigma_p, agg, lam_n = rule.passes, rule.sigma_p, rule.aggregation, rule.lam_n
     q_scale = sigma_p / lam_n  # q = σ'‖x_i‖²/(λn)
     inv_lam_n = 1.0 / lam_n
     for k in range(k0, k1):
@@ -179,7 +214,7 @@ def _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, k0,
                     z += data[e] * dw[indices[e]]
                 z = z0[i] + sigma_p * z
                 a_old = a_loc[r]
-                a_new = sdca_step(loss, a_old, z, y[i], q_scale * sqnorm[i], gamma)
+                a_new = sdca_step(loss, a_old, z, y[i], q_scale * sqnorm[i], smoothing)
                 if a_new != a_old:
                     a_loc[r] = a_new
                     s = (a_new - a_old) * inv_lam_n
@@ -199,33 +234,32 @@ def _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, k0,
 
 
 @numba.njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def cocoa_local_sdca(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo, hi,
-                     passes, sigma_p, agg, lam_n, loss, gamma, acc, dw, a_loc, perm):
-    """Local SDCA on nodes ``lo[c] .. hi[c] − 1`` of every chunk c, then the aggregation weight ``agg`` (γ) applied.
+def cocoa_local_sdca(dd, rule, z0, alpha, seeds, lo, hi, scratch):
+    """Local SDCA on nodes ``lo[c] .. hi[c] − 1`` of every chunk c, then the aggregation weight
+    ``rule.aggregation`` (CoCoA+'s γ) applied.
 
-    Node k makes ``passes`` passes over its rows, each in a fresh random order
+    Node k makes ``rule.passes`` passes over its rows, each in a fresh random order
     (:func:`node_permutations` of ``seeds[k]``), maximising G_k^{σ'} one coordinate at a
     time (:func:`sdca_step`).  It keeps the trial values α_[k] + Δα_[k] in ``a_loc[c]`` and
     Δw_k = (1/(λn)) X_kᵀΔα_[k] in the dense scratch ``dw[c]``; the margin x_iᵀ(w + σ'Δw_k)
     is ``z0[i]`` (= x_iᵀw) plus σ' x_iᵀΔw_k, so a step costs O(nnz of row i).  At the end
     of the node, α_[k] += γΔα_[k] (in place in ``alpha``), γΔw_k is added to the chunk's
     accumulator ``acc[c]``, and the touched entries of ``dw[c]`` are reset to zero —
-    O(nnz_k) — so ``dw`` is never cleared densely.
-
-    ``perm`` (chunks × max n_k, int64) and ``a_loc`` (chunks × max n_k) are scratch.
+    O(nnz_k) — so ``dw`` is never cleared densely (``scratch``: :class:`DualScratch`).
     """
+    # The bundle's arrays are taken out before the parallel loop: numba 0.68 loses writes
+    # made inside a prange to an array read from a tuple's field there.
+    acc, dw, a_loc, perm = scratch.acc, scratch.dw, scratch.a_loc, scratch.perm
     for c in numba.prange(lo.shape[0]):
-        _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo[c], hi[c],
-                    passes, sigma_p, agg, lam_n, loss, gamma, acc[c], dw[c], a_loc[c], perm[c])
+        _sdca_nodes(dd, rule, z0, alpha, seeds, lo[c], hi[c], acc[c], dw[c], a_loc[c], perm[c])
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def cocoa_local_sdca_serial(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo, hi,
-                            passes, sigma_p, agg, lam_n, loss, gamma, acc, dw, a_loc, perm):
+def cocoa_local_sdca_serial(dd, rule, z0, alpha, seeds, lo, hi, scratch):
     """:func:`cocoa_local_sdca` on the calling thread, every chunk in turn (for small problems)."""
     for c in range(lo.shape[0]):
-        _sdca_nodes(indptr, indices, data, y, sqnorm, z0, alpha, offsets, seeds, lo[c], hi[c],
-                    passes, sigma_p, agg, lam_n, loss, gamma, acc[c], dw[c], a_loc[c], perm[c])
+        _sdca_nodes(dd, rule, z0, alpha, seeds, lo[c], hi[c], scratch.acc[c], scratch.dw[c],
+                    scratch.a_loc[c], scratch.perm[c])
 
 
 # ---------------------------------------------------------------------------------------
@@ -270,57 +304,6 @@ def _cholesky_tiled(M: np.ndarray, tile: int, between) -> np.ndarray:
     return M
 
 
-@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _support_sizes(offsets, indptr, indices, d, T):
-    """|S_k|: the distinct columns among node k's stored entries (T threads, one mark
-    array of length d each)."""
-    K = offsets.size - 1
-    mark = np.full((T, d), -1, dtype=np.int64)
-    out = np.zeros(K, dtype=np.int64)
-    per = (K + T - 1) // T
-    for c in numba.prange(T):
-        mk = mark[c]
-        for k in range(c * per, min(K, (c + 1) * per)):
-            cnt = 0
-            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-                if mk[indices[p]] != k:
-                    mk[indices[p]] = k
-                    cnt += 1
-            out[k] = cnt
-    return out
-
-
-@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _sorted_supports(offsets, indptr, indices, d, T, sptr, scol, slot):
-    """Node k's distinct columns, sorted, into ``scol[sptr[k]:sptr[k+1]]``, and for every
-    stored entry its position there (``slot``, the entry's column of B).
-
-    What ``np.unique`` of the keys (node, column) gives, without its O(nnz) temporaries
-    (1.4 GB at the paper's scale).
-    """
-    K = offsets.size - 1
-    mark = np.full((T, d), -1, dtype=np.int64)
-    where = np.zeros((T, d), dtype=np.int64)
-    per = (K + T - 1) // T
-    for c in numba.prange(T):
-        mk = mark[c]
-        wh = where[c]
-        for k in range(c * per, min(K, (c + 1) * per)):
-            base = sptr[k]
-            cnt = 0
-            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-                j = indices[p]
-                if mk[j] != k:
-                    mk[j] = k
-                    scol[base + cnt] = j
-                    cnt += 1
-            scol[base:base + cnt].sort()
-            for i in range(cnt):
-                wh[scol[base + i]] = base + i
-            for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-                slot[p] = wh[indices[p]]
-
-
 class NodeBlocks:
     """Per-node solves with M_k = I + τ A_k A_kᵀ (size n_k) and N_k = I + τ A_kᵀA_k (size m_k).
 
@@ -342,32 +325,21 @@ class NodeBlocks:
 
     Parameters
     ----------
-    X : csr_matrix (n, d)
-        Rows grouped by node.
-    offsets : ndarray (K + 1,)
+    support : NodeSupport
+        The data set's node × feature support (:attr:`FederatedDataset.support
+        <fedviz.data.dataset.FederatedDataset.support>`): the rows, grouped by node, and S_k.
     tau : float
         τ = σ/(λn).
     """
 
-    def __init__(self, X: sp.csr_matrix, offsets: np.ndarray, tau: float, *,
-                 budget_bytes: int = 256 * 2**20):
-        if not np.all(X.data != 0):
-            X = X.copy()
-            X.eliminate_zeros()  # explicit zeros are not part of a node's support
+    def __init__(self, support: NodeSupport, tau: float, *, budget_bytes: int = 256 * 2**20):
         self.tau = float(tau)
-        self.offsets = np.asarray(offsets, dtype=np.int64)
-        self.K = K = len(self.offsets) - 1
-        n, d = X.shape
-        # The support S_k of every node (sorted), and each stored entry's slot (column of B).
-        T = numba.get_num_threads()
-        sizes = _support_sizes(self.offsets, X.indptr, X.indices, d, T)
-        self.support_indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        m_total = int(self.support_indptr[-1])
-        self.support_indices = np.empty(m_total, dtype=np.int64)
-        slot = np.empty(X.nnz, dtype=np.int32 if m_total < 2**31 else np.int64)
-        _sorted_supports(self.offsets, X.indptr, X.indices, d, T, self.support_indptr,
-                         self.support_indices, slot)
-        self.B = sp.csr_matrix((X.data, slot, X.indptr), shape=(n, m_total))
+        self.offsets = support.offsets
+        self.K = len(self.offsets) - 1
+        # The support S_k of every node (sorted); B's columns are its slots.
+        self.support_indptr = support.ptr
+        self.support_indices = support.col
+        self.B = support.block_matrix()
         self.BT = self.B.T.tocsr()
         sizes = np.diff(self.offsets)
         #: Nodes solved through M_k (n_k ≤ m_k) rather than N_k.

@@ -35,7 +35,15 @@ import numba
 import numpy as np
 
 from ._batches import plan
-from ._sdca_kernels import LOSS_CODES, cocoa_local_sdca, cocoa_local_sdca_serial, node_permutations
+from ..problems._compiled import loss_code
+from ._sdca_kernels import (
+    DualData,
+    DualScratch,
+    LocalRule,
+    cocoa_local_sdca,
+    cocoa_local_sdca_serial,
+    node_permutations,
+)
 from .base import Param
 from .dual_method import DualAlgorithm
 
@@ -73,8 +81,8 @@ class CoCoAPlus(DualAlgorithm):
     Attributes
     ----------
     alpha : ndarray (n,)
-    gamma : float
-        The aggregation weight γ.
+    aggregation : float
+        The aggregation weight γ of Ma et al. (not the smoothed hinge's γ).
     sigma_prime : float
     duality_gap : float
         P(w) − D(α), see :attr:`DualAlgorithm.duality_gap`.
@@ -95,25 +103,22 @@ class CoCoAPlus(DualAlgorithm):
         p = self.problem
         ds = p.data
         self.K = K = ds.n_nodes
-        self.gamma = 1.0 / K if self.averaging else 1.0
+        self.aggregation = 1.0 / K if self.averaging else 1.0
         sp_ = self.hp["sigma_prime"]
-        self.sigma_prime = self.gamma * K if sp_ is None else float(sp_)
+        self.sigma_prime = self.aggregation * K if sp_ is None else float(sp_)
         self.passes = int(self.hp["local_passes"])
-        loss = p.loss
-        self._loss_code = LOSS_CODES[loss.name]
-        self._smooth = float(getattr(loss, "gamma", 1.0))
         X = p.X
-        self._sqnorm = p.row_norms_sq
+        code, smoothing = loss_code(p.loss)
+        self._data = DualData(indptr=X.indptr, indices=X.indices, data=X.data, y=p.y,
+                              sqnorm=p.row_norms_sq, offsets=ds.offsets, loss=code, smoothing=smoothing)
         work = self.passes * (np.diff(X.indptr[ds.offsets]) + ds.node_sizes)
         self._n_chunks = max(1, numba.get_num_threads()) if work.sum() >= _PARALLEL_MIN_WORK else 1
         # Per batch, the first and the end node of every chunk.
         self._batches = [(lo[:, 0].copy(), hi[:, 0].copy())
                          for lo, hi in plan(work, self._n_chunks, _BATCH_WORK)]
         C, nk_max = self._n_chunks, int(ds.node_sizes.max())
-        self._acc = np.zeros((C, p.d))
-        self._dw = np.zeros((C, p.d))
-        self._a_loc = np.zeros((C, nk_max))
-        self._perm = np.zeros((C, nk_max), dtype=np.int64)
+        self._scratch = DualScratch(acc=np.zeros((C, p.d)), dw=np.zeros((C, p.d)),
+                                    a_loc=np.zeros((C, nk_max)), perm=np.zeros((C, nk_max), dtype=np.int64))
 
     def _node_seeds(self) -> np.ndarray:
         """One seed per node for the coming iteration, from :meth:`rng`."""
@@ -129,18 +134,16 @@ class CoCoAPlus(DualAlgorithm):
 
     def _step(self) -> None:
         p = self.problem
-        X = p.X
         z0 = self.margins()
         seeds = self._node_seeds()
         alpha = self.alpha.copy()  # a stopped iteration leaves α and w untouched
-        acc = self._acc
+        acc = self._scratch.acc
         acc.fill(0.0)
-        lam_n = p.lam * p.n
+        rule = LocalRule(passes=self.passes, sigma_p=float(self.sigma_prime), aggregation=float(self.aggregation),
+                         lam_n=p.lam * p.n)
         kernel = cocoa_local_sdca if self._n_chunks > 1 else cocoa_local_sdca_serial
         for lo, hi in self._batches:
-            kernel(X.indptr, X.indices, X.data, p.y, self._sqnorm, z0, alpha, p.data.offsets,
-                   seeds, lo, hi, self.passes, self.sigma_prime, self.gamma, lam_n,
-                   self._loss_code, self._smooth, acc, self._dw, self._a_loc, self._perm)
+            kernel(self._data, rule, z0, alpha, seeds, lo, hi, self._scratch)
             self.check_stop()
         self.alpha = alpha
         self.w = self.w + acc.sum(axis=0)

@@ -165,7 +165,7 @@ class DualMethod(DualAlgorithm):
         p = self.problem
         self.K = p.data.n_nodes
         self.sigma = check_sigma(self.name, self.hp["sigma"], self.K)
-        self.blocks = NodeBlocks(p.X, p.data.offsets, self.sigma / (p.lam * p.n))
+        self.blocks = NodeBlocks(p.data.support, self.sigma / (p.lam * p.n))
 
     def _step(self) -> None:
         p = self.problem

@@ -78,7 +78,7 @@ class PrimalMethod(Algorithm):
         self.eta = K / self.sigma
         #: μ of Algorithm 5; the local systems carry λ + μ = λη.
         self.mu = p.lam * (self.eta - 1.0)
-        self.blocks = NodeBlocks(p.X, p.data.offsets, self.sigma / (p.lam * p.n))
+        self.blocks = NodeBlocks(p.data.support, self.sigma / (p.lam * p.n))
         alpha0 = initial_dual(p, self._alpha0, self._w0)
         self._alpha0 = self._w0 = None
         self.w = primal_image(p, alpha0)
