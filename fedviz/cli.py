@@ -130,13 +130,15 @@ def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict[str,
     """``NAME.param=value`` strings → {algorithm: {param: typed value}}, validated."""
     from .algorithms import get_algorithm
     from .errors import ParameterError
+    from .params import split_item
 
     out: dict[str, dict] = {name: {} for name in algorithms}
+    expected = "NAME.param=value, e.g. fsvrg.stepsize=0.5"
     for item in items:
-        key, sep, text = item.partition("=")
+        key, text = split_item(item, what="--set", expected=expected)
         name, dot, param = key.partition(".")
-        if not sep or not dot or not param:
-            raise ParameterError("--set", item, "NAME.param=value, e.g. fsvrg.stepsize=0.5")
+        if not dot or not param:
+            raise ParameterError("--set", item, expected)
         if name not in out:
             raise ParameterError("--set", item, "an algorithm chosen with --algorithms: " + ", ".join(algorithms))
         cls = get_algorithm(name)
@@ -145,7 +147,7 @@ def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict[str,
         except KeyError:
             raise ParameterError(f"{name}.{param}", text, "a known hyperparameter: "
                                  + ", ".join(p.name for p in cls.params)) from None
-        out[name][param] = spec.parse(text.strip(), name)
+        out[name][param] = spec.parse(text, name)  # the words a link and a spec string take
     for name, hyper in out.items():
         get_algorithm(name).validate(hyper)  # refuse bad combinations before anything runs
     return out

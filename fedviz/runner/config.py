@@ -9,14 +9,14 @@ by name and dropped, never trusted.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..algorithms import ALGORITHMS, get_algorithm
-from ..data.build import MAX_NODES, PRESET_PREFIX, DataSpec
+from ..data.build import MAX_NODES, PRESET_PREFIX, SPLITS, DataSpec
 from ..errors import FedvizError, ParameterError
-from ..validation import check_choice, check_int, check_real
+from ..params import Param, param_table
+from ..validation import check_int, check_real
 
 DEFAULT_DATA = DataSpec(source=PRESET_PREFIX + "google-plus-small")
 #: The paper's Figure 2 line-up.
@@ -108,9 +108,9 @@ def to_query(config: RunConfig) -> dict[str, str]:
     if tuple(names) != DEFAULT_ALGORITHMS:
         q["algorithms"] = ",".join(names)
     for name, hyper in config.algorithms:
+        cls = get_algorithm(name)
         for key, value in hyper:
-            q[f"{name}.{key}"] = str(value).lower() if isinstance(value, bool) else repr(value) \
-                if isinstance(value, float) else str(value)
+            q[f"{name}.{key}"] = cls.param(key).format(value)
     if config.iterations != 30:
         q["iterations"] = str(config.iterations)
     if config.seed:
@@ -125,6 +125,21 @@ def to_query(config: RunConfig) -> dict[str, str]:
 #: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages.
 LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "loss", "lam", "algorithms",
              "iterations", "seed", "tune", "sweep")
+
+#: The link's plain settings, read by the same text parser as every hyperparameter and knob
+#: (``data``, ``partition``, ``loss`` and ``algorithms`` are names and specs, read below).
+LINK_PARAMS = param_table(
+    Param("nodes", "int", None, "K, for the partitioner (none: the data's own).", low=1, high=MAX_NODES),
+    Param("data_seed", "int", 0, "Seed of the generator and the partitioner.", low=0, high=2**32 - 1),
+    Param("test_fraction", "float", None, "The share of each node's rows held out as the test set.",
+          low=0.0, high=1.0, high_open=True),
+    Param("split", "choice", DEFAULT_DATA.split, "How a file's test rows are drawn.", choices=SPLITS),
+    Param("lam", "float", None, "The regulariser λ (none: 1/n).", low=0, low_open=True),
+    Param("iterations", "int", 30, "Outer iterations of every algorithm.", low=1, high=MAX_ITERATIONS),
+    Param("seed", "int", 0, "Seed of the algorithms' random choices.", low=0, high=2**32 - 1),
+    Param("tune", "bool", False, "Choose each algorithm's stepsize by pilot runs first."),
+    Param("sweep", "bool", False, "Run each algorithm at its stepsize × a grid and keep the best."),
+)
 
 
 def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
@@ -147,10 +162,9 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     source = take("data", _parse_source)
     if source is not None:
         data_kw["source"] = source
-    for key, name, parse in (("partition", "partition", _parse_partition), ("nodes", "nodes", _int(1, MAX_NODES)),
-                             ("data_seed", "seed", _int(0, 2**32 - 1)),
-                             ("test_fraction", "test_fraction", _test_fraction), ("split", "split", _parse_split)):
-        value = take(key, parse)
+    for key, name in (("partition", "partition"), ("nodes", "nodes"), ("data_seed", "seed"),
+                      ("test_fraction", "test_fraction"), ("split", "split")):
+        value = take(key, _parse_partition if key == "partition" else LINK_PARAMS[key].parse)
         if value is not None:
             data_kw[name] = value
     kw: dict = {}
@@ -159,7 +173,7 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     loss = take("loss", _parse_loss)
     if loss:
         kw["loss"] = loss
-    lam = take("lam", lambda t: check_real("lam", float(t), low=0, low_open=True))
+    lam = take("lam", LINK_PARAMS["lam"].parse)
     if lam is not None:
         kw["lam"] = lam
     names = take("algorithms", _parse_algorithms) or list(DEFAULT_ALGORITHMS)
@@ -174,16 +188,10 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
                 hyper[p.name] = value
         algos.append((name, tuple(sorted(hyper.items()))))
     kw["algorithms"] = tuple(algos)
-    it = take("iterations", _int(1, MAX_ITERATIONS))
-    if it is not None:
-        kw["iterations"] = it
-    seed = take("seed", _int(0, 2**32 - 1))
-    if seed is not None:
-        kw["seed"] = seed
-    for key in ("tune", "sweep"):
-        flag = take(key, _flag(key))
-        if flag is not None:
-            kw[key] = flag
+    for key in ("iterations", "seed", "tune", "sweep"):
+        value = take(key, LINK_PARAMS[key].parse)
+        if value is not None:
+            kw[key] = value
     # A mistyped key would otherwise be dropped without a word, and the run made with a default.
     for key in (key for key in query if key not in read):
         owner, dot, param = key.partition(".")
@@ -199,35 +207,6 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     except FedvizError as e:  # a combination that is invalid as a whole
         problems.append(str(e))
         return RunConfig(), problems
-
-
-def _int(low, high):
-    def parse(text):
-        value = float(text)
-        if not math.isfinite(value) or value != int(value):
-            raise ValueError(f"{text!r} is not an integer")
-        return check_int("value", int(value), low=low, high=high)
-    return parse
-
-
-def _flag(key):
-    def parse(text):
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ParameterError(key, text, "1 or 0")
-    return parse
-
-
-def _test_fraction(text: str) -> float:
-    return check_real("test_fraction", float(text), low=0.0, high=1.0, high_open=True)
-
-
-def _parse_split(text: str) -> str:
-    from ..data.build import SPLITS
-
-    return check_choice("split", text, SPLITS)
 
 
 def _parse_source(text: str):
