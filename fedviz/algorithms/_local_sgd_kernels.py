@@ -40,7 +40,7 @@ so results depend neither on thread timing nor on the batch size.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numba
 import numpy as np
@@ -110,18 +110,77 @@ def shuffle_segments(sizes, epochs, u, out):
             pos += n
 
 
+class NodeRows(NamedTuple):
+    """What the local loops read of the problem, fixed per problem."""
+
+    offsets: np.ndarray    #: node row boundaries
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    labels: np.ndarray
+    loss: int              #: the loss code (:mod:`fedviz.problems._compiled`)
+    smoothing: float       #: the smoothed hinge's γ (1 for the other losses)
+    pat_ptr: np.ndarray    #: the node × feature support (:class:`~fedviz.data.dataset.NodeSupport`)
+    pat_ind: np.ndarray
+
+
+class StepRule(NamedTuple):
+    """The scalars of a local step."""
+
+    eta: float             #: the local step η
+    lam: float             #: λ
+    mu: float              #: FedProx's proximal weight μ
+    epochs: int            #: E
+    bsize: int             #: B, or 0 for full-batch steps
+
+
+class Control(NamedTuple):
+    """SCAFFOLD's data control variates: s_k on the pattern (updated in place) and s."""
+
+    ctrl: np.ndarray
+    s: np.ndarray
+    use_ctrl: bool
+
+
+class RoundPlan(NamedTuple):
+    """One round: the server model, the sampled nodes, their weights and row orders."""
+
+    x: np.ndarray
+    nodes: np.ndarray
+    weights: np.ndarray        #: aggregation weights w_k
+    pweights: np.ndarray       #: n_k / n, for the control variates
+    order: np.ndarray          #: local row orders, node ``nodes[b]``'s from ``order_start[b]``
+    order_start: np.ndarray
+
+
+class Scratch(NamedTuple):
+    """Per-chunk scratch and accumulators (first axis: the chunk)."""
+
+    Y: np.ndarray
+    LAST: np.ndarray
+    A: np.ndarray
+    G: np.ndarray
+    COEF: np.ndarray
+    RPOW: np.ndarray
+    QSUM: np.ndarray
+    ACC: np.ndarray
+    ACC_S: np.ndarray
+    QACC: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def _node_pass(k, offsets, epochs, bsize, order, obase,
-               indptr, indices, data, labels, code, gamma,
-               pat_ptr, pat_ind, ctrl, s, use_ctrl,
-               x, eta, lam, mu, y, last, a, G, coef, rpow, qsum):
+def _node_pass(k, obase, rows, rule, ctl, x, order, y, last, a, G, coef, rpow, qsum):
     """Node k's local loop; on return y[j] (j in the node's support) holds its final iterate.
 
     ``last[j]`` is the step up to which y[j] is current.  Only coordinates of the node's
     support are ever read or written, so the dense scratch arrays need no reset between
     nodes beyond that support.  Returns T, the number of local steps.  With
-    ``use_ctrl`` the data gradients used are summed into G (SCAFFOLD option II).
+    ``ctl.use_ctrl`` the data gradients used are summed into G (SCAFFOLD option II).
     """
+    offsets, indptr, indices, data, labels = rows.offsets, rows.indptr, rows.indices, rows.data, rows.labels
+    code, smoothing, pat_ptr, pat_ind = rows.loss, rows.smoothing, rows.pat_ptr, rows.pat_ind
+    eta, lam, mu, epochs, bsize = rule.eta, rule.lam, rule.mu, rule.epochs, rule.bsize
+    ctrl, s, use_ctrl = ctl.ctrl, ctl.s, ctl.use_ctrl
     start = offsets[k]
     nk = offsets[k + 1] - start
     p0 = pat_ptr[k]
@@ -164,7 +223,7 @@ def _node_pass(k, offsets, epochs, bsize, order, obase,
                         y[j] = rpow[m] * y[j] + a[j] * qsum[m]
                         last[j] = t
                     z += val * y[j]
-                coef[q - lo] = dphi(code, z, labels[i], gamma) * inv
+                coef[q - lo] = dphi(code, z, labels[i], smoothing) * inv
             # 2. The step: the affine part once per coordinate, then the data gradient.
             for q in range(lo, hi):
                 i = start + (q if bsize == 0 else order[ebase + q])
@@ -191,11 +250,7 @@ def _node_pass(k, offsets, epochs, bsize, order, obase,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _round_batch(nodes, weights, pweights, lo, hi, offsets, epochs, bsize, order, order_start,
-                 indptr, indices, data, labels, code, gamma,
-                 pat_ptr, pat_ind, ctrl, s, use_ctrl,
-                 x, eta, lam, mu,
-                 Y, LAST, A, G, COEF, RPOW, QSUM, ACC, ACC_S, QACC):
+def _round_batch(lo, hi, rows, rule, ctl, plan_, scratch):
     """Run one batch, ``nodes[lo[c]:hi[c]]`` in chunk c, the chunks in parallel, and accumulate
     their weighted updates.
 
@@ -206,6 +261,15 @@ def _round_batch(nodes, weights, pweights, lo, hi, offsets, epochs, bsize, order
     ACC_S[c] += p_k (s_k⁺ − s_k).  Node ``nodes[b]`` reads its row orders from
     ``order[order_start[b]:]``.
     """
+    # The bundles' arrays are taken out before the parallel loop: numba 0.68 loses writes
+    # made inside a prange to an array read from a tuple's field there.
+    pat_ptr, pat_ind = rows.pat_ptr, rows.pat_ind
+    ctrl, s, use_ctrl = ctl.ctrl, ctl.s, ctl.use_ctrl
+    eta, lam = rule.eta, rule.lam
+    x, nodes, weights, pweights = plan_.x, plan_.nodes, plan_.weights, plan_.pweights
+    order, order_start = plan_.order, plan_.order_start
+    Y, LAST, A, G, COEF = scratch.Y, scratch.LAST, scratch.A, scratch.G, scratch.COEF
+    RPOW, QSUM, ACC, ACC_S, QACC = scratch.RPOW, scratch.QSUM, scratch.ACC, scratch.ACC_S, scratch.QACC
     for c in prange(lo.shape[0]):
         y = Y[c]
         last = LAST[c]
@@ -217,10 +281,8 @@ def _round_batch(nodes, weights, pweights, lo, hi, offsets, epochs, bsize, order
         qsum = QSUM[c]
         for b in range(lo[c], hi[c]):
             k = nodes[b]
-            T = _node_pass(k, offsets, epochs, bsize, order, order_start[b],
-                           indptr, indices, data, labels, code, gamma,
-                           pat_ptr, pat_ind, ctrl, s, use_ctrl,
-                           x, eta, lam, mu, y, last, a, g, COEF[c], rpow, qsum)
+            T = _node_pass(k, order_start[b], rows, rule, ctl, x, order, y, last, a, g, COEF[c],
+                           rpow, qsum)
             w = weights[b]
             qT = qsum[T]
             for p in range(pat_ptr[k], pat_ptr[k + 1]):
@@ -262,7 +324,6 @@ class LocalSGD:
         self.problem = problem
         ds = problem.data
         X = ds.X
-        self.code, self.gamma = loss_code(problem.loss)
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
         self.eta = float(stepsize)
@@ -277,9 +338,15 @@ class LocalSGD:
         self.indices = X.indices
         self.data = X.data
         self.labels = ds.y
-        pattern = ds.stats.node_feature_counts          # the node × feature support, sorted
-        self.pat_ptr = pattern.indptr.astype(np.int64)
-        self.pat_ind = pattern.indices
+        support = ds.support                            # the node × feature support, sorted
+        self.pat_ptr = support.ptr
+        self.pat_ind = support.col
+        code, smoothing = loss_code(problem.loss)
+        self.rows = NodeRows(offsets=self.offsets, indptr=self.indptr, indices=self.indices, data=self.data,
+                             labels=self.labels, loss=code, smoothing=smoothing, pat_ptr=self.pat_ptr,
+                             pat_ind=self.pat_ind)
+        self.rule = StepRule(eta=self.eta, lam=self.lam, mu=self.mu, epochs=self.epochs,
+                             bsize=self.batch_size)
         row_nnz = np.diff(self.indptr)
         self.node_nnz = np.add.reduceat(row_nnz, self.offsets[:-1]) if ds.n else row_nnz
         self.support = np.diff(self.pat_ptr)
@@ -394,6 +461,8 @@ class LocalSGD:
         self._QACC.fill(0.0)
         s = self.s if self.control else np.zeros(0)
         no_order = np.zeros(0, dtype=np.int64)
+        scratch = Scratch(Y=self._Y, LAST=self._LAST, A=self._A, G=self._G, COEF=self._COEF, RPOW=self._RPOW,
+                          QSUM=self._QSUM, ACC=self._ACC, ACC_S=self._ACC_S, QACC=self._QACC)
         backups: list[tuple[np.ndarray, np.ndarray]] = []
         try:
             for lo, hi in batches:
@@ -406,13 +475,10 @@ class LocalSGD:
                 if self.control:
                     idx = _pattern_positions(self.pat_ptr, _slices(nodes, lo, hi))
                     backups.append((idx, self.ctrl[idx]))
-                _round_batch(nodes, weights, pweights, lo, hi, self.offsets,
-                             self.epochs, self.batch_size, order, ostart,
-                             self.indptr, self.indices, self.data, self.labels, self.code, self.gamma,
-                             self.pat_ptr, self.pat_ind, self.ctrl, s, self.control,
-                             x, self.eta, self.lam, self.mu,
-                             self._Y, self._LAST, self._A, self._G, self._COEF, self._RPOW, self._QSUM,
-                             self._ACC, self._ACC_S, self._QACC)
+                _round_batch(lo, hi, self.rows, self.rule, Control(ctrl=self.ctrl, s=s, use_ctrl=self.control),
+                             RoundPlan(x=x, nodes=nodes, weights=weights, pweights=pweights, order=order,
+                                       order_start=ostart),
+                             scratch)
                 if check_stop is not None:
                     check_stop()
         except BaseException:
