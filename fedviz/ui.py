@@ -19,11 +19,10 @@ import numpy as np
 import streamlit as st
 
 from .algorithms import ALGORITHMS, get_algorithm
-from .algorithms.base import Param
 from .data.baselines import majority_test_error, node_majority_test_error
 from .data.build import DataSpec, build
-from .data.partition import human_label
 from .errors import FedvizError
+from .params import Param, human_label
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
 from .problems.optimum import solve
@@ -239,46 +238,85 @@ def show_data_notes(ds) -> None:
 
 
 # -- widgets from parameter metadata -------------------------------------------------------------
-def human(name: str) -> str:
-    """A parameter id as people write it: ``classes_per_node`` → 'classes per node', ``mu`` → 'μ'."""
-    return human_label(name)
+def human(name) -> str:
+    """A parameter (or its id) as people write it: ``classes_per_node`` → 'classes per node', ``mu`` → 'μ'."""
+    return name.shown_label if isinstance(name, Param) else human_label(name)
+
+
+class InvalidInput(Exception):
+    """An input holds an invalid value (the input already showed why, as an error beneath it)."""
+
+
+_Invalid = InvalidInput  # the name the Run page's widgets used
+
+
+def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None = None):
+    """The one input for a parameter, drawn from its :class:`~fedviz.params.Param`: returns its value.
+
+    A bool is a checkbox, a choice a selectbox, an integer a number input bounded by the range,
+    a float a number input bounded by the range — or, when its default is derived (``None``:
+    from the problem, e.g. a stepsize 1/L) or it spans orders of magnitude (``log``), a text box
+    where ``1e-3`` is typed as people write it, and an empty box means the default.  Labels and
+    help come from the Param (its help, then the allowed range in the errors' words).
+
+    The widget owns its value through ``key``: ``start`` (default: the Param's default) seeds
+    it the first time it is drawn (:func:`seeded`), and it is never given ``value=``.  A value
+    the Param refuses is shown as an error naming ``owner.name`` and raises :class:`InvalidInput`.
+    """
+    label = label or p.shown_label
+    value = p.default if start is None else start
+    derived = p.default is None
+    low, high = p.bounds if p.kind in ("int", "float") else (None, None)
+    tip = p.help + (f" Allowed: {p.range_text()}." if p.kind in ("int", "float") else "")
+    blank = " (blank: derived)" if derived else ""
+    placeholder = "derived from the data" if derived else None
+    try:
+        if p.kind == "bool":
+            out = st.checkbox(label, help=tip, key=seeded(key, bool(value)))
+        elif p.kind == "choice":
+            out = st.selectbox(label, list(p.choices), help=tip, key=seeded(key, value))
+        elif p.kind == "int":
+            out = st.number_input(label + blank, step=1, min_value=low, max_value=high, help=tip,
+                                  placeholder=placeholder, key=seeded(key, None if value is None else int(value)))
+        elif derived or p.log:
+            text = st.text_input(label + blank, help=tip, placeholder=placeholder,
+                                 key=seeded(key, "" if value is None else repr(float(value))))
+            out = p.default if text.strip() == "" else p.convert(text, p.qualname(owner))
+        else:
+            out = st.number_input(label, min_value=low, max_value=high, format="%g", help=tip,
+                                  key=seeded(key, float(value)))
+        return p.validate(out, owner)
+    except FedvizError as e:
+        st.error(str(e))
+        raise InvalidInput(str(e)) from e
+
+
+def param_inputs(params, *, owner: str, key, start=None, defaults=None) -> dict:
+    """Inputs for every Param of ``params`` (:func:`param_input`); returns ``{name: value}`` for the
+    values that differ from ``defaults`` (each Param's own default where not given).
+
+    ``key(name)`` is each input's widget key; ``start`` seeds the inputs (else ``defaults``).
+    Every input is drawn; then, if one was invalid, :class:`InvalidInput` is raised.
+    """
+    start, defaults = dict(start or {}), dict(defaults or {})
+    out, invalid = {}, None
+    for p in params:
+        base = defaults.get(p.name, p.default)
+        try:
+            value = param_input(p, key=key(p.name), owner=owner, start=start.get(p.name, base))
+        except InvalidInput as e:
+            invalid = e
+            continue
+        if value is not None and value != base:
+            out[p.name] = value
+    if invalid is not None:
+        raise invalid
+    return out
 
 
 def param_widget(p: Param, owner: str, current, *, key: str):
-    """One input for an algorithm hyperparameter; ``None`` means 'derived default'.
-
-    A derived default (``default=None``: from the problem, e.g. a stepsize 1/L or FSVRG's
-    local steps n_k) is an empty box: empty means derived, and the box says so.
-    """
-    label = human(p.name)
-    derived = p.default is None
-    value = p.default if current is None else current
-    if p.kind == "bool":
-        return st.checkbox(label, help=p.help, key=seeded(key, bool(value)))
-    if p.kind == "choice":
-        return st.selectbox(label, list(p.choices), help=p.help, key=seeded(key, value))
-    if p.kind == "int":
-        out = st.number_input(label + (" (blank: derived)" if derived else ""), step=1,
-                              min_value=None if p.low is None else int(p.low),
-                              max_value=None if p.high is None else int(p.high), help=p.help,
-                              placeholder="derived from the data" if derived else None,
-                              key=seeded(key, None if value is None else int(value)))
-        return None if out is None else int(out)
-    # float: text, so that 1e-3 and 2.5e4 are typed as people write them; empty keeps the default
-    text = st.text_input(label + (" (blank: derived)" if derived else ""), help=p.help,
-                         placeholder="derived from the data" if derived else None,
-                         key=seeded(key, "" if value is None else repr(float(value))))
-    if text.strip() == "":
-        return None if derived else p.default
-    try:
-        return p.parse(text.strip(), owner)
-    except FedvizError as e:
-        st.error(str(e))
-        raise _Invalid() from e
-
-
-class _Invalid(Exception):
-    """A widget holds an invalid value (the widget already showed why)."""
+    """One input for an algorithm hyperparameter (:func:`param_input`); ``None`` means 'derived default'."""
+    return param_input(p, key=key, owner=owner, start=current)
 
 
 def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
@@ -287,21 +325,17 @@ def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
     out, ok = [], True
     for name in names:
         cls = get_algorithm(name)
-        old = dict(current.get(name, ()))
         with st.expander(f"{cls.title} — {cls.reference}" + ("" if cls.federated else " · not federated")):
-            hyper = {}
-            for p in cls.params:
-                try:
-                    value = param_widget(p, name, old.get(p.name), key=f"hp-{name}-{p.name}")
-                except _Invalid:
-                    ok = False
-                    continue
-                if value is not None and value != p.default:
-                    hyper[p.name] = value
+            try:
+                hyper = param_inputs(cls.params, owner=name, key=lambda p, name=name: f"hp-{name}-{p}",
+                                     start=dict(current.get(name, ())))
+            except InvalidInput:
+                ok, hyper = False, {}
             try:
                 cls.validate(hyper)
             except FedvizError as e:
-                st.error(str(e))
+                if ok:
+                    st.error(str(e))
                 ok = False
         out.append((name, tuple(sorted(hyper.items()))))
     return tuple(out) if ok else None

@@ -6,7 +6,7 @@ import dataclasses
 import streamlit as st
 
 from fedviz import ui
-from fedviz.data.partition import PARTITIONERS, human_label, make_partitioner
+from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, human_label, make_partitioner
 from fedviz.plots import convergence_figure
 from fedviz.runner import get_manager
 from fedviz.runner.store import describe_run
@@ -27,25 +27,13 @@ def history_label(r) -> str:
 def partition_knobs(side: str, choice: str) -> str | None:
     """Inputs for the knobs of partitioner ``choice`` on one side (A or B); the spec string
     ``name:key=value,...`` with the knobs changed from their defaults, None for the data's own
-    nodes.  Keys carry the side, so A and B may use the same partitioner with other knobs."""
+    nodes.  Keys carry the side, so A and B may use the same partitioner with other knobs.
+    Raises ``ui.InvalidInput`` (after showing why) when a knob is invalid."""
     if choice == OWN:
         return None
     cls = PARTITIONERS[choice]
-    items = []
-    for pname, p in cls.params.items():
-        key = f"whatif-{side}-{choice}-{pname}"
-        label = human_label(pname)
-        if p.kind is bool:
-            v = st.checkbox(label, value=p.default, help=p.help, key=key)
-        elif p.kind is int:
-            v = int(st.number_input(label, value=int(p.default), step=1, help=p.help, key=key,
-                                    min_value=None if p.low is None else int(p.low),
-                                    max_value=None if p.high is None else int(p.high)))
-        else:
-            v = float(st.number_input(label, value=float(p.default), help=p.help, format="%g", key=key))
-        if v != p.default:
-            items.append(f"{pname}={p.format(v)}")
-    return choice + (":" + ",".join(items) if items else "")
+    changed = ui.param_inputs(cls.params.values(), owner=choice, key=lambda pname: f"whatif-{side}-{choice}-{pname}")
+    return PARTITION_SPEC.join(choice, {pname: cls.params[pname].format(v) for pname, v in changed.items()})
 
 
 def _choice_label(option: str) -> str:
@@ -95,17 +83,24 @@ with tab_whatif:
                f"iterations, seed {config.seed}), once on each partitioning.")
     options = [OWN] + list(PARTITIONERS)
     c1, c2 = st.columns(2)
+    invalid = False
     with c1:
         a = st.selectbox("Partition A", options, index=0, key="whatif-a", format_func=_choice_label)
-        spec_a = partition_knobs("a", a)
+        try:
+            spec_a = partition_knobs("a", a)
+        except ui.InvalidInput:
+            spec_a, invalid = None, True
     with c2:
         b = st.selectbox("Partition B", options, index=options.index("reshuffle"), key="whatif-b",
                          format_func=_choice_label)
-        spec_b = partition_knobs("b", b)
+        try:
+            spec_b = partition_knobs("b", b)
+        except ui.InvalidInput:
+            spec_b, invalid = None, True
     needs_k = any(choice != OWN and not PARTITIONERS[choice].nodes_from_groups for choice in (a, b))
     nodes = int(st.number_input("Nodes K (for the partitioners that take it)", 1, 100_000, 100, key="whatif-nodes",
                                 disabled=not needs_k))
-    if st.button(":material/play_arrow: Run both", type="primary"):
+    if st.button(":material/play_arrow: Run both", type="primary", disabled=invalid):
         with ui.guard("Starting the comparison"):
             for key, choice, spec in (("whatif-run-a", a, spec_a), ("whatif-run-b", b, spec_b)):
                 k = None if spec is None or PARTITIONERS[choice].nodes_from_groups else nodes

@@ -7,26 +7,19 @@ import streamlit as st
 
 from fedviz import ui
 from fedviz.data.build import MAX_NODES, PRESET_PREFIX, DataSpec
-from fedviz.data.partition import PARTITIONERS, human_label, parse_spec
-from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config
+from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
+from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
 from fedviz.data.synthetic import MAX_SEED
 from fedviz.errors import ParameterError
+from fedviz.params import parse_options
 from fedviz.plots import feature_appearance_figure, label_balance_figure, node_size_figure
 
 ui.through_navigation()
 
-#: Generator knobs shown on the page (others stay at the preset's values).
-KNOBS = {
-    "words_per_example": ("words per example", "Mean number of distinct words in a post."),
-    "zipf_exponent": ("Zipf exponent", "Word frequencies fall as rank^-s."),
-    "dirichlet_concentration": ("topic concentration (non-IID)", "Dirichlet concentration of each node's topic "
-                                "mixture: small = each node writes about few topics (strongly non-IID)."),
-    "node_bias_std": ("per-node label bias", "Spread of the nodes' label log-odds: large = some nodes almost "
-                      "always get comments, others never."),
-    "label_noise": ("label noise", "Probability that a label is flipped."),
-    "alpha": ("α (model heterogeneity)", "FedProx Synthetic(α, β): how much the nodes' models differ."),
-    "beta": ("β (data heterogeneity)", "FedProx Synthetic(α, β): how much the nodes' inputs differ."),
-}
+#: Generator knobs shown on the page (others stay at the preset's values); their labels, help and
+#: ranges are the generator's own (fedviz.data.synthetic's Params).
+KNOBS = ("words_per_example", "zipf_exponent", "dirichlet_concentration", "node_bias_std", "label_noise",
+         "alpha", "beta")
 
 #: The index-base choices for uploads -> DataSpec.zero_based.
 INDEX_BASES = {"auto": "auto", "0-based": True, "1-based": False}
@@ -76,19 +69,12 @@ def generator_widgets(current: DataSpec) -> DataSpec:
     if seed:
         overrides["seed"] = int(seed)
     with st.expander("Generator knobs"):
-        fields = {f.name for f in dataclasses.fields(base)}
-        for key, (label, help_text) in KNOBS.items():
-            if key not in fields:
-                continue
-            default = float(getattr(base, key))
-            value = st.number_input(label, min_value=0.0, help=help_text, format="%g",
-                                    key=ui.seeded(f"data-{name}-knob-{key}", float(given.get(key, default))))
-            if value != default:
-                overrides[key] = value
-        bias = st.checkbox("bias feature (constant 1)", help="The paper's extra feature that plays the intercept.",
-                           key=ui.seeded(f"data-{name}-bias", bool(given.get("bias_feature", base.bias_feature))))
-        if bias != base.bias_feature:
-            overrides["bias_feature"] = bias
+        params = preset_params(name)
+        knobs = [params[k] for k in (*KNOBS, "bias_feature") if k in params]
+        overrides.update(ui.param_inputs(
+            knobs, owner=name, start={k: v for k, v in given.items() if k in params},
+            defaults={p.name: getattr(base, p.name) for p in knobs},
+            key=lambda k: f"data-{name}-bias" if k == "bias_feature" else f"data-{name}-knob-{k}"))
     preset_config(name, **overrides)  # validate before building
     return DataSpec(source=PRESET_PREFIX + format_preset_spec(name, overrides))
 
@@ -128,29 +114,17 @@ def partition_widgets(current: DataSpec, same_source: bool) -> tuple[str | None,
     if choice == OWN:
         return None, None
     cls = PARTITIONERS[choice]
-    given = given if choice == name0 else {}
-    items = []
-    for pname, p in cls.params.items():
-        start = p.parse(f"{choice}.{pname}", given[pname]) if pname in given else p.default
-        key = ui.seeded(f"part-{choice}-{pname}", p.kind(start))
-        if p.kind is bool:
-            v = st.checkbox(human_label(pname), help=p.help, key=key)
-        elif p.kind is int:
-            v = int(st.number_input(human_label(pname), step=1, help=f"{p.help} Allowed: {p.allowed}.", key=key,
-                                    min_value=None if p.low is None else int(p.low),
-                                    max_value=None if p.high is None else int(p.high)))
-        else:
-            v = float(st.number_input(human_label(pname), help=f"{p.help} Allowed: {p.allowed}.", format="%g",
-                                      key=key))
-        if v != p.default:
-            items.append(f"{pname}={p.format(v)}")
+    start = parse_options(cls.params, given, choice) if choice == name0 else {}
+    changed = ui.param_inputs(cls.params.values(), owner=choice, start=start,
+                              key=lambda pname: f"part-{choice}-{pname}")
+    items = {pname: cls.params[pname].format(v) for pname, v in changed.items()}
     nodes = None
     if choice not in ("natural", "reshuffle"):  # these take their nodes from the data's groups
         nodes = st.number_input("Nodes for the partition", 1, MAX_NODES, placeholder="automatic",
                                 key=ui.seeded("data-part-nodes", current.nodes if same_source else None),
                                 help="K. Blank: the preset's own K, or for a file about 20 training and test "
                                      "rows per node, at most 100 nodes.")
-    return choice + (":" + ",".join(items) if items else ""), None if nodes is None else int(nodes)
+    return PARTITION_SPEC.join(choice, items), None if nodes is None else int(nodes)
 
 
 def split_widgets(current: DataSpec, spec: DataSpec) -> DataSpec:
@@ -182,21 +156,27 @@ left, right = st.columns([1, 2], gap="large")
 with left:
     kind = st.radio("Source", SOURCES, horizontal=True,
                     key=ui.seeded("data-source", SOURCES[0] if current.is_preset else SOURCES[1]))
-    spec = None
+    spec, invalid = None, False
     with ui.guard("Reading the settings"):
-        spec = generator_widgets(current) if kind == SOURCES[0] else upload_widgets(current)
+        try:
+            spec = generator_widgets(current) if kind == SOURCES[0] else upload_widgets(current)
+        except ui.InvalidInput:  # shown beneath its input; the session keeps its data set
+            spec, invalid = None, True
 
     st.subheader("Partition and test set")
     same_source = spec is not None and spec.source == current.source
     with ui.guard("Reading the partition"):
-        partition, part_nodes = partition_widgets(current, same_source)
+        try:
+            partition, part_nodes = partition_widgets(current, same_source)
+        except ui.InvalidInput:  # shown beneath its input; the session keeps its data set
+            spec, invalid = None, True
         if spec is not None:
             # The partitioner's seed has no widget here: keep the one the session (or its link) chose.
             spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes, seed=current.seed)
             spec = split_widgets(current, spec)
 
 with right:
-    if kind != SOURCES[0] and spec is None:
+    if kind != SOURCES[0] and spec is None and not invalid:
         st.info("Upload a file to see its statistics. The current data set is unchanged.")
     else:
         with ui.guard("Building the data set"):

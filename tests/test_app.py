@@ -73,11 +73,29 @@ def test_data_page_shows_statistics_of_a_preset():
     assert not at.error
 
 
-def test_data_page_bad_generator_knob_is_a_message():
+def test_data_page_generator_knobs_are_bounded_by_the_generators_range():
+    """A knob's input takes its bounds, help and label from the generator's Param: label noise is at most 0.5,
+    so the page never holds 2.0 (a browser refuses it at the input), and the help says the range."""
     at = _app(page="pages/data.py")
-    at.number_input(key="data-google-plus-small-knob-label_noise").set_value(2.0).run()
+    knob = at.number_input(key="data-google-plus-small-knob-label_noise")
+    assert (knob.min, knob.max) == (0.0, 0.5) and knob.label == "label noise"
+    assert "Allowed: number in [0, 0.5]." in knob.help
+    knob.set_value(2.0).run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="data-google-plus-small-knob-label_noise").value <= 0.5
+    assert "label_noise=2" not in at.query_params.get("data", "")
+
+
+def test_data_page_bad_knob_is_a_message():
+    """A knob typed as text (α of the Dirichlet split spans orders of magnitude) is checked by its Param: a value out
+    of range is a message naming it, and the session keeps its data set."""
+    at = _app(page="pages/data.py")
+    at.selectbox(key="data-partition").set_value("dirichlet").run()
+    before = at.session_state["config"]
+    at.text_input(key="part-dirichlet-alpha").set_value("-1").run()
     assert not at.exception
-    assert any("label_noise" in e.value for e in at.error)
+    assert any("dirichlet.alpha" in e.value and "number > 0" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.session_state["config"] == before
 
 
 def test_data_page_upload_shows_statistics():
