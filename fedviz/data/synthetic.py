@@ -319,7 +319,7 @@ SYNTHETIC_PARAMS = param_table(
           "rather than from the global word distribution.", low=0, high=1),
     Param("dirichlet_concentration", "float", _S.dirichlet_concentration, "c, the Dirichlet concentration of "
           "each node's topic mixture: small = each node writes about few topics (strongly non-IID).",
-          low=1e-3, high=1e6, log=True, label="topic concentration (non-IID)"),
+          low=1e-3, high=1e6, label="topic concentration (non-IID)"),
     Param("label_offset", "float", _S.label_offset, "μ, the common logit offset (the share of +1 labels), "
           "unless a positive rate is set.", low=-50, high=50),
     Param("positive_rate", "float", _S.positive_rate, "If set, μ is solved so that this share of the posts "
