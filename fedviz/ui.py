@@ -20,14 +20,13 @@ import streamlit as st
 
 from .algorithms import ALGORITHMS, get_algorithm
 from .data.baselines import majority_test_error, node_majority_test_error
-from .data.build import DataSpec, build
+from .data.build import DataSpec
 from .errors import FedvizError
 from .params import Param, human_label
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
-from .problems.optimum import solve
-from .runner import RunJob, get_manager
-from .runner.manager import CRITERION
+from .runner import ProblemSpec, RunJob, cache, get_manager
+from .runner.execute import CRITERION, background_os_thread
 from .runner.config import RunConfig, from_query, to_query
 from .runner.sweep import sweep_outcome, sweep_plan
 
@@ -77,14 +76,13 @@ def start_warm_up():
     import os
     import threading
 
-    from .runner.manager import _background_os_thread
     from .runner.warmup import warm_up
 
     if os.environ.get("FEDVIZ_WARMUP", "1") == "0":
         return None
 
     def work():
-        _background_os_thread("fedviz-warmup")
+        background_os_thread("fedviz-warmup")
         warm_up()
 
     thread = threading.Thread(target=work, name="fedviz-warmup", daemon=True)
@@ -118,25 +116,22 @@ def load_dataset(spec: DataSpec):
     every run then held its own (36 MB for google-plus-small with 2000 nodes, far more at
     paper scale), so the server's memory grew with the number of runs in the sessions.
     """
-    ds = build(spec)
-    ds.stats  # computed here, before the object is shared
-    return ds
+    return cache.dataset(spec)  # the runner's cache: a run of the same spec shares the object
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def load_problem(spec: DataSpec, loss: str, lam: float | None) -> Problem:
     """The problem on the shared data set; what it derives lazily (row blocks, row norms, the
     smoothness) is then computed once for all the runs that share it, which only read it."""
-    return Problem(load_dataset(spec), loss, lam)
+    return cache.problem(spec, loss, lam)
 
 
 @st.cache_data(max_entries=16, show_spinner="Computing the optimum (Newton-CG)…")
 def load_optimum(spec: DataSpec, loss: str, lam: float | None) -> dict:
-    problem = load_problem(spec, loss, lam)
-    opt = solve(problem)
+    opt = cache.optimum(spec, loss, lam)
     return {"w": opt.w, "objective": opt.objective, "test_error": opt.test_error,
             "train_error": opt.train_error, "grad_norm": opt.grad_norm, "seconds": opt.seconds,
-            "lam": problem.lam}
+            "lam": load_problem(spec, loss, lam).lam}
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -354,24 +349,19 @@ def start_run(config: RunConfig, *, key: str = "run"):
     With ``config.tune`` the worker tunes each algorithm's stepsize before its run; with
     ``config.sweep`` every algorithm runs at its stepsize × the sweep's grid.
     """
-    problem = load_problem(config.data, config.loss, config.lam)
-    ds = problem.data
-    opt = load_optimum(config.data, config.loss, config.lam)
     algorithms, groups = tuple(config.labels()), None
     if config.sweep and not config.tune:
-        plan = sweep_plan(config, ds)
+        plan = sweep_plan(config, load_dataset(config.data))
         algorithms, groups = tuple(plan.variants), plan.groups
-    job = RunJob(make_problem=lambda: problem, algorithms=algorithms, iterations=config.iterations,
-                 seed=config.seed, config=config.as_json(), f_star=opt["objective"], tune=config.tune)
+    # The problem and f* are built by the worker, under the run cap (the progress bar says so).
+    job = RunJob(ProblemSpec(config.data, config.loss, config.lam), algorithms, iterations=config.iterations,
+                 seed=config.seed, config=config.as_json(), tune=config.tune)
     old = st.session_state.get(key)
     if old is not None and not old.done:
         old.stop("replaced by a new run")
     handle = manager().submit(job, session_id())
     st.session_state[key] = handle
-    st.session_state[key + "-meta"] = {"baselines": {**load_baselines(config.data),
-                                                     "optimum": opt["test_error"]},
-                                       "nodes": ds.n_nodes, "regression": ds.task == "regression",
-                                       "sweep_groups": groups}
+    st.session_state[key + "-meta"] = {"data": config.data, "sweep_groups": groups}
     return handle
 
 
@@ -441,10 +431,13 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool)
                           for label in final]}
         runs = {label: runs[label] for label in runs if label in kept or groups.get(label, (None, 0))[1] is None}
     runs = {label: _thin(cols) for label, cols in runs.items()}
-    nodes = meta.get("nodes", 1)
+    nodes = snap.summary.get("nodes", 1)
+    data = meta.get("data")
+    baselines = {**(load_baselines(data) if data is not None and snap.summary else {}),
+                 "optimum": snap.optimum_test_error}
     sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height)
-    err = test_error_figure(runs, baselines=meta.get("baselines"), axis=axis, nodes=nodes, round_cost=cost,
-                            height=height, regression=meta.get("regression", False))
+    err = test_error_figure(runs, baselines=baselines, axis=axis, nodes=nodes, round_cost=cost,
+                            height=height, regression=snap.summary.get("task") == "regression")
     for fig in (sub, err):
         fig.update_traces(marker_maxdisplayed=LIVE_MARKERS)  # evenly spread, as in the paper's Figure 2
     return table, sub, err
