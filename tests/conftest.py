@@ -13,7 +13,9 @@ import pytest
 os.environ.setdefault("FEDVIZ_WARMUP", "0")
 os.environ.setdefault("FEDVIZ_DB", str(Path(tempfile.mkdtemp(prefix="fedviz-tests-")) / "runs.sqlite"))
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+#: The repository, and the real LIBSVM files beside it (../shared/data; see its README).
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
@@ -23,3 +25,20 @@ def browser():
 
     with chromium() as b:
         yield b
+
+
+#: The tests' kinds, one folder each; a test is marked with its folder's kind, so
+#: ``-m unit`` (or ``python -m pytest tests/unit``) runs one kind alone.
+KINDS = ("unit", "integration", "browser")
+#: Tests that build the paper's full google-plus (2.2M rows; minutes and GBs), marked ``paper_scale``.
+PAPER_SCALE = ("test_stop_paper_scale.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.path))
+        kind = path.parent.name
+        if kind in KINDS:
+            item.add_marker(getattr(pytest.mark, kind))
+        if path.name in PAPER_SCALE:
+            item.add_marker(pytest.mark.paper_scale)

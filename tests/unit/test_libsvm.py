@@ -22,8 +22,8 @@ from sklearn.datasets import load_svmlight_file, load_svmlight_files
 from fedviz.data import libsvm as L
 from fedviz.data.libsvm import LibsvmData, load_libsvm, load_libsvm_pair, map_labels
 from fedviz.errors import DataFormatError, ParameterError
+from conftest import DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 WELL_FORMED = ["heart_scale", "a9a", "a9a.t", "dna.scale", "dna.scale.t", "mq2008_fold1_test.txt",
                "agaricus_zero_based.train", "agaricus_zero_based.test", "svmlight_edge_cases.txt"]
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

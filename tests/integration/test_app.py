@@ -10,9 +10,9 @@ from streamlit.testing.v1 import AppTest
 from fedviz.data.build import DataSpec
 from fedviz.runner.config import RunConfig
 
-from conftest import DATA
+from conftest import DATA, ROOT
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP = str(ROOT / "app.py")
 TINY = DataSpec(source="preset:identical-nodes")
 
 

@@ -31,9 +31,8 @@ from fedviz.data.build import DataSpec, build
 from fedviz.errors import DataFormatError
 from fedviz.runner.config import RunConfig
 
-from conftest import DATA
+from conftest import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 HEART = (DATA / "heart_scale").read_bytes()
 MiB = 1 << 20

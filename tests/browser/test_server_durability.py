@@ -6,7 +6,7 @@ the server's whole process group is killed with SIGKILL, so no shutdown code run
 new server on the same ``FEDVIZ_DB`` must hold the completed run intact (every
 iteration, status done, the same numbers) and the interrupted run up to its last
 committed iteration, marked ``interrupted``, and its Compare page must list both so.
-(tests/test_store.py kills a bare writer process; this kills the dashboard itself.)
+(tests/unit/test_store.py kills a bare writer process; this kills the dashboard itself.)
 """
 
 import math

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 SECTION = "## The command line"
 #: Seconds one example may take (the slowest, 30 iterations of three algorithms, takes ~10 s).
 TIMEOUT = 300

@@ -19,8 +19,8 @@ from fedviz.data.partition.dirichlet import DirichletPartitioner
 from fedviz.data.partition.iid import IIDPartitioner
 from fedviz.data.partition.shards import ShardsPartitioner
 from fedviz.errors import FedvizError, ParameterError
+from conftest import DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MQ2008 = DATA / "mq2008_fold1_test.txt"
 
 

@@ -14,8 +14,8 @@ from fedviz.data.dataset import FederatedDataset
 from fedviz.problems.losses import LOSSES, Logistic, SmoothedHinge, Squared, make_loss
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
+from conftest import DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ALL_LOSSES = [Logistic(), Squared(), SmoothedHinge(1.0), SmoothedHinge(0.3)]
 
 

@@ -17,8 +17,9 @@ from fedviz.data.build import DataSpec
 from fedviz.data.partition import PARTITIONERS
 from fedviz.data.presets import PRESETS
 from fedviz.runner.config import RunConfig, from_query
+from conftest import ROOT
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP = str(ROOT / "app.py")
 TINY = DataSpec(source="preset:identical-nodes")
 
 

@@ -20,13 +20,13 @@ import numpy as np
 import platformdirs
 import pytest
 
+from conftest import ROOT
 from fedviz.errors import FedvizError, ParameterError
 from fedviz.runner import store as store_mod
 from fedviz.runner.loop import FIELDS, IterationRecord
 from fedviz.runner.store import (INTERRUPTED_MESSAGE, NUMERIC_FIELDS, SCHEMA_VERSION, RunStore,
                                  default_path)
 
-REPO = Path(__file__).resolve().parents[1]
 NAN, INF = math.nan, math.inf
 
 
@@ -336,7 +336,7 @@ _KILLED_WRITER = textwrap.dedent("""
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_sigkill_loses_no_committed_iteration(tmp_path):
     db = tmp_path / "runs.sqlite"
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(db)], stdout=subprocess.PIPE,
                             text=True, env=env, cwd=tmp_path)
     try:

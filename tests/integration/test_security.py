@@ -35,10 +35,9 @@ from fedviz.data.build import DataSpec, build
 from fedviz.errors import DataFormatError, ParameterError
 from fedviz.runner.config import DEFAULT_DATA, LINK_KEYS, MAX_ITERATIONS, RunConfig, from_query, to_query
 
-from conftest import DATA
+from conftest import DATA, ROOT
 from test_uploads import HEART, NAME, cli_main, data_page, upload
 
-ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 REAL_FILE = DATA / "heart_scale"  # a path that loads if anything opens it
 
