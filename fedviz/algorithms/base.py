@@ -20,6 +20,8 @@ Counting conventions (what the dashboard's x axes mean):
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping
 
@@ -33,6 +35,11 @@ from ..validation import check_int
 
 #: The directions a :attr:`Algorithm.divergence_hint` may name.
 HINT_DIRECTIONS = ("raise", "lower")
+
+#: Derived defaults, cached with the problem: problem → {(class, sorted hyperparameters): values}.
+#: Weak keys: an entry lives exactly as long as its problem (the runner's cache keeps shared ones).
+_DERIVED: "weakref.WeakKeyDictionary[Problem, dict]" = weakref.WeakKeyDictionary()
+_DERIVED_LOCK = threading.Lock()
 
 
 class StopRequested(Exception):
@@ -119,6 +126,40 @@ class Algorithm:
         """Cross-parameter checks; raise ParameterError."""
 
     @classmethod
+    def derived_defaults(cls, problem: Problem, hyper: Mapping[str, Any] | None = None) -> dict:
+        """The values a run on ``problem`` uses for the hyperparameters left ``None`` (derived).
+
+        A pure function of the problem and the hyperparameters (validated here, defaults filled
+        in), computed by :meth:`_derive` once per (problem, class, hyperparameters) and cached
+        with the problem; :meth:`setup` reads the same cached values, so what this says and what
+        a constructed algorithm uses cannot disagree.  Only hyperparameters whose value is
+        ``None`` *and* that the run uses appear (DANE's stepsize with the exact solver does not).
+        """
+        return dict(cls._derived(problem, cls.validate(dict(hyper or {}))))
+
+    @classmethod
+    def _derived(cls, problem: Problem, hp: Mapping[str, Any]) -> Mapping[str, Any]:
+        """:meth:`derived_defaults` for hyperparameters already validated (``self.hp``): cached, read-only."""
+        key = (cls, tuple(sorted(hp.items())))
+        try:
+            hash(key)
+        except TypeError:  # an unhashable value (not one a Param validates): computed, not cached
+            return MappingProxyType(dict(cls._derive(problem, hp)))
+        with _DERIVED_LOCK:
+            per = _DERIVED.get(problem)
+            if per is not None and key in per:
+                return per[key]
+        values = MappingProxyType(dict(cls._derive(problem, hp)))  # pure: computing it twice is harmless
+        with _DERIVED_LOCK:
+            return _DERIVED.setdefault(problem, {}).setdefault(key, values)
+
+    @classmethod
+    def _derive(cls, problem: Problem, hp: Mapping[str, Any]) -> dict:
+        """Override: the derived value of each hyperparameter that is ``None`` in ``hp`` (complete,
+        validated) and used with the other values; a pure function of the problem and ``hp``."""
+        return {}
+
+    @classmethod
     def param(cls, name: str) -> Param:
         for p in cls.params:
             if p.name == name:
@@ -128,6 +169,11 @@ class Algorithm:
     # -- iteration -----------------------------------------------------------------------------
     def setup(self) -> None:
         """Per-run precomputation (after hyperparameters and w0 are set)."""
+
+    @property
+    def derived(self) -> Mapping[str, Any]:
+        """This run's derived defaults (:meth:`derived_defaults` of its problem and hyperparameters)."""
+        return type(self)._derived(self.problem, self.hp)
 
     def step(self) -> None:
         """Advance one outer iteration."""

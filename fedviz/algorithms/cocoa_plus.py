@@ -105,7 +105,7 @@ class CoCoAPlus(DualAlgorithm):
         self.K = K = ds.n_nodes
         self.aggregation = 1.0 / K if self.averaging else 1.0
         sp_ = self.hp["sigma_prime"]
-        self.sigma_prime = self.aggregation * K if sp_ is None else float(sp_)
+        self.sigma_prime = self.derived["sigma_prime"] if sp_ is None else float(sp_)
         self.passes = int(self.hp["local_passes"])
         X = p.X
         code, smoothing = loss_code(p.loss)
@@ -119,6 +119,14 @@ class CoCoAPlus(DualAlgorithm):
         C, nk_max = self._n_chunks, int(ds.node_sizes.max())
         self._scratch = DualScratch(acc=np.zeros((C, p.d)), dw=np.zeros((C, p.d)),
                                     a_loc=np.zeros((C, nk_max)), perm=np.zeros((C, nk_max), dtype=np.int64))
+
+    @classmethod
+    def _derive(cls, p, hp) -> dict:
+        """σ' = γK, the safe value for every partition (γ = 1/K averaging, 1 adding)."""
+        if hp["sigma_prime"] is not None:
+            return {}
+        K = p.data.n_nodes
+        return {"sigma_prime": (1.0 / K if cls.averaging else 1.0) * K}
 
     def _node_seeds(self) -> np.ndarray:
         """One seed per node for the coming iteration, from :meth:`rng`."""

@@ -328,6 +328,18 @@ class DANE(Algorithm):
               low=0, low_open=True, log=True),
     )
 
+    @classmethod
+    def _derive(cls, pb, hp) -> dict:
+        """The 'svrg' solver's m and h (the exact solver uses neither)."""
+        out = {}
+        if hp["solver"] == "exact":
+            return out
+        if hp["local_steps"] is None:
+            out["local_steps"] = pb.mean_node_size
+        if hp["stepsize"] is None:
+            out["stepsize"] = 0.5 / (pb.average_example_smoothness + hp["mu"])
+        return out
+
     def setup(self):
         pb = self.problem
         K = pb.data.n_nodes
@@ -337,10 +349,9 @@ class DANE(Algorithm):
             self.local = LocalNewton(pb)
             self.h = None
         else:
-            self.m = self.hp["local_steps"] or pb.mean_node_size
+            self.m = self.hp["local_steps"] or self.derived["local_steps"]
             self.passes = self.hp["local_passes"]
-            self.h = default_stepsize(self.hp["stepsize"],
-                                      0.5 / (pb.average_example_smoothness + self.mu))
+            self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
             self.engine = LocalSVRG(pb)
             self.steps = np.full(K, self.m, dtype=np.int64)
             self.sample_ptr = np.arange(K + 1, dtype=np.int64) * (self.m * self.passes)

@@ -160,11 +160,17 @@ class DualMethod(DualAlgorithm):
     #: oversteps, σ = K always holds, so the remedy is a larger σ.
     divergence_hint = ("sigma", "raise")
 
+    @classmethod
+    def _derive(cls, p, hp) -> dict:
+        """σ = K, safe for every partition (see the ``sigma`` help text)."""
+        return {} if hp["sigma"] is not None else {"sigma": check_sigma(cls.name, None, p.data.n_nodes)}
+
     def setup(self) -> None:
         super().setup()
         p = self.problem
         self.K = p.data.n_nodes
-        self.sigma = check_sigma(self.name, self.hp["sigma"], self.K)
+        sigma = self.hp["sigma"]
+        self.sigma = self.derived["sigma"] if sigma is None else check_sigma(self.name, sigma, self.K)
         self.blocks = NodeBlocks(p.data.support, self.sigma / (p.lam * p.n))
 
     def _step(self) -> None:

@@ -93,20 +93,26 @@ class FedAvg(Algorithm):
 
     def setup(self):
         hp = self.hp
-        self.eta = default_stepsize(hp["stepsize"], self.derived_stepsize())
+        self.eta = default_stepsize(hp["stepsize"], self.derived.get("stepsize"))
         self.h = self.eta   # the effective step under GD's name, which the runner's messages read
         self.local = LocalSGD(self.problem, epochs=hp["local_epochs"], batch_size=hp["batch_size"],
-                              stepsize=self.eta, mu=self.proximal_weight(),
+                              stepsize=self.eta, mu=self.proximal_weight(hp),
                               control=self.uses_control_variates())
         self.sampled = np.zeros(0, dtype=np.int64)
 
+    @classmethod
+    def _derive(cls, problem, hp) -> dict:
+        return {} if hp["stepsize"] is not None else {"stepsize": cls.derived_stepsize(problem, hp)}
+
     # -- hooks for FedProx and SCAFFOLD ---------------------------------------------------------
-    def derived_stepsize(self) -> float:
+    @classmethod
+    def derived_stepsize(cls, problem, hp) -> float:
         """The default local step: 1/(L_max + μ), since F_k + (μ/2)‖w − w^t‖² on any minibatch
         is (L_max + μ)-smooth (a minibatch may hold just the worst example)."""
-        return 1.0 / (self.problem.max_example_smoothness + self.proximal_weight())
+        return 1.0 / (problem.max_example_smoothness + cls.proximal_weight(hp))
 
-    def proximal_weight(self) -> float:
+    @classmethod
+    def proximal_weight(cls, hp) -> float:
         """μ of the proximal term (μ/2)‖w − w^t‖² in the local objective: 0 for FedAvg."""
         return 0.0
 

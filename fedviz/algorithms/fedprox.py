@@ -32,5 +32,6 @@ class FedProx(FedAvg):
               "Li et al. tune over.", low=0),
     )
 
-    def proximal_weight(self) -> float:
-        return float(self.hp["mu"])
+    @classmethod
+    def proximal_weight(cls, hp) -> float:
+        return float(hp["mu"])

@@ -77,23 +77,29 @@ class FSVRG(Algorithm):
         self.engine = LocalSVRG(pb)
         self.phi = ds.stats.phi if self.hp["gradient_scaling"] else None
         self.A = ds.stats.A if self.hp["aggregate_scaling"] else None
-        self.h = default_stepsize(self.hp["stepsize"], self.default_stepsize())
+        self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
         K = ds.n_nodes
         self.hk = self.h / self.sizes if self.hp["local_stepsize"] else np.full(K, self.h)
         self.alpha = self.sizes / pb.n if self.hp["size_weights"] else np.full(K, 1.0 / K)
 
-    def default_stepsize(self) -> float:
+    @classmethod
+    def _derive(cls, pb, hp) -> dict:
         """The default h; see the ``stepsize`` help text."""
-        pb = self.problem
+        if hp["stepsize"] is not None:
+            return {}
         K = pb.data.n_nodes
         n_bar = pb.n / K
         L_bar = pb.average_example_smoothness
         h = n_bar / (2.0 * L_bar)
         if K > 1:
             h = min(h, 4.0 / pb.smoothness)
-        if not self.hp["local_stepsize"]:
+        if not hp["local_stepsize"]:
             h /= n_bar
-        return h
+        return {"stepsize": h}
+
+    def default_stepsize(self) -> float:
+        """The default h for this run's problem and hyperparameters (:meth:`derived_defaults`)."""
+        return type(self)._derive(self.problem, {**self.hp, "stepsize": None})["stepsize"]
 
     def _step(self):
         pb = self.problem

@@ -19,8 +19,12 @@ class GD(Algorithm):
               "smoothness constant of f; steps up to 2/L are stable.", low=0, low_open=True, log=True),
     )
 
+    @classmethod
+    def _derive(cls, problem, hp) -> dict:
+        return {} if hp["stepsize"] is not None else {"stepsize": 1.0 / problem.smoothness}
+
     def setup(self):
-        self.h = default_stepsize(self.hp["stepsize"], 1.0 / self.problem.smoothness)
+        self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
 
     def _step(self):
         g = self.full_gradient()

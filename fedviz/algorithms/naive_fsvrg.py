@@ -46,11 +46,20 @@ class NaiveFSVRG(Algorithm):
               "in total per iteration.", low=1),
     )
 
+    @classmethod
+    def _derive(cls, pb, hp) -> dict:
+        out = {}
+        if hp["local_steps"] is None:
+            out["local_steps"] = pb.mean_node_size
+        if hp["stepsize"] is None:
+            out["stepsize"] = 0.5 / pb.average_example_smoothness
+        return out
+
     def setup(self):
         pb = self.problem
         K = pb.data.n_nodes
-        self.m = self.hp["local_steps"] or pb.mean_node_size
-        self.h = default_stepsize(self.hp["stepsize"], 0.5 / pb.average_example_smoothness)
+        self.m = self.hp["local_steps"] or self.derived["local_steps"]
+        self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
         self.engine = LocalSVRG(pb)
         self.steps = np.full(K, self.m, dtype=np.int64)
         self.sample_ptr = np.arange(K + 1, dtype=np.int64) * self.m

@@ -71,10 +71,16 @@ class PrimalMethod(Algorithm):
         self._w0 = None if w0 is None else np.asarray(w0, dtype=np.float64)
         super().__init__(problem, seed=seed, w0=w0, **hyper)
 
+    @classmethod
+    def _derive(cls, p, hp) -> dict:
+        """σ = K, safe for every partition (see the ``sigma`` help text)."""
+        return {} if hp["sigma"] is not None else {"sigma": check_sigma(cls.name, None, p.data.n_nodes)}
+
     def setup(self) -> None:
         p = self.problem
         self.K = K = p.data.n_nodes
-        self.sigma = check_sigma(self.name, self.hp["sigma"], K)
+        sigma = self.hp["sigma"]
+        self.sigma = self.derived["sigma"] if sigma is None else check_sigma(self.name, sigma, K)
         self.eta = K / self.sigma
         #: μ of Algorithm 5; the local systems carry λ + μ = λη.
         self.mu = p.lam * (self.eta - 1.0)

@@ -96,14 +96,15 @@ class Scaffold(FedAvg):
     def uses_control_variates(self) -> bool:
         return True
 
-    def derived_stepsize(self) -> float:
+    @classmethod
+    def derived_stepsize(cls, problem, hp) -> float:
         """1/max_k L_k for full-batch local steps (the local functions' own smoothness, so
         every node takes a descent step of the size gradient descent on F_k would); 1/L_max
         for minibatches, as FedAvg.  With the worst example's L_max the full-batch default
         sat 10× below 1/max_k L_k on google-plus-small, and SCAFFOLD barely moved."""
-        if self.hp["batch_size"] == 0:
-            return 1.0 / self.problem.max_node_smoothness
-        return super().derived_stepsize()
+        if hp["batch_size"] == 0:
+            return 1.0 / problem.max_node_smoothness
+        return super().derived_stepsize(problem, hp)
 
     def setup(self):
         super().setup()

@@ -56,9 +56,13 @@ class SGD(Algorithm):
               "the data every epoch.", choices=("uniform", "permutation")),
     )
 
+    @classmethod
+    def _derive(cls, pb, hp) -> dict:
+        return {} if hp["stepsize"] is not None else {"stepsize": 0.5 / pb.average_example_smoothness}
+
     def setup(self):
         pb = self.problem
-        self.h = default_stepsize(self.hp["stepsize"], 0.5 / pb.average_example_smoothness)
+        self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
         if self.h * pb.lam >= 1.0:
             raise ParameterError(f"{self.name}.stepsize", self.h,
                                  f"number in (0, 1/λ) = (0, {1.0 / pb.lam:.6g})")

@@ -50,10 +50,19 @@ class SVRG(Algorithm):
               "permutation of the data, renewed every n steps.", choices=("uniform", "permutation")),
     )
 
+    @classmethod
+    def _derive(cls, pb, hp) -> dict:
+        out = {}
+        if hp["inner_steps"] is None:
+            out["inner_steps"] = pb.n
+        if hp["stepsize"] is None:
+            out["stepsize"] = 0.5 / pb.average_example_smoothness
+        return out
+
     def setup(self):
         pb = self.problem
-        self.m = self.hp["inner_steps"] or pb.n
-        self.h = default_stepsize(self.hp["stepsize"], 0.5 / pb.average_example_smoothness)
+        self.m = self.hp["inner_steps"] or self.derived["inner_steps"]
+        self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
         self.engine = LocalSVRG(pb, pooled=True)
 
     def samples(self) -> np.ndarray:
