@@ -123,13 +123,15 @@ def run(scale: str = "small", *, iterations: int = 5, sklearn_solvers=("newton-c
 
 def stop_latency(problem, names) -> dict:
     """Seconds from Stop, pressed mid-iteration through the run manager, to the run's end."""
+    from .algorithms.spec import AlgorithmSpec
     from .runner.manager import RunJob, RunManager
 
     manager = RunManager(1, store=None, reaper=False)
     out = {}
     try:
         for name in names:
-            handle = manager.submit(RunJob(make_problem=lambda: problem, algorithms=((name, name, {}),),
+            spec = AlgorithmSpec.of(name, label=name)
+            handle = manager.submit(RunJob(make_problem=lambda: problem, algorithms=(spec,),
                                            iterations=10_000, f_star=0.0), "bench")
             while True:
                 cols = handle.snapshot().columns.get(name)

@@ -157,6 +157,7 @@ def _cmd_run(args) -> int:
     import csv
 
     from .algorithms import get_algorithm
+    from .algorithms.spec import AlgorithmSpec
     from .data.build import build
     from .errors import ParameterError
     from .problems.objective import Problem
@@ -176,25 +177,26 @@ def _cmd_run(args) -> int:
     ds = build(data_spec_from_args(args))
     _print_warnings(ds)
     problem = Problem(ds, args.loss, args.lam)
-    for name in names:
-        cls = get_algorithm(name)
-        cls(problem, seed=args.seed, **settings[name])  # validate against the problem before running
+    # The curves are labelled by the registry names on the command line ('fsvrg').
+    specs = [AlgorithmSpec.of(name, settings[name], label=name) for name in names]
+    for spec in specs:
+        spec.cls(problem, seed=args.seed, **spec.values)  # validate against the problem before running
     f_star = solve(problem).objective
     records, tuned = [], {}
-    for name in names:
-        hyper, label = settings[name], name
+    for spec in specs:
+        name = spec.name
         if args.tune:
             from .runner.tune import tune
-            result = tune(problem, name, hyper, iterations=args.iterations, seed=args.seed, f_star=f_star)
-            hyper, label = result.hyper, result.label(name)
-            tuned[label] = (result.param, result.value)
+            result = tune(problem, spec, iterations=args.iterations, seed=args.seed, f_star=f_star)
+            spec = result.apply(spec)
+            tuned[spec.label] = (result.param, result.value)
             print(f"tune {name}: " + (f"{result.param} = {result.value:.6g}" if result.param else "nothing to tune")
                   + ("" if result.param is None or result.tuned else " (the default: no pilot passed)")
                   + (" (at the grid's edge)" if result.edge else "")
                   + f"; {len(result.pilots)} pilots, {result.seconds:.2f} s; criterion: {result.criterion}",
                   file=sys.stderr, flush=True)
-        for rec in iterate(problem, name, iterations=args.iterations, hyper=hyper, seed=args.seed,
-                           f_star=f_star, label=label):
+        for rec in iterate(problem, spec.cls, iterations=args.iterations, hyper=spec.values, seed=args.seed,
+                           f_star=f_star, label=spec.label):
             records.append(rec)
             if args.json:
                 print(json.dumps(_row(rec, tuned, args.tune)), flush=True)

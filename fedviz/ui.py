@@ -349,11 +349,13 @@ def start_run(config: RunConfig, *, key: str = "run"):
     With ``config.tune`` the worker tunes each algorithm's stepsize before its run; with
     ``config.sweep`` every algorithm runs at its stepsize × the sweep's grid.
     """
-    algorithms, groups = tuple(config.labels()), None
+    algorithms, groups = config.specs(), None
     if config.sweep and not config.tune:
-        plan = sweep_plan(config, load_dataset(config.data))
-        algorithms, groups = tuple(plan.variants), plan.groups
-    # The problem and f* are built by the worker, under the run cap (the progress bar says so).
+        # The grid is centred on each derived default: a pure function of the shared problem,
+        # cached with it (the run's worker then finds both ready); no algorithm is built here.
+        plan = sweep_plan(config, load_problem(config.data, config.loss, config.lam))
+        algorithms, groups = plan.variants, plan.groups
+    # f* is computed by the worker, under the run cap (the progress bar says so).
     job = RunJob(ProblemSpec(config.data, config.loss, config.lam), algorithms, iterations=config.iterations,
                  seed=config.seed, config=config.as_json(), tune=config.tune)
     old = st.session_state.get(key)
@@ -435,9 +437,12 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool)
     data = meta.get("data")
     baselines = {**(load_baselines(data) if data is not None and snap.summary else {}),
                  "optimum": snap.optimum_test_error}
-    sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height)
+    # Each curve styled as its algorithm (a label such as 'FSVRG ×2' or 'GD (stepsize 3.6, tuned)'
+    # is made from a spec and never parsed): the snapshot names every label's algorithm.
+    styles = {label: ALGORITHMS[name].title for label, name in snap.algorithms.items() if name in ALGORITHMS}
+    sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height, styles=styles)
     err = test_error_figure(runs, baselines=baselines, axis=axis, nodes=nodes, round_cost=cost,
-                            height=height, regression=snap.summary.get("task") == "regression")
+                            height=height, regression=snap.summary.get("task") == "regression", styles=styles)
     for fig in (sub, err):
         fig.update_traces(marker_maxdisplayed=LIVE_MARKERS)  # evenly spread, as in the paper's Figure 2
     return table, sub, err

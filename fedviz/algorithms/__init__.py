@@ -43,4 +43,6 @@ def get_algorithm(name: str) -> type[Algorithm]:
         raise ParameterError("algorithm", name, "one of " + ", ".join(ALGORITHMS)) from None
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "Param", "get_algorithm"]
+from .spec import AlgorithmSpec  # noqa: E402 - needs the registry above
+
+__all__ = ["ALGORITHMS", "Algorithm", "AlgorithmSpec", "Param", "get_algorithm"]

@@ -70,18 +70,20 @@ def x_values(cols: Mapping[str, np.ndarray], axis: str, *, nodes: int = 1, round
     raise ValueError(f"unknown x axis {axis!r}; one of {', '.join(X_AXES)}")
 
 
-def _style(label: str, algorithm: str, i: int):
-    marker, color = _STYLE.get(label, _STYLE.get(algorithm, (None, None)))
-    if marker is None:  # 'FSVRG ×2' in a sweep, '#3 GD' in the history: style by the title inside
-        for title, style in _STYLE.items():
-            if label.endswith(" " + title) or label.startswith(title + " "):
-                marker, color = style
+def _style(label: str, algorithm: str, i: int, styles: Mapping[str, str] | None = None):
+    """(marker, color) of a curve: by its label ('FSVRGR'), else by the title ``styles`` gives
+    for it ('FSVRG ×2' → 'FSVRG', from the spec that made the label: labels are never parsed),
+    else by its records' algorithm column, else the palette."""
+    key = styles.get(label) if styles else None
+    marker, color = _STYLE.get(label) or _STYLE.get(key) or _STYLE.get(algorithm) or (None, None)
     return marker or "circle", color or _PALETTE[i % len(_PALETTE)]
 
 
 def _add_curves(fig, runs, column, *, axis, nodes, round_cost, row=None, col=None, positive=False,
-                showlegend=True) -> list[np.ndarray]:
-    """Add one curve per run; return the y values drawn (one array per run with records)."""
+                showlegend=True, styles: Mapping[str, str] | None = None) -> list[np.ndarray]:
+    """Add one curve per run; return the y values drawn (one array per run with records).
+
+    ``styles`` maps a label to the title whose marker and colour it takes (optional)."""
     drawn = []
     for i, (label, records) in enumerate(runs.items()):
         cols = _columns(records)
@@ -93,7 +95,7 @@ def _add_curves(fig, runs, column, *, axis, nodes, round_cost, row=None, col=Non
             # to a floor below anything meaningful instead of dropping the point.
             y = np.where(np.isfinite(y), np.maximum(y, 1e-16), np.nan)
         algorithm = str(cols["algorithm"][0]) if "algorithm" in cols else label
-        marker, color = _style(label, algorithm, i)
+        marker, color = _style(label, algorithm, i, styles)
         trace = go.Scatter(x=x_values(cols, axis, nodes=nodes, round_cost=round_cost), y=y,
                            mode="lines+markers", name=label, legendgroup=label, showlegend=showlegend,
                            marker=dict(symbol=marker, size=6, color=color), line=dict(color=color, width=2))
@@ -182,11 +184,12 @@ def _refs(fig, row, col) -> tuple[str, str]:
 
 
 def suboptimality_figure(runs: Mapping[str, Sequence], *, axis: str = "iteration", nodes: int = 1,
-                         round_cost: float = 0.0, height: int = 420) -> go.Figure:
-    """f(w) − f* on a log axis, one curve per run label."""
+                         round_cost: float = 0.0, height: int = 420,
+                         styles: Mapping[str, str] | None = None) -> go.Figure:
+    """f(w) − f* on a log axis, one curve per run label (``styles``: label → title to style it as)."""
     fig = go.Figure()
     ys = _add_curves(fig, runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost,
-                     positive=True)
+                     positive=True, styles=styles)
     fig.update_layout(title="Objective suboptimality f(w) − f*", xaxis_title=_AXIS_TITLES[axis],
                       yaxis_title="f(w) − f*", height=height, **_LAYOUT)
     fig.update_yaxes(**log_axis(ys))
@@ -195,10 +198,11 @@ def suboptimality_figure(runs: Mapping[str, Sequence], *, axis: str = "iteration
 
 def test_error_figure(runs: Mapping[str, Sequence], *, baselines: Mapping[str, float] | None = None,
                       axis: str = "iteration", nodes: int = 1, round_cost: float = 0.0,
-                      height: int = 420, regression: bool = False) -> go.Figure:
+                      height: int = 420, regression: bool = False,
+                      styles: Mapping[str, str] | None = None) -> go.Figure:
     """Test error per run, with horizontal lines for the optimum and the naive baselines."""
     fig = go.Figure()
-    ys = _add_curves(fig, runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost)
+    ys = _add_curves(fig, runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost, styles=styles)
     fig.update_layout(title="Test mean squared error" if regression else "Test error",
                       xaxis_title=_AXIS_TITLES[axis], yaxis_title="test MSE" if regression else "test error",
                       yaxis_tickformat=None if regression else ".1%", height=height, **_LAYOUT)
@@ -262,14 +266,16 @@ def _close_groups(lines, close: float) -> list[list]:
 
 
 def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round_cost=0.0,
-                       title=None, height=430) -> go.Figure:
-    """Suboptimality (log) and test error side by side: the layout of the paper's Figure 2."""
+                       title=None, height=430, styles: Mapping[str, str] | None = None) -> go.Figure:
+    """Suboptimality (log) and test error side by side: the layout of the paper's Figure 2.
+
+    ``styles`` maps a label to the title it is styled as (Compare: '#3 FSVRG' → 'FSVRG')."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Objective suboptimality f(w) − f*", "Test error"),
                         horizontal_spacing=0.1)
     subs = _add_curves(fig, runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost, row=1,
-                       col=1, positive=True)
+                       col=1, positive=True, styles=styles)
     errs = _add_curves(fig, runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost, row=1, col=2,
-                       showlegend=False)
+                       showlegend=False, styles=styles)
     fig.update_yaxes(**log_axis(subs), row=1, col=1)
     fig.update_yaxes(tickformat=".1%", row=1, col=2)
     _error_axis(fig, errs, baselines, height=height, row=1, col=2)

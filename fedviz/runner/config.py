@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..algorithms import ALGORITHMS, get_algorithm
+from ..algorithms.spec import AlgorithmSpec
 from ..data.build import MAX_NODES, PRESET_PREFIX, SPLITS, DataSpec
 from ..errors import FedvizError, ParameterError
 from ..params import Param, param_table
@@ -29,7 +30,8 @@ class RunConfig:
     """Everything that determines a run's curves (given the same machine's floating point).
 
     ``algorithms`` is a tuple of ``(name, ((param, value), ...))`` with only the
-    hyperparameters that differ from the defaults.
+    hyperparameters that differ from the defaults (the link's shape); :meth:`specs` gives
+    them as :class:`~fedviz.algorithms.spec.AlgorithmSpec`, the value every runner takes.
     """
 
     data: DataSpec = DEFAULT_DATA
@@ -52,9 +54,8 @@ class RunConfig:
             check_real("lam", self.lam, low=0, low_open=True)
         if not self.algorithms:
             raise ParameterError("algorithms", "none", "at least one algorithm")
-        for name, hyper in self.algorithms:
-            cls = get_algorithm(name)
-            cls.validate(dict(hyper))
+        for spec in self.specs():
+            name, cls = spec.name, spec.cls
             if self.loss not in cls.losses:  # refused here, with the remedy, not as a failed run
                 raise ParameterError(f"{name} with loss", self.loss, "one of " + ", ".join(cls.losses) +
                                      f" (the losses {cls.title} supports)")
@@ -62,9 +63,9 @@ class RunConfig:
     def hyper(self, name: str) -> dict:
         return dict(dict(self.algorithms)[name])
 
-    def labels(self) -> list[tuple[str, str, dict]]:
-        """(label, algorithm, hyperparameters) per algorithm; labels are the display titles."""
-        return [(get_algorithm(name).title, name, dict(hyper)) for name, hyper in self.algorithms]
+    def specs(self) -> tuple[AlgorithmSpec, ...]:
+        """One validated :class:`AlgorithmSpec` per algorithm, labelled (and grouped) by its title."""
+        return tuple(AlgorithmSpec.of(name, dict(hyper)) for name, hyper in self.algorithms)
 
     def as_json(self) -> dict:
         data = self.data

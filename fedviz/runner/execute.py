@@ -239,14 +239,15 @@ class _Run:
             if self.stop():
                 return
             self.sink.preparing(f"tuning {e.label}: pilot runs")
-            result = tune(problem, e.name, dict(e.hyper), iterations=job.iterations, seed=job.seed,
+            result = tune(problem, e.spec, iterations=job.iterations, seed=job.seed,
                           f_star=0.0 if f_star is None else f_star, stop=self.stop)
             if result.param is None:
                 continue
-            label = result.label(e.label)
-            if label in self.open and label != e.label:
-                label = f"{label} [{e.label}]"
-            entry = e.retuned(label, result.hyper)
+            spec = result.apply(e.spec)
+            if spec.label in self.open and spec.label != e.label:
+                spec = spec.with_hyper(label=f"{spec.label} [{e.label}]")
+            label = spec.label
+            entry = Entry.of(spec)
             note = (f"tuned {result.param} = {result.value:.4g} by {len(result.pilots)} pilot runs in "
                     f"{result.seconds:.1f} s (apart from the run's time)"
                     + ("; the best value sits at the edge of the widest grid tried" if result.edge else "")

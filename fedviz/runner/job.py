@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ..algorithms import get_algorithm
 from ..algorithms.base import Algorithm
+from ..algorithms.spec import AlgorithmSpec
 from ..data.build import DataSpec
 from ..errors import ParameterError
 from ..problems.losses import make_loss
@@ -63,10 +63,11 @@ class RunJob:
     make_problem : ProblemSpec or callable () -> Problem
         The problem, built in the worker: a :class:`ProblemSpec` (preferred: built and cached
         by content under the run cap), or any callable returning a Problem.
-    algorithms : tuple of (label, algorithm, hyper)
-        ``label`` names the curve (unique within the job); ``algorithm`` is a registry
-        name or an :class:`~fedviz.algorithms.base.Algorithm` subclass; ``hyper`` maps
-        hyperparameter names to values (missing ones take their defaults).
+    algorithms : tuple of AlgorithmSpec (or of (label, algorithm, hyper) triples)
+        One :class:`~fedviz.algorithms.spec.AlgorithmSpec` per curve, labels unique within
+        the job.  A triple is read as ``AlgorithmSpec.of(algorithm, hyper, label=label)``:
+        ``algorithm`` a registry name or an :class:`~fedviz.algorithms.base.Algorithm`
+        subclass, ``hyper`` a mapping (missing ones take their defaults).
     iterations : int
         Outer iterations per algorithm.
     seed : int
@@ -83,7 +84,7 @@ class RunJob:
     """
 
     make_problem: ProblemSpec | Callable[[], Problem]
-    algorithms: tuple[tuple[str, str | type[Algorithm], Mapping[str, Any]], ...]
+    algorithms: tuple[AlgorithmSpec | tuple[str, str | type[Algorithm], Mapping[str, Any]], ...]
     iterations: int
     seed: int = 0
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -97,25 +98,35 @@ class RunJob:
 
 @dataclass(frozen=True)
 class Entry:
-    """One algorithm of a job: its label, class, hyperparameters as given and as resolved."""
+    """One algorithm of a job: its :class:`AlgorithmSpec` and the hyperparameters resolved."""
 
-    label: str
-    cls: type[Algorithm]
-    hyper: Mapping[str, Any]       # as given: what the algorithm is constructed with
+    spec: AlgorithmSpec
     resolved: Mapping[str, Any]    # defaults filled in: what the history records
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def cls(self) -> type[Algorithm]:
+        return self.spec.cls
+
+    @property
+    def hyper(self) -> Mapping[str, Any]:
+        """As given: what the algorithm is constructed with."""
+        return MappingProxyType(self.spec.values)
 
     @property
     def name(self) -> str:
         return self.cls.name or self.cls.__name__
 
     @classmethod
-    def make(cls, label: str, algorithm: type[Algorithm], hyper: Mapping[str, Any]) -> "Entry":
-        hyper = dict(hyper)
-        return cls(label, algorithm, MappingProxyType(hyper), MappingProxyType(algorithm.validate(hyper)))
+    def of(cls, spec: AlgorithmSpec) -> "Entry":
+        return cls(spec, MappingProxyType(spec.resolved))
 
-    def retuned(self, label: str, hyper: Mapping[str, Any]) -> "Entry":
-        """This algorithm under a new label with new hyperparameters (tuning's choice)."""
-        return Entry.make(label, self.cls, hyper)
+    @classmethod
+    def make(cls, label: str, algorithm: str | type[Algorithm], hyper: Mapping[str, Any]) -> "Entry":
+        return cls.of(AlgorithmSpec.of(algorithm, hyper, label=label))
 
 
 @dataclass(frozen=True)
@@ -149,29 +160,14 @@ class Job:
         f_star = None if job.f_star is None else check_real("f_star", job.f_star)
         algos = tuple(job.algorithms)
         if not algos:
-            raise ParameterError("algorithms", algos, "at least one (label, algorithm, hyper) triple")
+            raise ParameterError("algorithms", algos, "at least one AlgorithmSpec")
         entries, seen = [], set()
         for k, item in enumerate(algos):
-            if not (isinstance(item, (tuple, list)) and len(item) == 3):
-                raise ParameterError(f"algorithms[{k}]", item, "a (label, algorithm, hyper) triple")
-            label, algo, hyper = item
-            if not isinstance(label, str) or not label.strip():
-                raise ParameterError(f"algorithms[{k}].label", label, "a non-empty string")
-            if label in seen:
-                raise ParameterError(f"algorithms[{k}].label", label, "a label not used by another algorithm")
-            seen.add(label)
-            if isinstance(algo, str):
-                algo_cls = get_algorithm(algo)
-            elif isinstance(algo, type) and issubclass(algo, Algorithm):
-                algo_cls = algo
-            else:
-                raise ParameterError(f"algorithms[{k}].algorithm", algo,
-                                     "a registered algorithm name or an Algorithm subclass")
-            if hyper is None:
-                hyper = {}
-            if not isinstance(hyper, Mapping):
-                raise ParameterError(f"algorithms[{k}].hyper", hyper, "a mapping of hyperparameters")
-            entries.append(Entry.make(label, algo_cls, hyper))
+            spec = _spec(k, item)
+            if spec.label in seen:
+                raise ParameterError(f"algorithms[{k}].label", spec.label, "a label not used by another algorithm")
+            seen.add(spec.label)
+            entries.append(Entry.of(spec))
         config = {**dict(job.config or {}), "iterations": iterations, "seed": seed}
         try:
             to_json(config)
@@ -180,6 +176,25 @@ class Job:
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
                    bool(job.tune))
+
+
+def _spec(k: int, item) -> AlgorithmSpec:
+    """``algorithms[k]`` of a :class:`RunJob` as a spec (a spec as is; a triple checked part by part)."""
+    if isinstance(item, AlgorithmSpec):
+        return item
+    if not (isinstance(item, (tuple, list)) and len(item) == 3):
+        raise ParameterError(f"algorithms[{k}]", item, "an AlgorithmSpec or a (label, algorithm, hyper) triple")
+    label, algo, hyper = item
+    if not isinstance(label, str) or not label.strip():
+        raise ParameterError(f"algorithms[{k}].label", label, "a non-empty string")
+    if not (isinstance(algo, str) or (isinstance(algo, type) and issubclass(algo, Algorithm))):
+        raise ParameterError(f"algorithms[{k}].algorithm", algo,
+                             "a registered algorithm name or an Algorithm subclass")
+    if hyper is None:
+        hyper = {}
+    if not isinstance(hyper, Mapping):
+        raise ParameterError(f"algorithms[{k}].hyper", hyper, "a mapping of hyperparameters")
+    return AlgorithmSpec.of(algo, hyper, label=label)
 
 
 __all__ = ["Entry", "Job", "ProblemSpec", "RunJob"]

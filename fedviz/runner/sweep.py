@@ -2,26 +2,28 @@
 
 The paper picked FSVRG's stepsize h this way, "retrospectively" (Section 4.1).  The
 swept hyperparameter is the one :func:`fedviz.runner.tune.tunable_params` names (a step,
-or CoCoA's σ'); a derived default (None) is resolved on the problem first, so the grid is
-centred on the value the algorithm would really use.
+or CoCoA's σ'); a derived default (None) is resolved on the problem first
+(:meth:`~fedviz.algorithms.base.Algorithm.derived_defaults`, cached with the problem; no
+algorithm is built), so the grid is centred on the value the algorithm would really use.
 
 Keeping "the lowest final f − f*" alone rewards luck: GD beyond its stable 2/L zig-zags,
 and its last value may happen to be low.  :func:`sweep_outcome` therefore excludes
 variants whose whole curve :func:`fedviz.runner.health.assess` calls diverged or
 oscillating, and says when the winner sits at the grid's edge (a better value may lie
-beyond).  Groups come from the mapping :func:`sweep_plan` returns, never from parsing
-labels.
+beyond).  Groups come from the variants' :attr:`AlgorithmSpec.group` (through
+:attr:`SweepPlan.groups`), never from parsing labels.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..algorithms import get_algorithm
+from ..algorithms.spec import AlgorithmSpec
 from ..problems.objective import Problem
 from .health import assess
 from .tune import resolved_default, tunable_params
@@ -45,41 +47,53 @@ def resolved_stepsize(cls, problem: Problem, hyper: Mapping, seed: int = 0) -> f
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """The variants to run, and each variant's (group, factor) so nothing parses labels.
+    """The variants to run (:class:`AlgorithmSpec`, each in its algorithm's group) and each one's
+    grid factor, so nothing parses labels.
 
-    ``variants`` is what :func:`fedviz.ui.start_run` takes: (label, algorithm,
-    hyperparameters).  ``groups[label]`` is (the algorithm's title, the grid factor), the
-    factor None for an algorithm run once (nothing to sweep).  ``param[group]`` names the
-    swept hyperparameter.
+    ``variants`` is what :func:`fedviz.ui.start_run` submits.  ``factors[label]`` is the grid
+    factor, None for an algorithm run once (nothing to sweep).  ``param[group]`` names the swept
+    hyperparameter.  :attr:`groups` is label → (group, factor), what :func:`sweep_outcome` takes.
     """
 
-    variants: list
-    groups: dict
+    variants: tuple[AlgorithmSpec, ...]
+    factors: Mapping[str, float | None]
     param: dict = field(default_factory=dict)
+
+    @property
+    def groups(self) -> dict[str, tuple[str, float | None]]:
+        return {s.label: (s.group, self.factors[s.label]) for s in self.variants}
+
+
+def sweep_label_note(param: str, factor: float) -> str:
+    """What a variant's label adds to its algorithm's: '×2' for the stepsize, 'sigma_prime ×2' else."""
+    return f"×{factor:g}" if param == "stepsize" else f"{param} ×{factor:g}"
 
 
 def sweep_plan(config, data) -> SweepPlan:
-    """Every algorithm × :data:`GRID` (algorithms without a step run once, unchanged)."""
-    problem = Problem(data, config.loss, config.lam)
-    variants, groups, params = [], {}, {}
-    for title, name, hyper in config.labels():
-        cls = get_algorithm(name)
-        p = step_param(cls)
-        base = resolved_default(cls, problem, hyper, p.name, config.seed) if p else None
+    """Every algorithm of ``config`` × :data:`GRID` (algorithms without a step run once, unchanged).
+
+    ``data`` is the problem (preferably the shared, cached one: its derived defaults are
+    cached with it) or the data set, on which the config's problem is then built.
+    """
+    problem = data if isinstance(data, Problem) else Problem(data, config.loss, config.lam)
+    variants, factors, params = [], {}, {}
+    for spec in config.specs():
+        p = step_param(spec.cls)
+        base = resolved_default(spec.cls, problem, spec.values, p.name) if p else None
         if base is None:
-            variants.append((title, name, hyper))
-            groups[title] = (title, None)
+            variants.append(spec)
+            factors[spec.label] = None
             continue
-        params[title] = p.name
+        params[spec.group] = p.name
         for factor in GRID:
-            label = f"{title} ×{factor:g}" if p.name == "stepsize" else f"{title} {p.name} ×{factor:g}"
-            variants.append((label, name, {**hyper, p.name: base * factor}))
-            groups[label] = (title, factor)
-    return SweepPlan(variants, groups, params)
+            variant = spec.with_hyper({p.name: base * factor}, note=sweep_label_note(p.name, factor))
+            variants.append(variant)
+            factors[variant.label] = factor
+    return SweepPlan(tuple(variants), MappingProxyType(factors), params)
 
 
-def sweep_variants(config, data) -> list[tuple[str, str, dict]]:
-    """(label, algorithm, hyperparameters) for every algorithm × grid point (:func:`sweep_plan`'s variants)."""
+def sweep_variants(config, data) -> tuple[AlgorithmSpec, ...]:
+    """Every algorithm × grid point as specs (:func:`sweep_plan`'s variants)."""
     return sweep_plan(config, data).variants
 
 
@@ -137,22 +151,16 @@ def sweep_outcome(columns: Mapping[str, Mapping[str, Sequence]],
     return out
 
 
-def group_of(label: str) -> str:
-    """'FSVRG ×0.5' → 'FSVRG'.  For callers without a :class:`SweepPlan`; prefer its ``groups``."""
-    head, sep, tail = label.rpartition(" ×")
-    return head if sep else label
-
-
-def best_variants(final: Mapping[str, float], groups: Mapping[str, tuple] | None = None) -> dict[str, str]:
+def best_variants(final: Mapping[str, float], groups: Mapping[str, tuple]) -> dict[str, str]:
     """For each group, the label with the lowest final suboptimality (NaN/inf last).
 
     Final values only: no health check (use :func:`sweep_outcome`).  ``groups`` as in
-    :attr:`SweepPlan.groups`; without it the group is read off the label (older callers).
+    :attr:`SweepPlan.groups`; a label it does not name is a group of its own.
     """
     best: dict[str, tuple[float, str]] = {}
     for label, value in final.items():
         v = value if value is not None and math.isfinite(value) else math.inf
-        g = groups[label][0] if groups is not None and label in groups else group_of(label)
+        g = groups[label][0] if label in groups else label
         if g not in best or v < best[g][0]:
             best[g] = (v, label)
     return {g: label for g, (_, label) in best.items()}

@@ -60,6 +60,7 @@ from typing import Callable, Mapping
 
 from ..algorithms import get_algorithm
 from ..algorithms.base import StopRequested
+from ..algorithms.spec import AlgorithmSpec
 from ..errors import ParameterError
 from ..problems.objective import Problem
 from .health import assess
@@ -90,8 +91,6 @@ NOT_TUNED = {
     ("scaffold", "global_stepsize"): "the server's step; 1 (plain averaging) is SCAFFOLD's analysed setting, "
                                      "the local step η_l is tuned",
 }
-#: The attribute of a built algorithm holding the value a derived default (None) resolves to.
-RESOLVED_ATTRIBUTE = {"stepsize": "h"}
 
 
 @dataclass(frozen=True)
@@ -124,15 +123,24 @@ class TuneResult:
         """True when a pilot passed and its value was chosen (False: nothing to tune, or none passed)."""
         return self.param is not None and any(p.status == "ok" for p in self.pilots)
 
+    def note(self) -> str | None:
+        """'(stepsize 12.5, tuned)': what the label of the tuned curve adds (None: nothing tuned)."""
+        if self.param is None or self.value is None:
+            return None
+        if not self.pilots:
+            return f"({self.param} {self.value:.3g}, default)"
+        if not self.tuned:
+            return f"({self.param} {self.value:.3g}, default: no pilot passed)"
+        return f"({self.param} {self.value:.3g}, tuned{', at grid edge' if self.edge else ''})"
+
+    def apply(self, spec: AlgorithmSpec) -> AlgorithmSpec:
+        """``spec`` with the chosen hyperparameters, labelled 'FSVRG (stepsize 12.5, tuned)' (same group)."""
+        return spec.with_hyper(self.hyper, note=self.note())
+
     def label(self, title: str) -> str:
         """'FSVRG (stepsize 12.5, tuned)': the chosen value travels with the curve."""
-        if self.param is None or self.value is None:
-            return title
-        if not self.pilots:
-            return f"{title} ({self.param} {self.value:.3g}, default)"
-        if not self.tuned:
-            return f"{title} ({self.param} {self.value:.3g}, default: no pilot passed)"
-        return f"{title} ({self.param} {self.value:.3g}, tuned{', at grid edge' if self.edge else ''})"
+        note = self.note()
+        return f"{title} {note}" if note else title
 
 
 def tunable_params(cls) -> tuple[str, ...]:
@@ -169,14 +177,16 @@ def _hint(cls) -> tuple[str, str] | None:
 
 def resolved_default(cls, problem: Problem, hyper: Mapping, param: str, seed: int = 0) -> float | None:
     """The value ``param`` takes in a run with ``hyper``: the given one, the fixed default, or
-    the derived default read off a built algorithm (which costs one construction)."""
+    the derived default (:meth:`~fedviz.algorithms.base.Algorithm.derived_defaults`, a pure
+    function of the problem and ``hyper``, cached with the problem; no algorithm is built).
+    None when the run does not use it (DANE's stepsize with the exact solver).  ``seed`` is
+    accepted for older callers: no default depends on it."""
     if hyper.get(param) is not None:
         return float(hyper[param])
     spec = cls.param(param)
     if spec.default is not None:
         return float(spec.default)
-    algo = cls(problem, seed=seed, **dict(hyper))
-    value = getattr(algo, RESOLVED_ATTRIBUTE.get(param, param), None)
+    value = cls.derived_defaults(problem, hyper).get(param)
     return float(value) if value is not None else None
 
 
@@ -197,10 +207,12 @@ def pilot_score(gaps, floor: float) -> float:
     return math.exp(sum(math.log(max(g, floor)) for g in gaps) / len(gaps))
 
 
-def tune(problem: Problem, name: str, hyper: Mapping | None = None, *, iterations: int, seed: int = 0,
-         f_star: float, stop: Callable[[], bool] | None = None) -> TuneResult:
+def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = None, *, iterations: int,
+         seed: int = 0, f_star: float, stop: Callable[[], bool] | None = None) -> TuneResult:
     """Choose ``name``'s step-like hyperparameter on ``problem`` by pilot runs (module docstring).
 
+    ``name`` is a registry name or an :class:`~fedviz.algorithms.spec.AlgorithmSpec` (whose
+    hyperparameters are then ``hyper``; :meth:`TuneResult.apply` makes the tuned spec).
     ``hyper`` are the other hyperparameters (a value of the tuned one centres the grid);
     ``iterations`` is the length of the run to come (:func:`pilot_iterations` sets the pilots'
     length); ``f_star`` the optimum's objective.  Raises
@@ -208,7 +220,12 @@ def tune(problem: Problem, name: str, hyper: Mapping | None = None, *, iteration
     :class:`~fedviz.algorithms.base.StopRequested` when ``stop()`` turns true.
     """
     start = time.perf_counter()
-    cls = get_algorithm(name)
+    if isinstance(name, AlgorithmSpec):
+        if hyper is not None:
+            raise ParameterError("hyper", hyper, "None when tuning an AlgorithmSpec (it carries its own)")
+        cls, hyper = name.cls, name.values
+    else:
+        cls = get_algorithm(name)
     hyper = dict(hyper or {})
     cls.validate(hyper)
     if isinstance(iterations, bool) or not isinstance(iterations, Integral) or not 0 <= iterations <= 100_000:
