@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedviz.algorithms import get_algorithm
+from fedviz.algorithms import AlgorithmSpec, get_algorithm
 from fedviz.data.build import DataSpec, build
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
@@ -84,17 +84,35 @@ def test_plan_maps_each_label_to_group_and_factor_and_sweep_variants_is_unchange
     ds = build(spec)
     config = RunConfig(data=spec, algorithms=(("gd", ()), ("cocoa-plus", ()), ("one-shot", ())), iterations=3)
     plan = sweep_plan(config, ds)
-    assert [v[0] for v in sweep_variants(config, ds)] == [v[0] for v in plan.variants]
-    assert all(len(v) == 3 for v in plan.variants)
+    assert [v.label for v in sweep_variants(config, ds)] == [v.label for v in plan.variants]
+    assert all(isinstance(v, AlgorithmSpec) for v in plan.variants)
     problem = Problem(ds, config.loss, config.lam)
     h = get_algorithm("gd")(problem).h
-    gd = [(label, hyper) for label, name, hyper in plan.variants if name == "gd"]
-    assert [plan.groups[label] for label, _ in gd] == [("GD", f) for f in GRID]
-    assert [hyper["stepsize"] for _, hyper in gd] == [h * f for f in GRID]
-    cocoa = [hyper for _, name, hyper in plan.variants if name == "cocoa-plus"]
-    assert [hc["sigma_prime"] for hc in cocoa] == [ds.n_nodes * f for f in GRID]  # σ' = γK, γ = 1
+    gd = [v for v in plan.variants if v.name == "gd"]
+    assert [v.label for v in gd] == [f"GD ×{f:g}" for f in GRID] and {v.group for v in gd} == {"GD"}
+    assert [plan.groups[v.label] for v in gd] == [("GD", f) for f in GRID]
+    assert [v.values["stepsize"] for v in gd] == [h * f for f in GRID]
+    cocoa = [v for v in plan.variants if v.name == "cocoa-plus"]
+    assert [v.values["sigma_prime"] for v in cocoa] == [ds.n_nodes * f for f in GRID]  # σ' = γK, γ = 1
+    assert cocoa[0].label == "CoCoA+ sigma_prime ×0.25"
     assert plan.groups["One-shot averaging"] == ("One-shot averaging", None)
     assert plan.param == {"GD": "stepsize", "CoCoA+": "sigma_prime"}
+    # On a problem (the shared one the dashboard passes) the plan is the same.
+    assert sweep_plan(config, problem) == plan
+
+
+def test_groups_come_from_the_specs_even_when_a_title_contains_the_separator(monkeypatch):
+    """A label is never parsed: a title with ' ×' in it still groups by the spec's group."""
+    monkeypatch.setattr(get_algorithm("gd"), "title", "GD ×b")
+    spec = DataSpec(source="preset:identical-nodes")
+    config = RunConfig(data=spec, algorithms=(("gd", ()),), iterations=3)
+    plan = sweep_plan(config, build(spec))
+    assert {plan.groups[v.label][0] for v in plan.variants} == {"GD ×b"}
+    assert [v.label for v in plan.variants] == [f"GD ×b ×{f:g}" for f in GRID]
+
+
+def test_best_variants_without_a_group_keeps_each_label_apart():
+    assert best_variants({"GD ×1": 0.5, "GD ×2": 0.1}, {}) == {"GD ×1": "GD ×1", "GD ×2": "GD ×2"}
 
 
 def test_gd_beyond_2_over_l_is_not_kept_on_google_plus_small():
@@ -107,10 +125,10 @@ def test_gd_beyond_2_over_l_is_not_kept_on_google_plus_small():
     problem = Problem(ds, config.loss, config.lam)
     f_star = solve(problem).objective
     columns = {}
-    for label, name, hyper in plan.variants:
-        if plan.groups[label][1] in (2.0, 4.0):
-            recs = list(iterate(problem, name, iterations=30, hyper=hyper, f_star=f_star))
-            columns[label] = {"objective": [r.objective for r in recs],
+    for v in plan.variants:
+        if plan.groups[v.label][1] in (2.0, 4.0):
+            recs = list(iterate(problem, v.name, iterations=30, hyper=v.values, f_star=f_star))
+            columns[v.label] = {"objective": [r.objective for r in recs],
                               "suboptimality": [r.suboptimality for r in recs]}
     finals = {label: cols["suboptimality"][-1] for label, cols in columns.items()}
     assert finals["GD ×4"] < finals["GD ×2"]  # the lucky end the old rule kept
