@@ -6,6 +6,7 @@ import dataclasses
 import streamlit as st
 
 from fedviz import ui
+from fedviz.algorithms import ALGORITHMS
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, human_label, make_partitioner
 from fedviz.plots import convergence_figure
 from fedviz.runner import get_manager
@@ -58,9 +59,12 @@ with tab_history:
                                         format_func=labels.get)
                 ui.axis_controls("cmp-axis", "cmp-cost")
                 if chosen:
-                    overlay = {f"#{i} {next(r.label for r in runs if r.id == i)}": store.columns(i) for i in chosen}
+                    by_id = {r.id: r for r in runs}
+                    overlay = {f"#{i} {by_id[i].label}": store.columns(i) for i in chosen}
+                    styles = {f"#{i} {by_id[i].label}": ALGORITHMS[by_id[i].algorithm].title
+                              for i in chosen if by_id[i].algorithm in ALGORITHMS}  # each algorithm its own marker
                     fig = convergence_figure(overlay, axis=st.session_state.get("cmp-axis", "iteration"),
-                                             round_cost=float(st.session_state.get("cmp-cost", 1.0)))
+                                             round_cost=float(st.session_state.get("cmp-cost", 1.0)), styles=styles)
                     st.plotly_chart(fig, width="stretch")
                     c1, c2, c3 = st.columns(3)  # files made on click, not on every page load
                     c1.download_button("Runs as CSV", lambda: store.export_csv(chosen), "fedviz-runs.csv", "text/csv")
