@@ -22,7 +22,7 @@ from .algorithms import ALGORITHMS, get_algorithm
 from .data.baselines import majority_test_error, node_majority_test_error
 from .data.build import DataSpec
 from .errors import FedvizError
-from .params import Param, human_label
+from .params import Param
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
 from .runner import ProblemSpec, RunJob, cache, get_manager
@@ -233,16 +233,8 @@ def show_data_notes(ds) -> None:
 
 
 # -- widgets from parameter metadata -------------------------------------------------------------
-def human(name) -> str:
-    """A parameter (or its id) as people write it: ``classes_per_node`` → 'classes per node', ``mu`` → 'μ'."""
-    return name.shown_label if isinstance(name, Param) else human_label(name)
-
-
 class InvalidInput(Exception):
     """An input holds an invalid value (the input already showed why, as an error beneath it)."""
-
-
-_Invalid = InvalidInput  # the name the Run page's widgets used
 
 
 def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None = None):
@@ -307,11 +299,6 @@ def param_inputs(params, *, owner: str, key, start=None, defaults=None) -> dict:
     if invalid is not None:
         raise invalid
     return out
-
-
-def param_widget(p: Param, owner: str, current, *, key: str):
-    """One input for an algorithm hyperparameter (:func:`param_input`); ``None`` means 'derived default'."""
-    return param_input(p, key=key, owner=owner, start=current)
 
 
 def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:

@@ -9,7 +9,7 @@ by name and dropped, never trusted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..algorithms import ALGORITHMS, get_algorithm

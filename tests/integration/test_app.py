@@ -2,7 +2,6 @@
 a message (never a traceback)."""
 
 import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest

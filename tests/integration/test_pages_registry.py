@@ -6,8 +6,6 @@ covered without anyone remembering to add it here.  The browser versions of the 
 are in test_browser_user.py; these are the cheap ones that also run on a machine without a
 browser."""
 
-import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest

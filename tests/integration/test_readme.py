@@ -7,7 +7,6 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import ROOT

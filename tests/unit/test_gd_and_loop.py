@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from fedviz.algorithms import ALGORITHMS, get_algorithm
-from fedviz.algorithms.base import Algorithm, Param, StopRequested
+from fedviz.algorithms.base import Algorithm, Param
 from fedviz.data.dataset import FederatedDataset
 from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem

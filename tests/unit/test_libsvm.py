@@ -10,7 +10,6 @@ import lzma
 import re
 import tracemalloc
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest

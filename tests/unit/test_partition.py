@@ -2,7 +2,6 @@
 oracles (scikit-learn's svmlight reader for LETOR query ids, its adjusted Rand index for
 planted clusters, the lognormal and Dirichlet laws themselves)."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -1,7 +1,6 @@
 """Losses, objective and optimum against independent oracles: scipy's check_grad,
 finite differences, numerical conjugates, and scikit-learn's solver."""
 
-from pathlib import Path
 
 import math
 

@@ -14,7 +14,7 @@ from fedviz.data.build import DataSpec, build
 from fedviz.errors import ParameterError
 from fedviz.plots import suboptimality_figure
 from fedviz.problems.objective import Problem
-from fedviz.runner.config import RunConfig, from_query, to_query
+from fedviz.runner.config import from_query, to_query
 from fedviz.runner.job import Entry, RunJob
 from fedviz.runner.tune import Pilot, TuneResult, resolved_default
 
