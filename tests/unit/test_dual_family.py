@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import brentq, minimize_scalar
 
+from problems import sparse_problem
 from fedviz.algorithms._batches import chunk_bounds, plan
 from fedviz.algorithms import _sdca_kernels as sdca_kernels
 from fedviz.algorithms._sdca_kernels import NodeBlocks, node_permutations, sdca_step
@@ -36,28 +37,8 @@ LOSSES = ["logistic", "squared", "smoothed-hinge"]
 # Problems
 # ---------------------------------------------------------------------------------------
 def _problem(loss="logistic", n=240, d=20, K=6, lam=1e-2, seed=0, partition="noniid", density=0.3):
-    """A small sparse problem.  Partitions: 'iid' (random nodes, unequal sizes), 'noniid'
-    (nodes by label / by sign of the target, unequal), 'equal-iid' and 'equal-noniid'
-    (n/K rows per node, shuffled or sorted by the first feature)."""
-    rng = np.random.default_rng(seed)
-    X = sp.random(n, d, density=density, random_state=seed, format="csr")
-    X.data = rng.normal(size=X.nnz)
-    loss = make_loss(loss) if isinstance(loss, str) else loss
-    w_true = rng.normal(size=d)
-    if loss.task == "regression":
-        y = X @ w_true + 0.1 * rng.normal(size=n)
-    else:
-        y = np.where(X @ w_true + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
-    if partition == "iid":
-        nodes = rng.integers(0, K, n)
-    elif partition == "noniid":
-        nodes = (y > 0) * (K // 2) + rng.integers(0, K // 2, n)
-    else:
-        assert n % K == 0
-        order = rng.permutation(n) if partition == "equal-iid" else np.argsort(X[:, 0].toarray().ravel())
-        nodes = np.empty(n, dtype=np.int64)
-        nodes[order] = np.repeat(np.arange(K), n // K)
-    return Problem(FederatedDataset.from_assignment(X, y, nodes), loss, lam)
+    """A small sparse problem (:func:`problems.sparse_problem`, this module's sizes)."""
+    return sparse_problem(loss, n=n, d=d, K=K, lam=lam, seed=seed, partition=partition, density=density)
 
 
 # ---------------------------------------------------------------------------------------

@@ -2,28 +2,19 @@
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
+from problems import sparse_problem
 from fedviz.algorithms import ALGORITHMS, get_algorithm
 from fedviz.algorithms.base import Algorithm, Param
-from fedviz.data.dataset import FederatedDataset
 from fedviz.errors import ParameterError
-from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
 from fedviz.runner import FIELDS, iterate
 
 
 def _problem(loss="logistic", n=300, d=25, K=6, lam=None, seed=0, noniid=True):
-    rng = np.random.default_rng(seed)
-    X = sp.random(n, d, density=0.2, random_state=seed, format="csr")
-    X.data = rng.normal(size=X.nnz)
-    if loss == "squared":
-        y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
-    else:
-        y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
-    # Non-IID: nodes by label and feature-0 sign; IID: random.
-    nodes = ((y > 0) * (K // 2) + rng.integers(0, K // 2, n)) if noniid else rng.integers(0, K, n)
-    return Problem(FederatedDataset.from_assignment(X, y, nodes), loss, lam or 1.0 / n)
+    """A small sparse problem (:func:`problems.sparse_problem`, this module's sizes; λ = 1/n by default)."""
+    return sparse_problem(loss, n=n, d=d, K=K, lam=lam, seed=seed, density=0.2,
+                          partition="noniid" if noniid else "iid")
 
 
 def test_gd_matches_a_dense_reference():

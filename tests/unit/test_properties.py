@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from problems import masked_data
 from fedviz import properties as P
 from fedviz.algorithms.dane import DANE
 from fedviz.algorithms.dual_method import DualMethod
@@ -24,16 +25,9 @@ from fedviz.problems.optimum import solve
 
 
 def _data(seed=0, n=90, d=14, K=6, density=0.3, regression=False, sizes=None):
-    """Sparse random rows; node k gets ``sizes[k]`` rows (random nodes if None)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
-    X[:, 0] = 1.0                       # a bias column: on every node
-    X[:, -1] = 0.0                      # a feature in no example
-    t = X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
-    y = t if regression else np.where(t > 0, 1.0, -1.0)
-    nodes = rng.integers(0, K, n) if sizes is None else np.repeat(np.arange(len(sizes)), sizes)
-    meta = {"task": "regression" if regression else "classification"}
-    return FederatedDataset.from_assignment(sp.csr_matrix(X), y, nodes, meta=meta), X, y
+    """Sparse random rows with a bias column and an empty one; node k gets ``sizes[k]`` rows (random
+    nodes if None): :func:`problems.masked_data` with this module's sizes."""
+    return masked_data(n=n, d=d, K=K, density=density, seed=seed, regression=regression, sizes=sizes)
 
 
 def _dense_nodes(ds):

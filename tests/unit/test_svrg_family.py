@@ -13,9 +13,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from scipy.optimize import minimize
 
+from problems import masked_data
 from fedviz.algorithms import _svrg_kernels as kernels
 from fedviz.algorithms import sgd as sgd_module
 from fedviz.algorithms._svrg_kernels import SAMPLE_STREAM
@@ -36,23 +36,10 @@ from fedviz.problems.optimum import solve
 def _problem(loss="logistic", partition="iid", *, seed=0, n=120, d=25, K=5, lam=0.05, density=0.25):
     """Sparse random data with a bias column, a column in no example (ω = 0), an explicit
     stored zero, and either a random (IID) partition or one sorted by the target into
-    unbalanced contiguous groups (non-IID; many features then miss some nodes)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
-    X[:, 0] = 1.0
-    X[:, -1] = 0.0
-    t = X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
-    y = t if loss == "squared" else np.where(t > 0, 1.0, -1.0)
-    if partition == "iid":
-        nodes = rng.integers(0, K, n)
-    else:
-        cuts = np.sort(rng.choice(np.arange(1, n), K - 1, replace=False))
-        rank = np.argsort(np.argsort(t + 0.3 * rng.normal(size=n)))
-        nodes = np.searchsorted(cuts, rank, side="right")
-    Xs = sp.csr_matrix(X)
-    Xs.data[3] = 0.0  # an explicit zero: stored, but not an appearance of the feature
-    task = "regression" if loss == "squared" else "classification"
-    ds = FederatedDataset.from_assignment(Xs, y, nodes, meta={"task": task})
+    unbalanced contiguous groups (non-IID; many features then miss some nodes):
+    :func:`problems.masked_data` with this module's sizes."""
+    ds, _, _ = masked_data(n=n, d=d, K=K, density=density, seed=seed, regression=loss == "squared",
+                           partition="iid" if partition == "iid" else "sorted", explicit_zero=True)
     return Problem(ds, loss, lam)
 
 

@@ -1,0 +1,77 @@
+"""The small random problems the unit tests share: one generator per kind of data, each test
+module calling it with its own sizes.
+
+- :func:`sparse_problem`: SciPy's random sparse pattern with normal values, labels from a
+  planted linear model, nodes at random, by label (non-IID) or equal-sized.
+- :func:`masked_data`: dense normal values under a random mask, with a bias column (on every
+  node) and a column in no example (ω = 0), labels from a planted model, nodes at random,
+  sorted by the target into unbalanced contiguous groups, or of given sizes.
+
+The random draws come in a fixed order, so a seed names one data set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from fedviz.data.dataset import FederatedDataset
+from fedviz.problems.losses import make_loss
+from fedviz.problems.objective import Problem
+
+
+def sparse_problem(loss="logistic", *, n: int, d: int, K: int, lam: float | None, seed: int = 0,
+                   density: float, partition: str = "noniid") -> Problem:
+    """Partitions: 'iid' (random nodes, unequal sizes), 'noniid' (nodes by label or by the sign of
+    the target, unequal), 'equal-iid' and 'equal-noniid' (n/K rows per node, shuffled or sorted by
+    the first feature).  ``lam=None`` is 1/n."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    loss = make_loss(loss) if isinstance(loss, str) else loss
+    w_true = rng.normal(size=d)
+    if loss.task == "regression":
+        y = X @ w_true + 0.1 * rng.normal(size=n)
+    else:
+        y = np.where(X @ w_true + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    if partition == "iid":
+        nodes = rng.integers(0, K, n)
+    elif partition == "noniid":
+        nodes = (y > 0) * (K // 2) + rng.integers(0, K // 2, n)
+    elif partition in ("equal-iid", "equal-noniid"):
+        assert n % K == 0
+        order = rng.permutation(n) if partition == "equal-iid" else np.argsort(X[:, 0].toarray().ravel())
+        nodes = np.empty(n, dtype=np.int64)
+        nodes[order] = np.repeat(np.arange(K), n // K)
+    else:
+        raise ValueError(f"unknown partition {partition!r}")
+    return Problem(FederatedDataset.from_assignment(X, y, nodes), loss, 1.0 / n if lam is None else lam)
+
+
+def masked_data(*, n: int, d: int, K: int, density: float, seed: int = 0, regression: bool = False,
+                partition: str = "iid", sizes=None, explicit_zero: bool = False):
+    """(data set, dense X, y).  Partitions: 'iid' (random nodes), 'sorted' (contiguous groups of
+    the rows ranked by a noisy target, at random cut points: non-IID and unbalanced), or the node
+    ``sizes`` given.  ``explicit_zero`` stores one zero value (stored, but not an appearance of its
+    feature)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+    X[:, 0] = 1.0   # a bias column: on every node
+    X[:, -1] = 0.0  # a feature in no example
+    t = X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+    y = t if regression else np.where(t > 0, 1.0, -1.0)
+    if sizes is not None:
+        nodes = np.repeat(np.arange(len(sizes)), sizes)
+    elif partition == "iid":
+        nodes = rng.integers(0, K, n)
+    elif partition == "sorted":
+        cuts = np.sort(rng.choice(np.arange(1, n), K - 1, replace=False))
+        rank = np.argsort(np.argsort(t + 0.3 * rng.normal(size=n)))
+        nodes = np.searchsorted(cuts, rank, side="right")
+    else:
+        raise ValueError(f"unknown partition {partition!r}")
+    Xs = sp.csr_matrix(X)
+    if explicit_zero:
+        Xs.data[3] = 0.0
+    meta = {"task": "regression" if regression else "classification"}
+    return FederatedDataset.from_assignment(Xs, y, nodes, meta=meta), X, y
