@@ -336,15 +336,15 @@ def start_run(config: RunConfig, *, key: str = "run"):
     With ``config.tune`` the worker tunes each algorithm's stepsize before its run; with
     ``config.sweep`` every algorithm runs at its stepsize × the sweep's grid.
     """
-    algorithms, groups = config.specs(), None
+    algorithms, groups, scales = config.specs(), None, {}
     if config.sweep and not config.tune:
-        # The grid is centred on each derived default: a pure function of the shared problem,
-        # cached with it (the run's worker then finds both ready); no algorithm is built here.
-        plan = sweep_plan(config, load_problem(config.data, config.loss, config.lam))
-        algorithms, groups = plan.variants, plan.groups
-    # f* is computed by the worker, under the run cap (the progress bar says so).
+        # The grid is centred on each derived default, which the worker resolves once it has built
+        # the problem (plan.scales): the page builds nothing.
+        plan = sweep_plan(config)
+        algorithms, groups, scales = plan.variants, plan.groups, plan.scales
+    # The problem and f* are built by the worker, under the run cap (the progress bar says so).
     job = RunJob(ProblemSpec(config.data, config.loss, config.lam), algorithms, iterations=config.iterations,
-                 seed=config.seed, config=config.as_json(), tune=config.tune)
+                 seed=config.seed, config=config.as_json(), tune=config.tune, scales=scales)
     old = st.session_state.get(key)
     if old is not None and not old.done:
         old.stop("replaced by a new run")

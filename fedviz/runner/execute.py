@@ -217,6 +217,8 @@ class _Run:
                 sink.warn(f"f* unavailable, suboptimality is NaN ({e})")
         if self.stopped_before_start():
             return
+        if job.scales:
+            self.rescale(problem)
         if job.tune:
             self.tune(problem, f_star)
             if self.stopped_before_start():
@@ -226,6 +228,20 @@ class _Run:
         sink.started(fingerprint=data.fingerprint, summary=summary, f_star=f_star,
                      optimum_test_error=optimum_test_error)
         self.round_robin(problem, f_star)
+
+    def rescale(self, problem: Problem) -> None:
+        """Set each scaled hyperparameter (``job.scales``) to its factor × the derived default on
+        this problem: a sweep's variants, planned without the problem, resolved here."""
+        from .tune import resolved_default
+
+        for k, e in enumerate(tuple(self.entries)):
+            if e.label not in self.job.scales:
+                continue
+            param, factor = self.job.scales[e.label]
+            base = resolved_default(e.cls, problem, e.spec.values, param, self.job.seed)
+            entry = Entry.of(e.spec.with_hyper({param: base * factor}, label=e.label))
+            self.entries[k] = entry
+            self.sink.retuned(e.label, entry, f"{param} = {factor:g} × the derived {base:.4g}")
 
     def tune(self, problem: Problem, f_star: float | None) -> None:
         """Choose each algorithm's stepsize by pilot runs (see :func:`fedviz.runner.tune.tune`).

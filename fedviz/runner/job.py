@@ -81,6 +81,10 @@ class RunJob:
         (:func:`fedviz.runner.tune.tune`), in the worker, under the run cap.  The chosen
         value joins the label, the stored hyperparameters and the algorithm's note; the
         pilots' time is reported apart from the run's.
+    scales : mapping label → (hyperparameter, factor)
+        Hyperparameters set to ``factor`` × their derived default, resolved in the worker once
+        the problem is built (a sweep's variants of a derived stepsize: the page never builds
+        the problem to know the default).
     """
 
     make_problem: ProblemSpec | Callable[[], Problem]
@@ -90,6 +94,7 @@ class RunJob:
     config: Mapping[str, Any] = field(default_factory=dict)
     f_star: float | None = None
     tune: bool = False
+    scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
 
     def validate(self) -> "Job":
         """The validated job; raises :class:`ParameterError` naming the offending parameter."""
@@ -140,6 +145,7 @@ class Job:
     config: Mapping[str, Any]  # completed with iterations and seed; JSON-serialisable
     f_star: float | None
     tune: bool
+    scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -168,6 +174,15 @@ class Job:
                 raise ParameterError(f"algorithms[{k}].label", spec.label, "a label not used by another algorithm")
             seen.add(spec.label)
             entries.append(Entry.of(spec))
+        scales = {}
+        for label, item in dict(job.scales or {}).items():
+            entry = next((e for e in entries if e.label == label), None)
+            if entry is None:
+                raise ParameterError(f"scales[{label!r}]", label, "the label of one of the job's algorithms")
+            param, factor = item
+            if param not in {p.name for p in entry.cls.params}:
+                raise ParameterError(f"scales[{label!r}]", param, f"a hyperparameter of {entry.name}")
+            scales[label] = (str(param), check_real(f"scales[{label!r}]", factor, low=0, low_open=True))
         config = {**dict(job.config or {}), "iterations": iterations, "seed": seed}
         try:
             to_json(config)
@@ -175,7 +190,7 @@ class Job:
             raise ParameterError("config", type(job.config).__name__,
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
-                   bool(job.tune))
+                   bool(job.tune), MappingProxyType(scales))
 
 
 def _spec(k: int, item) -> AlgorithmSpec:

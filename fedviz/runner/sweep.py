@@ -52,12 +52,15 @@ class SweepPlan:
 
     ``variants`` is what :func:`fedviz.ui.start_run` submits.  ``factors[label]`` is the grid
     factor, None for an algorithm run once (nothing to sweep).  ``param[group]`` names the swept
-    hyperparameter.  :attr:`groups` is label → (group, factor), what :func:`sweep_outcome` takes.
+    hyperparameter.  ``scales[label]`` = (hyperparameter, factor) for a variant of a derived
+    value, left for the worker to resolve on the problem (``RunJob.scales``).  :attr:`groups` is
+    label → (group, factor), what :func:`sweep_outcome` takes.
     """
 
     variants: tuple[AlgorithmSpec, ...]
     factors: Mapping[str, float | None]
     param: dict = field(default_factory=dict)
+    scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
 
     @property
     def groups(self) -> dict[str, tuple[str, float | None]]:
@@ -69,27 +72,40 @@ def sweep_label_note(param: str, factor: float) -> str:
     return f"×{factor:g}" if param == "stepsize" else f"{param} ×{factor:g}"
 
 
-def sweep_plan(config, data) -> SweepPlan:
+def sweep_plan(config, data=None) -> SweepPlan:
     """Every algorithm of ``config`` × :data:`GRID` (algorithms without a step run once, unchanged).
 
     ``data`` is the problem (preferably the shared, cached one: its derived defaults are
-    cached with it) or the data set, on which the config's problem is then built.
+    cached with it) or the data set, on which the config's problem is then built.  Without
+    it, a value given or a fixed default is scaled here, and a derived default is left to the
+    worker (:attr:`SweepPlan.scales`), which knows it once it has built the problem.
     """
-    problem = data if isinstance(data, Problem) else Problem(data, config.loss, config.lam)
-    variants, factors, params = [], {}, {}
+    problem = None if data is None else data if isinstance(data, Problem) else Problem(data, config.loss, config.lam)
+    variants, factors, params, scales = [], {}, {}, {}
     for spec in config.specs():
         p = step_param(spec.cls)
-        base = resolved_default(spec.cls, problem, spec.values, p.name) if p else None
-        if base is None:
+        if p is None:
+            variants.append(spec)
+            factors[spec.label] = None
+            continue
+        known = spec.values.get(p.name, p.default)
+        base = known if known is not None or problem is None else \
+            resolved_default(spec.cls, problem, spec.values, p.name)
+        if base is None and problem is not None:  # the algorithm derives nothing to scale
             variants.append(spec)
             factors[spec.label] = None
             continue
         params[spec.group] = p.name
         for factor in GRID:
-            variant = spec.with_hyper({p.name: base * factor}, note=sweep_label_note(p.name, factor))
+            note = sweep_label_note(p.name, factor)
+            if base is None:
+                variant = spec.with_hyper({}, note=note)
+                scales[variant.label] = (p.name, factor)
+            else:
+                variant = spec.with_hyper({p.name: base * factor}, note=note)
             variants.append(variant)
             factors[variant.label] = factor
-    return SweepPlan(tuple(variants), MappingProxyType(factors), params)
+    return SweepPlan(tuple(variants), MappingProxyType(factors), params, MappingProxyType(scales))
 
 
 def sweep_variants(config, data) -> tuple[AlgorithmSpec, ...]:

@@ -588,3 +588,24 @@ def test_seconds_are_the_loops_own_clock(managers):
     slow = h.snapshot().columns["slow"]["seconds"]
     # Slow sleeps 4 ms per step: its own time grows by at least that at every step.
     assert np.all(np.diff(slow) >= 0.004 * 0.9)
+
+
+def test_a_sweep_planned_without_the_problem_runs_the_grid_the_problem_gives():
+    """The page plans a sweep without building the problem (a derived stepsize's variants carry
+    their factor); the worker resolves them on the problem: the same hyperparameters as a plan
+    made with the problem in hand."""
+    from fedviz.runner.config import RunConfig
+    from fedviz.runner.sweep import sweep_plan
+
+    config = RunConfig(data=TINY, algorithms=(("gd", ()), ("fedavg", (("stepsize", 0.5),)), ("one-shot", ())),
+                       iterations=2)
+    deferred, direct = sweep_plan(config), sweep_plan(config, PROBLEM)
+    assert [s.label for s in deferred.variants] == [s.label for s in direct.variants]
+    assert set(deferred.scales) == {s.label for s in deferred.variants if s.title == "GD"}  # fedavg's 0.5 is known
+    job = RunJob(make_problem, deferred.variants, iterations=2, scales=deferred.scales).validate()
+    sink = ListSink()
+    execute(job, sink, Stop())
+    ran = {entry.label: dict(entry.hyper) for (_, entry, _), _ in sink.named("retuned")}
+    ran.update({s.label: s.values for s in deferred.variants if s.label not in ran})
+    assert ran == {s.label: s.values for s in direct.variants}
+    assert all(status == "done" for (_, status, _), _ in sink.named("end"))
