@@ -6,6 +6,8 @@ module calling it with its own sizes.
 - :func:`masked_data`: dense normal values under a random mask, with a bias column (on every
   node) and a column in no example (ω = 0), labels from a planted model, nodes at random,
   sorted by the target into unbalanced contiguous groups, or of given sizes.
+- :func:`random_rows`: dense normal values under a random mask and labels drawn at random (no
+  model to learn: for identities and bookkeeping, not for convergence), nodes at random.
 
 The random draws come in a fixed order, so a seed names one data set.
 """
@@ -75,3 +77,13 @@ def masked_data(*, n: int, d: int, K: int, density: float, seed: int = 0, regres
         Xs.data[3] = 0.0
     meta = {"task": "regression" if regression else "classification"}
     return FederatedDataset.from_assignment(Xs, y, nodes, meta=meta), X, y
+
+
+def random_rows(*, n: int, d: int, density: float, seed: int = 0, regression: bool = False,
+                positive_rate: float = 0.5, nodes: int = 4, assigned: int | None = None):
+    """(X, y, node_of_row): masked normal rows, random labels (+1 with ``positive_rate``, or normal
+    targets), and a random node for each of the first ``assigned`` rows (default: all)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+    y = rng.normal(size=n) if regression else np.where(rng.random(n) < positive_rate, 1.0, -1.0)
+    return X, y, rng.integers(0, nodes, size=n if assigned is None else assigned)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from problems import random_rows
 from fedviz.algorithms.base import Algorithm, Param
 from fedviz.data.build import DataSpec
 from fedviz.data.dataset import FederatedDataset
@@ -33,12 +34,9 @@ WAIT = 10.0  # generous upper bound for anything that should take milliseconds
 
 
 def _problem(seed=0, n=80, d=5, loss="logistic"):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.7)
-    y = np.where(rng.random(n) < 0.5, 1.0, -1.0) if loss != "squared" else rng.normal(size=n)
+    X, y, nodes = random_rows(n=n, d=d, density=0.7, seed=seed, regression=loss == "squared", assigned=n // 2)
     # Half the rows form the test set (no test error is NaN in the records, and NaN in the rest).
-    data = FederatedDataset.from_assignment(X[: n // 2], y[: n // 2], rng.integers(0, 4, size=n // 2),
-                                            X_test=X[n // 2:], y_test=y[n // 2:])
+    data = FederatedDataset.from_assignment(X[: n // 2], y[: n // 2], nodes, X_test=X[n // 2:], y_test=y[n // 2:])
     return Problem(data, loss, 0.1)
 
 

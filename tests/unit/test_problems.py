@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import check_grad, minimize_scalar
 
+from problems import random_rows
 from fedviz.data.dataset import FederatedDataset
 from fedviz.problems.losses import LOSSES, Logistic, SmoothedHinge, Squared, make_loss
 from fedviz.problems.objective import Problem
@@ -19,10 +20,8 @@ ALL_LOSSES = [Logistic(), Squared(), SmoothedHinge(1.0), SmoothedHinge(0.3)]
 
 
 def _problem(loss, sparse, seed=0, n=60, d=8, lam=0.05):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.5)
-    y = rng.normal(size=n) if loss.task == "regression" else np.where(rng.random(n) < 0.4, 1.0, -1.0)
-    nodes = rng.integers(0, 4, size=n)
+    X, y, nodes = random_rows(n=n, d=d, density=0.5, seed=seed, regression=loss.task == "regression",
+                              positive_rate=0.4)
     ds = FederatedDataset.from_assignment(sp.csr_matrix(X) if sparse else X, y, nodes)
     return Problem(ds, loss, lam), X, y
 
