@@ -8,12 +8,15 @@ from fedviz import ui
 st.set_page_config(page_title="fedviz — federated optimization", page_icon=":material/hub:", layout="wide")
 ui.start_warm_up()
 
-pages = [
+TOOLS = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
     st.Page("pages/data.py", title="Data", icon=":material/dataset:"),
     st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
 ]
-page = st.navigation(pages)
+# The Learn section: the paper's ideas, each page a live, computed view (one entry per page).
+LEARN = [
+]
+page = st.navigation({"": TOOLS, "Learn": LEARN} if LEARN else TOOLS)
 with ui.guard("This page"):  # whatever a page missed becomes a message; the log keeps the traceback
     page.run()
