@@ -488,14 +488,29 @@ def _progress(snap) -> None:
 
 
 def axis_controls(axis_key: str = "axis", cost_key: str = "round_cost") -> None:
+    """The x-axis choice and, for the simulated time of the paper's eq. (3) (Section 2.3.1), the cost c
+    of a communication round, on a 1-2-5 scale from a millisecond (a data centre) to 100 s (a phone on
+    a slow network).
+
+    c defaults to 10 ms, the order of one round's measured computation T_A on google-plus-small
+    (2–12 ms per round for GD, FSVRG, FedAvg and CoCoA+ on a 2-core machine: ``python -m fedviz run
+    preset:google-plus-small --algorithms fsvrg,gd,cocoa-plus,fedavg --iterations 30``), so both terms
+    of I × (c + T_A) show; the former 1 s dwarfed T_A a hundredfold and the axis looked like rounds.
+    """
     c1, c2 = st.columns([3, 2])
     with c1:
         st.radio("x axis", list(X_AXES), format_func=X_AXES.get, horizontal=True, key=axis_key)
     with c2:
         if st.session_state.get(axis_key) == "simulated":
-            st.slider("c: seconds per communication round", 0.0, 60.0, 1.0, 0.5, key=cost_key,
-                      help="TIME = I × (c + T_A), the paper's eq. (3): a round's cost on top of the "
-                           "measured computation")
+            costs = [0.0] + [round(m * 10.0 ** e, 12) for e in range(-3, 3) for m in (1, 2, 5)] + [100.0]
+            if st.session_state.get(cost_key) not in costs:
+                st.session_state.pop(cost_key, None)  # a value of an older control: back to the default
+            st.select_slider("c: seconds per communication round", costs, value=0.01, key=cost_key,
+                             format_func=lambda c: "0" if c == 0 else f"{c * 1000:g} ms" if c < 1 else f"{c:g} s",
+                             help="TIME = I × (c + T_A), the paper's eq. (3): every communication round costs c "
+                                  "on top of the measured computation T_A.")
+            st.caption("c starts at 10 ms, about one round's measured computation here, so both terms count; "
+                       "slide right for phones on a slow network (seconds), left for a data centre.")
 
 
 def fmt_pct(v) -> str:
