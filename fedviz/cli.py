@@ -263,7 +263,7 @@ def _cmd_algorithms(args) -> int:
 
 
 def _cmd_figure2(args) -> int:
-    from .experiments import figure2
+    from .figure2 import figure2
     from .plots import paper_figure2
 
     def progress(label, rec):

@@ -259,7 +259,9 @@ class FedProxConfig:
     are ⌊LogNormal(4, 2)⌋ + 50 with a 90/10 per-node split.
 
     The binary label is +1 iff the class is in the first half, class < n_classes // 2,
-    so the ten-class softmax model (and its heterogeneity) is kept as published.  Rows
+    so the ten-class softmax model (and its heterogeneity) is kept as published.  With
+    ``iid`` every node shares one W and b drawn from N(0, 1) and draws x ~ N(0, Σ): the
+    paper's Synthetic-IID (α and β are then unused).  Rows
     are dense, stored as CSR; with ``bias_feature`` a column of ones is appended (column
     ``n_features``), letting a model without intercept learn the b_k part.
     """
@@ -269,6 +271,7 @@ class FedProxConfig:
     n_classes: int = 10
     alpha: float = 1.0
     beta: float = 1.0
+    iid: bool = False
     size_log_mean: float = 4.0
     size_log_sigma: float = 2.0
     size_offset: int = 50
@@ -356,6 +359,9 @@ FEDPROX_PARAMS = param_table(
           label="α (model heterogeneity)"),
     Param("beta", "float", _F.beta, "How much the nodes' inputs differ (the spread of B_k).", low=0, high=100,
           label="β (data heterogeneity)"),
+    Param("iid", "bool", _F.iid, "Synthetic-IID: every device shares one model W, b ~ N(0, 1) and draws x ~ "
+          "N(0, Σ), so the devices' data are identically distributed (α and β are unused).",
+          label="IID (one shared model)"),
     Param("size_log_mean", "float", _F.size_log_mean, "Mean of log(size − offset).", low=-10, high=12),
     Param("size_log_sigma", "float", _F.size_log_sigma, "Spread of log(size − offset).", low=0, high=4),
     Param("size_offset", "int", _F.size_offset, "Rows every node has on top of its lognormal share.",
@@ -802,6 +808,10 @@ def _fedprox_draw(cfg: FedProxConfig) -> _Draw:
     W = rng_model.normal(u[:, None, None], 1.0, (K, p, C))      # W_k ~ N(u_k, 1)
     b = rng_model.normal(u[:, None], 1.0, (K, C))               # b_k ~ N(u_k, 1)
     v = rng_model.normal(B[:, None], 1.0, (K, p))               # v_k ~ N(B_k, 1)
+    if cfg.iid:  # Synthetic-IID: one model for all, x ~ N(0, Σ) (drawn after, so non-IID draws are unchanged)
+        W = np.broadcast_to(rng_model.normal(0.0, 1.0, (p, C)), (K, p, C))
+        b = np.broadcast_to(rng_model.normal(0.0, 1.0, C), (K, C))
+        v = np.zeros((K, p))
     sd = np.arange(1, p + 1, dtype=np.float64) ** -0.6          # √Σ_jj = √(j^−1.2)
     node, time, n_train = _split_order(totals, cfg.test_fraction)
     x = v[node] + sd * rng_rows.standard_normal((len(node), p))

@@ -3,7 +3,9 @@
 This module owns the database file, its schema and migrations, and the CSV / JSON
 exports.  One row of ``runs`` is one algorithm run (runs started together by one Run
 click share a ``group_id``); ``records`` holds one row per
-:class:`~fedviz.runner.loop.IterationRecord`.
+:class:`~fedviz.runner.loop.IterationRecord`.  An experiment (:mod:`fedviz.experiments`)
+is a row of ``experiments`` and one row of ``cells`` per finished cell, each pointing at
+the ordinary run that holds its records (the cells of one experiment share its group).
 
 Durability
 ----------
@@ -52,7 +54,7 @@ from ..errors import FedvizError, ParameterError
 from .loop import FIELDS, IterationRecord
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Every status a stored run can have: the loop's end states plus the manager's
 #: 'queued' and the store's 'interrupted' (the server stopped during the run).
@@ -106,8 +108,46 @@ CREATE TABLE records (
 ) WITHOUT ROWID;
 """
 
+# Version 2: experiments and their cells.  A cell row is written once, with its run and records,
+# in one transaction, when the cell has finished: a cell is either wholly stored or absent, so
+# a resumed experiment runs exactly the cells without a finished row.
+_SCHEMA_V2 = """
+CREATE TABLE experiments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    group_id TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    finished TEXT
+);
+CREATE TABLE cells (
+    experiment_id INTEGER NOT NULL REFERENCES experiments (id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    setting_json TEXT NOT NULL,
+    arm TEXT NOT NULL,
+    step REAL,
+    seed INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    attempts INTEGER NOT NULL DEFAULT 1,
+    finished TEXT NOT NULL,
+    PRIMARY KEY (experiment_id, key)
+) WITHOUT ROWID;
+CREATE INDEX cells_run ON cells (run_id);
+"""
+
 #: version → the script that brings a database from version - 1 to version.
-_MIGRATIONS = {1: _SCHEMA_V1}
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+
+#: The statuses of an experiment: running, then done / stopped / failed, or interrupted
+#: (the server stopped while it ran).
+EXPERIMENT_STATUSES = ("running", "done", "stopped", "failed", "interrupted")
+#: A cell in one of these ends is complete: a resumed experiment does not run it again.
+COMPLETE_CELL_STATUSES = ("done", "diverged")
 
 # The record columns in IterationRecord order (checked against FIELDS by the tests).
 _RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",
@@ -125,6 +165,11 @@ _RUN_COLUMNS = ("id", "created", "group_id", "label", "algorithm", "hyper_json",
                 "dataset_fingerprint", "dataset_summary_json", "f_star", "status", "message", "finished")
 _SELECT_RUNS = (f"SELECT {', '.join(_RUN_COLUMNS)}, "
                 f"(SELECT COUNT(*) FROM records r WHERE r.run_id = runs.id) FROM runs")
+_SELECT_EXPERIMENTS = (
+    "SELECT e.id, e.name, e.created, e.updated, e.group_id, e.spec_json, e.status, e.message, e.finished, "
+    "(SELECT COUNT(*) FROM cells c WHERE c.experiment_id = e.id), "
+    "(SELECT COUNT(*) FROM cells c WHERE c.experiment_id = e.id AND c.status IN ('done', 'diverged')) "
+    "FROM experiments e")
 _FLOAT_POS = tuple(_RECORD_COLUMNS.index(f) for f in FLOAT_FIELDS)
 
 EXPORT_FORMAT = "fedviz-runs"
@@ -171,6 +216,46 @@ class RunInfo:
     def active(self) -> bool:
         """True while the run is queued or running."""
         return self.status in ("queued", "running")
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    """One stored experiment: its definition (``spec``, :meth:`Experiment.as_json`) and state."""
+
+    id: int
+    name: str
+    created: str
+    updated: str
+    group_id: str
+    spec_json: str
+    status: str
+    message: str
+    finished: str | None
+    n_cells: int          # finished cells stored
+    n_complete: int       # of which complete (done or diverged)
+
+    @property
+    def spec(self) -> dict:
+        return json.loads(self.spec_json)
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    """One stored cell of an experiment and the run that holds its records."""
+
+    key: str
+    run_id: int
+    setting: tuple[int, ...]
+    arm: str
+    step: float | None
+    seed: int
+    status: str
+    worker: str
+    attempts: int
+    finished: str
+    label: str            # the run's label (a tuned cell's names its chosen value)
+    hyper: dict
+    message: str
 
 
 def default_path() -> Path:
@@ -365,9 +450,112 @@ class RunStore:
         file (it cannot tell a dead server's runs from a live one's).
         """
         with self._transaction() as c:
+            c.execute("UPDATE experiments SET status = 'interrupted', message = ?, finished = ? "
+                      "WHERE status = 'running'", (INTERRUPTED_MESSAGE, _now()))
             return c.execute("UPDATE runs SET status = 'interrupted', message = ?, finished = ? "
                              "WHERE status IN ('running', 'queued')",
                              (INTERRUPTED_MESSAGE, _now())).rowcount
+
+    # -- experiments -----------------------------------------------------------------------------
+    def open_experiment(self, name: str, spec: Mapping) -> ExperimentInfo:
+        """Create the experiment ``name``, or reopen it to resume (its definition is updated, its
+        cells kept: a cell's key says what it computed, so cells still in the grid are reused)."""
+        with self._transaction() as c:
+            row = c.execute("SELECT id FROM experiments WHERE name = ?", (str(name),)).fetchone()
+            now = _now()
+            if row is None:
+                c.execute("INSERT INTO experiments (name, created, updated, group_id, spec_json, status) "
+                          "VALUES (?, ?, ?, ?, ?, 'running')",
+                          (str(name), now, now, uuid.uuid4().hex, to_json(spec)))
+            else:
+                c.execute("UPDATE experiments SET updated = ?, spec_json = ?, status = 'running', message = '', "
+                          "finished = NULL WHERE id = ?", (now, to_json(spec), int(row[0])))
+        return self.get_experiment(name)
+
+    def save_cell(self, experiment_id: int, *, key: str, setting: Sequence[int], arm: str, step: float | None,
+                  seed: int, label: str, algorithm: str, hyper: Mapping, config: Mapping, status: str,
+                  message: str = "", records: Iterable[IterationRecord] = (), dataset_fingerprint: str = "",
+                  dataset_summary: Mapping | None = None, f_star: float | None = None, worker: str = "",
+                  attempts: int = 1) -> int:
+        """Store a finished cell: its run, its records and its cell row, in one transaction.
+
+        A cell stored before under the same key (stopped, failed) is replaced, its old run
+        deleted: an experiment holds one result per cell, never two.  Returns the run's id.
+        """
+        _check_status(status)
+        with self._transaction() as c:
+            exp = c.execute("SELECT group_id FROM experiments WHERE id = ?", (int(experiment_id),)).fetchone()
+            if exp is None:
+                raise ParameterError("experiment_id", experiment_id, "the id of a stored experiment")
+            old = c.execute("SELECT run_id FROM cells WHERE experiment_id = ? AND key = ?",
+                            (int(experiment_id), str(key))).fetchone()
+            if old is not None:
+                c.execute("DELETE FROM cells WHERE experiment_id = ? AND key = ?", (int(experiment_id), str(key)))
+                c.execute("DELETE FROM records WHERE run_id = ?", (int(old[0]),))
+                c.execute("DELETE FROM runs WHERE id = ?", (int(old[0]),))
+            now = _now()
+            run_id = self._insert_run(c, label=label, algorithm=algorithm, hyper=hyper, config=config,
+                                      group_id=exp[0], dataset_fingerprint=dataset_fingerprint,
+                                      dataset_summary=dataset_summary, f_star=f_star, status=status,
+                                      message=message, created=None, finished=now)
+            c.executemany(_INSERT_RECORD, [_record_row(run_id, r) for r in records])
+            c.execute("INSERT INTO cells (experiment_id, key, run_id, setting_json, arm, step, seed, status, "
+                      "worker, attempts, finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      (int(experiment_id), str(key), run_id, to_json(list(setting)), str(arm),
+                       _opt_float(step), int(seed), status, str(worker), int(attempts), now))
+            c.execute("UPDATE experiments SET updated = ? WHERE id = ?", (now, int(experiment_id)))
+        return run_id
+
+    def complete_cells(self, experiment_id: int) -> set[str]:
+        """The keys of the cells a resumed experiment does not run again."""
+        marks = ", ".join("?" * len(COMPLETE_CELL_STATUSES))
+        rows = self._query(f"SELECT key FROM cells WHERE experiment_id = ? AND status IN ({marks})",
+                           (int(experiment_id), *COMPLETE_CELL_STATUSES))
+        return {r[0] for r in rows}
+
+    def finish_experiment(self, experiment_id: int, status: str, message: str = "") -> None:
+        if status not in EXPERIMENT_STATUSES:
+            raise ParameterError("status", status, "one of " + ", ".join(EXPERIMENT_STATUSES))
+        with self._transaction() as c:
+            now = _now()
+            c.execute("UPDATE experiments SET status = ?, message = ?, updated = ?, finished = ? WHERE id = ?",
+                      (status, str(message), now, None if status == "running" else now, int(experiment_id)))
+
+    def get_experiment(self, name_or_id: str | int) -> ExperimentInfo | None:
+        column = "id" if isinstance(name_or_id, int) else "name"
+        rows = self._query(f"{_SELECT_EXPERIMENTS} WHERE e.{column} = ?", (name_or_id,))
+        return ExperimentInfo(*rows[0]) if rows else None
+
+    def list_experiments(self, limit: int | None = 100) -> list[ExperimentInfo]:
+        """The most recently updated experiments first."""
+        sql = _SELECT_EXPERIMENTS + " ORDER BY e.updated DESC, e.id DESC"
+        params: list = []
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [ExperimentInfo(*row) for row in self._query(sql, params)]
+
+    def experiment_cells(self, experiment_id: int) -> list[CellInfo]:
+        """The stored cells of an experiment, in the order they finished."""
+        rows = self._query(
+            "SELECT c.key, c.run_id, c.setting_json, c.arm, c.step, c.seed, c.status, c.worker, c.attempts, "
+            "c.finished, r.label, r.hyper_json, r.message FROM cells c JOIN runs r ON r.id = c.run_id "
+            "WHERE c.experiment_id = ? ORDER BY c.finished, c.run_id", (int(experiment_id),))
+        return [CellInfo(key, run_id, tuple(json.loads(setting)), arm, step, seed, status, worker, attempts,
+                         finished, label, json.loads(hyper), message)
+                for key, run_id, setting, arm, step, seed, status, worker, attempts, finished, label, hyper, message
+                in rows]
+
+    def delete_experiment(self, experiment_id: int) -> bool:
+        """Delete an experiment, its cells and their runs."""
+        with self._transaction() as c:
+            runs = [r[0] for r in c.execute("SELECT run_id FROM cells WHERE experiment_id = ?",
+                                            (int(experiment_id),)).fetchall()]
+            c.execute("DELETE FROM cells WHERE experiment_id = ?", (int(experiment_id),))
+            for run_id in runs:
+                c.execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+                c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            return c.execute("DELETE FROM experiments WHERE id = ?", (int(experiment_id),)).rowcount > 0
 
     # -- reading -----------------------------------------------------------------------------------
     def list_runs(self, limit: int | None = 100, group_id: str | None = None) -> list[RunInfo]:

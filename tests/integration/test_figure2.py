@@ -7,7 +7,7 @@ comparably, so FSVRG is robust to the non-IID split.
 
 import pytest
 
-from fedviz.experiments import figure2
+from fedviz.figure2 import figure2
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_reshuffled_fsvrg_converges_comparably(fig):
 
 
 def test_reshuffle_keeps_every_node_size(fig):
-    from fedviz.experiments import reshuffled
+    from fedviz.figure2 import reshuffled
     shuffled = reshuffled(fig.data)
     assert sorted(shuffled.node_sizes) == sorted(fig.data.node_sizes)
     assert shuffled.n == fig.data.n

@@ -1,0 +1,435 @@
+"""The Dask side: which cluster runs fedviz's work, the task a worker runs, and the executor
+that hands an ordinary run to the cluster.
+
+The cluster.  :func:`get_client` connects, once per process, to the scheduler at
+``FEDVIZ_DASK_SCHEDULER`` (``tcp://host:port``, started with Dask's own ``dask scheduler``
+and ``dask worker`` commands), or else starts an embedded :class:`~distributed.LocalCluster`:
+worker processes with one thread each (``FEDVIZ_DASK_WORKERS`` of them, default one per
+core), numba, OpenMP and BLAS pinned to one thread per worker (:data:`PINNED`), closed
+when the process exits.  fedviz never schedules anything itself: Dask places the tasks,
+moves the data, and runs a task again elsewhere when its worker dies.
+
+The task.  :func:`run_job` runs one :class:`~fedviz.runner.job.RunJob` on a worker through
+the same :func:`~fedviz.runner.execute.execute` a Run click uses, so a cell computes exactly
+what ``fedviz run`` computes with the same data, algorithm and seed.  Its sink, a
+:class:`Recorder`, keeps every call it receives (numbered) and streams them as they come, at
+most every :data:`STREAM_INTERVAL` seconds, as Dask events on a topic
+(``Worker.log_event``); the task returns the whole list.  A caller replays the calls in
+number order (:class:`Replay`) and skips numbers it has applied: a task run again after its
+worker died replays the same calls (the computation is deterministic in its seeds), so
+nothing is applied twice, and the returned list fills whatever the stream missed.
+
+The data.  A worker builds a data set from its spec (deterministic in the seed) and keeps it
+in its process-wide cache (:mod:`fedviz.runner.cache`), so a data set is built once per worker,
+not once per cell; an upload's bytes are scattered once (:func:`scatter_uploads`) and reach
+each worker once, as a Dask dependency.
+
+Stop.  A run's stop is a named :class:`distributed.Event`; the task watches it from a thread
+and requests the local :class:`~fedviz.runner.execute.Stop`, which the iteration loop polls
+between node batches, so a running task ends within seconds; a task not started yet is
+cancelled.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import pickle
+import queue
+import threading
+import time
+import uuid
+from dataclasses import replace
+from typing import Any, Callable, Mapping
+
+from ..errors import FedvizError
+from ..runner.execute import Executor, Sink, Stop, Task, describe, execute
+from ..runner.job import Entry, Job, ProblemSpec, RunJob
+from ..validation import env_int
+
+log = logging.getLogger(__name__)
+
+#: The environment variable naming an existing scheduler (``tcp://host:port``).
+SCHEDULER_ENV = "FEDVIZ_DASK_SCHEDULER"
+#: The number of local workers (default: one per core).
+WORKERS_ENV = "FEDVIZ_DASK_WORKERS"
+#: One thread per worker for every threaded library a worker's task meets: a cluster's
+#: parallelism is its workers, and a second layer of threads would only fight it.
+PINNED = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+          "MKL_NUM_THREADS": "1", "FEDVIZ_BLAS_THREADS": "1"}
+#: The longest a streamed call waits on the worker before it is sent (seconds).
+STREAM_INTERVAL = 0.25
+#: How often a task looks at its stop event (seconds): the bound on Stop's latency on a worker.
+STOP_POLL = 0.5
+
+
+# -- the cluster ---------------------------------------------------------------------------------------
+_LOCK = threading.Lock()
+_CLIENTS: dict[str, Any] = {}
+_LOCAL: dict[str, Any] = {}
+
+
+def scheduler_address(address: str | None = None) -> str | None:
+    """``address`` if given, else ``FEDVIZ_DASK_SCHEDULER`` (None: the embedded local cluster)."""
+    return address or os.environ.get(SCHEDULER_ENV) or None
+
+
+def get_client(address: str | None = None):
+    """The process's Dask client for ``address`` (see :func:`scheduler_address`), made once.
+
+    Without an address the first call starts the embedded local cluster (a few seconds);
+    later calls return the same client.  A scheduler that cannot be reached is a
+    :class:`~fedviz.errors.FedvizError` naming the address.
+    """
+    address = scheduler_address(address)
+    key = address or "local"
+    with _LOCK:
+        client = _CLIENTS.get(key)
+        if client is not None and client.status == "running":
+            return client
+        from distributed import Client
+
+        try:
+            if address is None:
+                cluster = _local_cluster()
+                client = Client(cluster, set_as_default=False)
+            else:
+                client = Client(address, set_as_default=False, timeout="10s")
+        except (OSError, TimeoutError) as e:
+            raise FedvizError(f"cannot reach the Dask scheduler at {address} ({type(e).__name__}: {e}); "
+                              f"start one with `dask scheduler`, or unset {SCHEDULER_ENV} "
+                              "for the embedded local cluster") from None
+        _CLIENTS[key] = client
+        return client
+
+
+def _local_cluster():
+    from distributed import LocalCluster
+
+    n = env_int(WORKERS_ENV, None, low=1) or max(1, os.cpu_count() or 1)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, env=dict(PINNED),
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    _LOCAL["cluster"] = cluster
+    return cluster
+
+
+def close() -> None:
+    """Close every client and the embedded local cluster (at exit; tests call it too)."""
+    with _LOCK:
+        for client in _CLIENTS.values():
+            try:
+                client.close(timeout=5)
+            except Exception:  # noqa: BLE001 - closing at exit: nothing left to tell
+                pass
+        _CLIENTS.clear()
+        cluster = _LOCAL.pop("cluster", None)
+        if cluster is not None:
+            try:
+                cluster.close(timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+atexit.register(close)
+
+
+def describe_cluster(client) -> str:
+    """'local cluster, 2 workers' or 'tcp://10.0.0.5:8786, 8 workers': for pages and the CLI."""
+    workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+    where = "local cluster" if _LOCAL.get("cluster") is not None and client.cluster is _LOCAL["cluster"] \
+        else client.scheduler.address
+    return f"{where}, {workers} worker{'s' if workers != 1 else ''}"
+
+
+# -- uploads -------------------------------------------------------------------------------------------
+def scatter_uploads(client, problem: ProblemSpec) -> tuple[ProblemSpec, dict[str, Any]]:
+    """Replace an upload's bytes in ``problem`` by Dask futures, sent once to the cluster.
+
+    Returns the problem without the bytes and ``{"source": future, "test": future}`` for
+    :func:`run_job`'s ``uploads``; a problem without uploads comes back unchanged.
+    """
+    uploads = {}
+    data = problem.data
+    for name in ("source", "test"):
+        value = getattr(data, name)
+        if isinstance(value, bytes):
+            uploads[name] = client.scatter(value, hash=True, broadcast=False)
+    if not uploads:
+        return problem, {}
+    data = replace(data, **{name: "" for name in uploads})
+    return replace(problem, data=data), uploads
+
+
+def _with_uploads(problem: ProblemSpec, uploads: Mapping[str, bytes] | None) -> ProblemSpec:
+    if not uploads:
+        return problem
+    return replace(problem, data=replace(problem.data, **dict(uploads)))
+
+
+# -- the worker's side ---------------------------------------------------------------------------------
+class Recorder:
+    """A sink that numbers and keeps every call and streams them as Dask events on ``topic``."""
+
+    def __init__(self, topic: str | None, attempt: str, emit: Callable[[str, Any], None] | None, tag: str = ""):
+        self.topic, self.attempt, self.emit, self.tag = topic, attempt, emit, tag
+        self.calls: list[tuple[str, tuple]] = []
+        self._sent = 0
+        self._last = time.monotonic()
+
+    def _add(self, method: str, *args) -> None:
+        self.calls.append((method, args))
+        if method in ("started", "end") or time.monotonic() - self._last >= STREAM_INTERVAL:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.emit is None or self.topic is None or self._sent == len(self.calls):
+            return
+        batch = self.calls[self._sent:]
+        try:
+            self.emit(self.topic, {"tag": self.tag, "attempt": self.attempt, "first": self._sent,
+                                   "calls": pickle.dumps(batch)})
+        except Exception as e:  # noqa: BLE001 - the stream is a courtesy: the result carries every call
+            log.debug("streaming failed: %s", e)
+        self._sent = len(self.calls)
+        self._last = time.monotonic()
+
+    def preparing(self, message: str) -> None:
+        self._add("preparing", message)
+
+    def warn(self, text: str) -> None:
+        self._add("warn", text)
+
+    def retuned(self, old: str, entry: Entry, note: str) -> None:
+        self._add("retuned", old, entry.spec, note)  # the spec: an Entry holds unpicklable views
+
+    def started(self, **info) -> None:
+        self._add("started", info)
+
+    def record(self, label: str, rec) -> None:
+        self._add("record", label, rec)
+
+    def end(self, label: str, status: str, message: str) -> None:
+        self._add("end", label, status, message)
+
+    def tick(self) -> None:
+        pass  # commits are the caller's business; nothing to send
+
+
+def run_job(job: RunJob, *, topic: str | None = None, stop_event: str | None = None,
+            optimum: tuple[float, float] | None = None, uploads: Mapping[str, bytes] | None = None,
+            tag: str = "") -> dict:
+    """Run ``job`` on this worker (the Dask task); returns every sink call and where it ran.
+
+    ``optimum`` is (f*, its test error) when the caller computed it once for many cells (a
+    Dask dependency); ``uploads`` the bytes :func:`scatter_uploads` took out of the job;
+    ``tag`` names the job in its streamed events (an experiment's cell key).
+    """
+    _pin_threads()
+    worker, emit = _worker()
+    problem = job.make_problem
+    if isinstance(problem, ProblemSpec):
+        job = replace(job, make_problem=_with_uploads(problem, uploads))
+    if optimum is not None and optimum[0] is not None and job.f_star is None:
+        job = replace(job, f_star=float(optimum[0]))
+    recorder = Recorder(topic, uuid.uuid4().hex, emit, tag)
+    stop = Stop()
+    watcher = _watch(stop_event, stop)
+    began = time.perf_counter()
+    try:
+        try:
+            valid = job.validate()
+        except FedvizError as e:  # a job the caller validated cannot fail here; say so if it does
+            for spec in job.algorithms:
+                label = spec.label if hasattr(spec, "label") else str(spec[0])
+                recorder.end(label, "failed", describe(e))
+        else:
+            execute(valid, recorder, stop)
+    finally:
+        if watcher is not None:
+            watcher.set()
+    recorder.flush()
+    return {"calls": recorder.calls, "worker": worker, "seconds": time.perf_counter() - began,
+            "optimum": optimum, "attempt": recorder.attempt}
+
+
+def optimum_of(problem: ProblemSpec, uploads: Mapping[str, bytes] | None = None) -> tuple[float | None, float | None]:
+    """(f*, its test error) of ``problem`` on this worker (cached there with the problem): the
+    Dask task that computes f* once per setting for all its cells."""
+    _pin_threads()
+    try:
+        opt = _with_uploads(problem, uploads).optimum()
+    except FedvizError as e:
+        log.warning("f* unavailable: %s", e)
+        return None, None
+    return float(opt.objective), float(opt.test_error)
+
+
+def _pin_threads() -> None:
+    """One thread for numba and BLAS in this task, whatever the worker was started with."""
+    import numba
+
+    from ..problems._cores import single_threaded_blas
+
+    numba.set_num_threads(1)
+    single_threaded_blas()
+
+
+def _worker() -> tuple[str, Callable | None]:
+    try:
+        from distributed import get_worker
+
+        w = get_worker()
+    except ValueError:  # called outside a worker (a test calling the task directly)
+        return "in-process", None
+    return w.address, w.log_event
+
+
+def _watch(name: str | None, stop: Stop) -> threading.Event | None:
+    """Request ``stop`` when the Dask event ``name`` is set; returns the watcher's own end signal."""
+    if not name:
+        return None
+    from distributed import Event, get_client
+
+    event = Event(name, client=get_client())
+    finished = threading.Event()
+
+    def watch():
+        while not finished.is_set():
+            try:
+                if event.wait(STOP_POLL):
+                    stop.request()
+                    return
+            except Exception:  # noqa: BLE001 - a scheduler gone: the task is lost anyway
+                return
+
+    threading.Thread(target=watch, daemon=True, name="fedviz-stop-watch").start()
+    return finished
+
+
+# -- the caller's side ---------------------------------------------------------------------------------
+class Replay:
+    """Applies a task's numbered calls to a sink once each, in order, from the stream or the result."""
+
+    def __init__(self, sink: Sink, labels=()):
+        self.sink = sink
+        self.applied = 0
+        self.open = list(labels)  # the labels not ended yet (tuning renames them)
+
+    @property
+    def started(self) -> bool:
+        return self.applied > 0
+
+    def apply(self, first: int, calls) -> None:
+        if first > self.applied:
+            return  # a gap: this batch waits for the result, which has every call
+        for method, args in calls[self.applied - first:]:
+            if method == "retuned":
+                old, spec, note = args
+                args = (old, Entry.of(spec), note)
+                self.open = [spec.label if x == old else x for x in self.open]
+            elif method == "end" and args[0] in self.open:
+                self.open.remove(args[0])
+            if method == "started":
+                self.sink.started(**args[0])
+            else:
+                getattr(self.sink, method)(*args)
+            self.applied += 1
+
+
+def subscribe(client, topic: str, into: "queue.Queue") -> None:
+    """Put every event of ``topic`` into ``into`` (the handler runs on the client's event loop: it
+    only enqueues; the run's own thread applies)."""
+    client.subscribe_topic(topic, lambda event: into.put(event[1]))
+
+
+def unsubscribe(client, topic: str) -> None:
+    try:
+        client.unsubscribe_topic(topic)
+    except Exception:  # noqa: BLE001 - the client may be closing
+        pass
+
+
+def to_run_job(job: Job) -> RunJob:
+    """A validated job back as the picklable value a worker validates again."""
+    return RunJob(job.make_problem, tuple(e.spec for e in job.entries), job.iterations, job.seed,
+                  dict(job.config), job.f_star, job.tune, dict(job.scales))
+
+
+class DaskExecutor(Executor):
+    """Runs each job as one Dask task on the cluster of :func:`get_client`, streaming the sink's
+    calls back to this process, where a thread ``fedviz-run-<id>`` applies them to ``sink``."""
+
+    def __init__(self, address: str | None = None):
+        self.address = address
+
+    def start(self, run_id: str, job: Job, sink: Sink, stop: Stop, done: Callable[[], None]) -> Task:
+        thread = threading.Thread(target=self._drive, args=(run_id, job, sink, stop, done), daemon=True,
+                                  name=f"fedviz-run-{run_id[:8]}")
+        thread.start()
+        return thread
+
+    def _drive(self, run_id: str, job: Job, sink: Sink, stop: Stop, done: Callable[[], None]) -> None:
+        replay = Replay(sink, job.labels)
+        try:
+            client = get_client(self.address)
+            topic, event_name = f"fedviz-run-{run_id}", f"fedviz-stop-{run_id}"
+            events: queue.Queue = queue.Queue()
+            subscribe(client, topic, events)
+            problem, uploads = (scatter_uploads(client, job.make_problem) if isinstance(job.make_problem, ProblemSpec)
+                                else (job.make_problem, {}))
+            remote = replace(to_run_job(job), make_problem=problem)
+            future = client.submit(run_job, remote, topic=topic, stop_event=event_name, uploads=uploads or None,
+                                   pure=False, key=f"fedviz-run-{run_id}")
+            stop_sent = False
+            try:
+                while not future.done():
+                    _drain(events, replay)
+                    if stop() and not stop_sent:
+                        stop_sent = True
+                        if not replay.started:
+                            future.cancel()
+                            break
+                        from distributed import Event
+
+                        Event(event_name, client=client).set()
+                    time.sleep(0.05)
+                _drain(events, replay)
+                if future.status == "finished":
+                    result = future.result()
+                    replay.apply(0, result["calls"])
+                elif future.status == "error":
+                    raise future.exception()
+            finally:
+                unsubscribe(client, topic)
+        except BaseException as e:  # noqa: BLE001 - nothing may escape a run: its record says why
+            log.exception("cluster run %s failed", run_id)
+            _end_open(sink, replay, stop, describe(e))
+        else:
+            _end_open(sink, replay, stop, "the cluster cancelled the run")
+        finally:
+            done()
+
+
+def _drain(events: "queue.Queue", replay: Replay) -> None:
+    while True:
+        try:
+            msg = events.get_nowait()
+        except queue.Empty:
+            return
+        replay.apply(int(msg["first"]), pickle.loads(msg["calls"]))
+
+
+def _end_open(sink: Sink, replay: Replay, stop: Stop, message: str) -> None:
+    """End the labels the replayed calls left open: 'stopped' when a stop was asked, else 'failed'."""
+    for label in tuple(replay.open):
+        replay.open.remove(label)
+        if stop():
+            sink.end(label, "stopped", stop.reason + ("" if replay.started else " (before the first iteration)"))
+        else:
+            sink.end(label, "failed", message)
+
+
+__all__ = ["DaskExecutor", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV", "STOP_POLL", "STREAM_INTERVAL",
+           "WORKERS_ENV", "close", "describe_cluster", "get_client", "optimum_of", "run_job", "scatter_uploads",
+           "scheduler_address", "subscribe", "to_run_job"]
