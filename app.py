@@ -16,6 +16,8 @@ TOOLS = [
 ]
 # The Learn section: the paper's ideas, each page a live, computed view (one entry per page).
 LEARN = [
+    st.Page("pages/learn_tour.py", title="Start here", icon=":material/school:"),
+    st.Page("pages/learn_rare_features.py", title="Rare features", icon=":material/bar_chart:"),
 ]
 page = st.navigation({"": TOOLS, "Learn": LEARN} if LEARN else TOOLS)
 with ui.guard("This page"):  # whatever a page missed becomes a message; the log keeps the traceback

@@ -1,0 +1,163 @@
+"""The guided tour: lessons as data, each a page and the settings it opens with.
+
+A lesson names a page of the dashboard and a :class:`~fedviz.runner.config.RunConfig`; its link
+(:attr:`Lesson.query`, :meth:`Lesson.url`) is the config's query string (:func:`to_query`), so it
+is read by the same parser as any shared link (:func:`from_query`) and a lesson can never carry a
+setting the pages would refuse.  The sentence says what to do and what to look for, with the
+paper's section (Konečný, McMahan, Ramage, Richtárik 2016, numbered as :mod:`fedviz.properties`
+explains).  The Learn pages other than the tour are written by their own modules; a lesson only
+names their file.
+
+The sentences under the convergence charts of Home and Run (:func:`chart_notes`) live here too:
+what each x axis counts, what each baseline line means, and why the curves of the paper's
+algorithms look as they do (FSVRG's pass per round, CoCoA+'s dual overshoot at iteration 1, GD's
+test error held at the majority rate by the bias feature).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from urllib.parse import urlencode
+
+from ..runner.config import DEFAULT_DATA, RunConfig, to_query
+
+#: The repository's root: lessons name their page relative to it (the way app.py does).
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One stop of the tour: ``page`` (a path relative to the repository, as in app.py) opened with
+    ``config``; ``sentence`` says what to do there and what to look for."""
+
+    key: str
+    title: str
+    page: str
+    sentence: str
+    config: RunConfig = field(default_factory=RunConfig)
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The link's query parameters (only what differs from the defaults)."""
+        return to_query(self.config)
+
+    @property
+    def url_path(self) -> str:
+        """The page's address in the app: its file name without ``.py`` (Streamlit's default)."""
+        return Path(self.page).stem
+
+    def url(self) -> str:
+        """The lesson's link, relative to the app's address (``run?partition=reshuffle``)."""
+        query = self.query
+        return self.url_path + ("?" + urlencode(query) if query else "")
+
+    def exists(self) -> bool:
+        """Whether the page's file is there (the Learn pages are written one by one)."""
+        return (ROOT / self.page).is_file()
+
+
+#: The tour, in the order a class would take it.
+LESSONS: tuple[Lesson, ...] = (
+    Lesson("why-fsvrg-wins", "Why FSVRG wins", "pages/run.py",
+           "FSVRG, GD and CoCoA+ on google-plus-small, the paper's Figure 2 (Section 4.1). Press **Run** and switch "
+           "the x axis to communication rounds: between two rounds FSVRG makes a whole pass over every node's own "
+           "data, GD a single gradient step, and CoCoA+ a step shrunk by σ' = K for sparse data. Rounds are what "
+           "federated optimization pays for (Section 1.2)."),
+    Lesson("personalisation", "Personalisation: the per-node majority beats the optimum", "pages/data.py",
+           "Scroll to **Baselines**: predicting each author's own majority label (about 17% test error) beats the "
+           "best single global model, the optimum w* (about 26%), as in Section 4.1 (17.14% against 26.27%). "
+           "Knowing the node says more than the words: the data are far from IID, and one shared model cannot "
+           "use that — the case for personalised models."),
+    Lesson("non-iid", "Non-IID: the same posts, reshuffled", "pages/run.py",
+           "The same posts dealt at random to nodes of the same sizes — the paper's FSVRGR (red stars, Section "
+           "4.1). Press **Run** and compare with *Why FSVRG wins*: FSVRG's curve changes little, which is the "
+           "paper's evidence that its four modifications make it robust to non-IID data.",
+           RunConfig(data=replace(DEFAULT_DATA, partition="reshuffle"))),
+    Lesson("rare-features", "Rare features and the FSVRG ablation", "pages/learn_rare_features.py",
+           "Press **Run the ablation**: FSVRG, FSVRG with each of its four modifications off (Section 3.6.2), and "
+           "naive FSVRG, live. The top chart is the paper's Figure 1 binned; below it, look at the rare bins on "
+           "the left: without A = Diag(K/ω^j) they barely move."),
+    Lesson("property-a", "Property (A): started at the optimum, stay there", "pages/learn_properties.py",
+           "Section 3.1 lists four properties a federated algorithm should have; (A) says that an algorithm "
+           "started at the optimum w* stays there. See which algorithms keep it."),
+    Lesson("efficiency", "Efficiency: rounds against computation", "pages/learn_efficiency.py",
+           "Section 2.3.1, eq. (3): TIME = I × (c + T_A). Which algorithm is fastest depends on c, the cost of "
+           "one round: many cheap rounds win in a data centre, few expensive ones over phones."),
+    Lesson("client-drift", "Client drift", "pages/learn_drift.py",
+           "Local steps on non-IID nodes pull each node toward its own optimum, away from the global one. See "
+           "how far the nodes drift, and which corrections bring them back."),
+    Lesson("equivalences", "Equivalences", "pages/learn_equivalences.py",
+           "Two algorithms that look different can make the same iterates: naive FSVRG is DANE with one pass of "
+           "SVRG (Proposition 1, Section 3.5), and the Appendix's primal and dual methods match on ridge "
+           "regression (Theorem 5)."),
+)
+
+
+# =======================================================================================
+# The sentences under the convergence charts (Home and Run: fedviz.ui.live_view)
+# =======================================================================================
+#: What each x axis (fedviz.plots.X_AXES) counts.
+AXIS_NOTES = {
+    "iteration": "**x: iterations.** An iteration is not the same work everywhere: FSVRG's is two communication "
+                 "rounds and a pass over every node's data, GD's one round and one gradient.",
+    "rounds": "**x: communication rounds**, what federated optimization pays for (Section 1.2): FSVRG and DANE use "
+              "two per iteration, GD and CoCoA+ one.",
+    "vectors": "**x: vectors of length d** each node sends and receives; every round costs a node at least one "
+               "up and one down.",
+    "seconds": "**x: wall seconds** of this simulation on the server: computation only, no network.",
+    "simulated": "**x: simulated time**, the paper's eq. (3): TIME = I × (c + T_A), every round costing c on top "
+                 "of the measured computation.",
+}
+
+#: Why an algorithm's f(w) − f* curve looks as it does, by registry name.
+SUBOPTIMALITY_NOTES = {
+    "fsvrg": "FSVRG falls fastest per round: between two rounds every node makes a whole pass of variance-reduced "
+             "steps over its own data (Algorithm 4), and its four modifications (Section 3.6.2) keep that pass "
+             "useful on unbalanced, sparse, non-IID nodes — see them one by one on Learn › Rare features.",
+    "gd": "GD takes one full-gradient step per round: safe and slow.",
+    "cocoa-plus": "CoCoA+ raises its dual objective every round, not f(w) (its w = Xα/(λn), eq. (14)): from "
+                  "α = 0 its first round overshoots, so f(w) − f* can jump up at iteration 1 before it falls, and "
+                  "on sparse data its step is damped by σ' ≈ K (Section 4.1).",
+    "naive-fsvrg": "Naive FSVRG (Algorithm 3) is FSVRG without its four modifications.",
+}
+
+#: Why an algorithm's test-error curve looks as it does (classification), by registry name.
+TEST_ERROR_NOTES = {
+    "gd": "GD's test error can sit at the majority rate for many iterations: its small steps from w = 0 are led by "
+          "the bias feature, present in every example, so nearly every prediction stays the majority label until "
+          "the word weights grow.",
+    "fsvrg": "On the paper's data FSVRG reaches the optimum's test error (OPT) in 30 iterations (Figure 2); watch "
+             "whether it does here.",
+}
+
+_BASELINE_NOTE = (
+    "Lines: **OPT** is the test error of the optimum w*, where a converged run ends; **predict majority** always "
+    "predicts the commoner training label; **per-node majority** predicts each node's own commoner label. When the "
+    "per-node majority lies below OPT, knowing the node predicts better than the best single global model: the "
+    "data are far from IID — the case for personalised models (Section 4.1).")
+
+
+def chart_notes(axis: str, algorithms, *, regression: bool = False) -> tuple[str, str]:
+    """(the sentences under the f(w) − f* chart, those under the test-error chart) for a run of
+    ``algorithms`` (registry names) drawn against ``axis``: what the axis counts, what the lines
+    mean, and why the curves of the algorithms present look as they do."""
+    names = list(dict.fromkeys(algorithms))
+    sub = ["f(w) − f* on a log scale: a straight falling line is linear convergence.", AXIS_NOTES.get(axis, "")]
+    sub += [SUBOPTIMALITY_NOTES[n] for n in names if n in SUBOPTIMALITY_NOTES]
+    if regression:
+        err = ["The test mean squared error; the line **OPT** is the optimum w*'s, where a converged run ends."]
+    else:
+        err = [_BASELINE_NOTE] + [TEST_ERROR_NOTES[n] for n in names if n in TEST_ERROR_NOTES]
+    return " ".join(s for s in sub if s), " ".join(err)
+
+
+def lesson(key: str) -> Lesson:
+    """The lesson of ``key``."""
+    for item in LESSONS:
+        if item.key == key:
+            return item
+    raise KeyError(key)
+
+
+__all__ = ["AXIS_NOTES", "LESSONS", "Lesson", "SUBOPTIMALITY_NOTES", "TEST_ERROR_NOTES", "chart_notes", "lesson"]

@@ -1,0 +1,33 @@
+"""Learn · Start here: the guided tour, one lesson a link, each opening a page already set up."""
+
+import streamlit as st
+
+from fedviz import ui
+from fedviz.learn.tour import LESSONS
+
+ui.through_navigation()
+
+st.title("Start here: a guided tour")
+st.markdown(
+    "Each lesson opens a page already set up for one idea of Konečný, McMahan, Ramage and Richtárik (2016), "
+    "*Federated Optimization*. **Open** sets this tab up (your runs keep going); the link beside it opens the "
+    "same lesson in a new tab, to share with a class.")
+ui.current_config()
+ui.show_query_problems()
+
+for i, lesson in enumerate(LESSONS, 1):
+    with st.container(border=True):
+        head, go = st.columns([5, 1], vertical_alignment="center")
+        head.markdown(f"**{i}. {lesson.title}**")
+        if not lesson.exists():
+            go.button("Soon", key=f"tour-{lesson.key}", disabled=True, width="stretch",
+                      help="This page is not part of the dashboard yet.")
+            st.caption(lesson.sentence)
+            continue
+        if go.button(":material/arrow_forward: Open", key=f"tour-{lesson.key}", width="stretch"):
+            with ui.guard(f"Opening “{lesson.title}”"):
+                ui.set_config(lesson.config)
+                st.switch_page(lesson.page, query_params=lesson.query)
+        st.markdown(f"{lesson.sentence} [Link]({lesson.url()})")
+
+ui.sync_link()
