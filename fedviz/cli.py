@@ -1,4 +1,4 @@
-"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|bench``.
+"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|experiment|bench``.
 
 Every error the user can cause ends with exit code 2 and a one-line message on stderr,
 never a traceback.
@@ -343,6 +343,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time per iteration at all three scales, and 1 thread against 2 at paper scale")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
+
+    p = sub.add_parser("experiment", help="run or resume an experiment (a grid of runs) on a Dask cluster")
+    p.add_argument("target", metavar="FILE.toml|NAME",
+                   help="an experiment file, a built-in (fedprox-figure2, dirichlet-sweep, paper-figure2) or the "
+                        "name of an experiment in the history (it resumes: only missing cells run)")
+    p.add_argument("--scheduler", metavar="ADDR",
+                   help="a Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: $FEDVIZ_DASK_SCHEDULER, else an "
+                        "embedded local cluster)")
+    p.add_argument("--out", metavar="DIR", help="also write results.csv, results.json and report.html to DIR")
+    p.add_argument("--scale", choices=["small", "full"], default="small",
+                   help="for a built-in: small (minutes) or full (the published protocol's length)")
+    p.set_defaults(func=lambda args: __import__("fedviz.experiments.command", fromlist=["main"]).main(args))
 
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")

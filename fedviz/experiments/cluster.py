@@ -109,7 +109,7 @@ def _local_cluster():
 
     n = env_int(WORKERS_ENV, None, low=1) or max(1, os.cpu_count() or 1)
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, env=dict(PINNED),
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)  # any free port: no clash
     _LOCAL["cluster"] = cluster
     return cluster
 

@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -35,7 +36,7 @@ from ..algorithms.spec import AlgorithmSpec
 from ..data.build import DataSpec
 from ..data.partition.base import PARTITION_SPEC
 from ..data.presets import format_preset_spec, parse_preset_spec
-from ..errors import ParameterError
+from ..errors import FedvizError, ParameterError
 from ..problems.losses import make_loss
 from ..runner.job import ProblemSpec, RunJob
 from ..validation import check_int, check_real
@@ -463,8 +464,10 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
                                  "one of name, label, hyper, step, values, param")
         if "name" not in item:
             raise ParameterError(f"{where}.algorithm[{k}].name", None, "to be given")
-        arms.append(Arm.of(item["name"], item.get("hyper") or {}, label=item.get("label"),
-                           step=item.get("step", "default"), values=item.get("values", ()), param=item.get("param")))
+        with _located(f"{where}.algorithm[{k}]"):
+            arms.append(Arm.of(item["name"], item.get("hyper") or {}, label=item.get("label"),
+                               step=item.get("step", "default"), values=item.get("values", ()),
+                               param=item.get("param")))
     axes = []
     for k, item in enumerate(_tables(doc.get("axis", []), f"{where}.axis")):
         extra = sorted(set(item) - {"key", "name", "values", "labels"})
@@ -472,10 +475,12 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
             raise ParameterError(f"{where}.axis[{k}].{extra[0]}", item[extra[0]], "one of key, name, values, labels")
         if "values" not in item:
             raise ParameterError(f"{where}.axis[{k}].values", None, "to be given")
-        if "key" in item:
-            axes.append(Axis.of(item["key"], item["values"], name=item.get("name"), labels=item.get("labels", ())))
-        else:
-            axes.append(Axis(item.get("name", f"axis {k + 1}"), tuple(item["values"]), tuple(item.get("labels", ()))))
+        with _located(f"{where}.axis[{k}]"):
+            if "key" in item:
+                axes.append(Axis.of(item["key"], item["values"], name=item.get("name"), labels=item.get("labels", ())))
+            else:
+                axes.append(Axis(item.get("name", f"axis {k + 1}"), tuple(item["values"]),
+                                 tuple(item.get("labels", ()))))
     seeds = doc.get("seeds", [0])
     if isinstance(seeds, int):
         seeds = list(range(seeds))
@@ -491,7 +496,7 @@ def from_toml(text: str, *, where: str = "experiment") -> Experiment:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ParameterError(where, "TOML", f"a valid TOML document ({e})") from None
+        raise FedvizError(f"{where}: not a valid TOML document: {e}") from None
     return from_mapping(doc, where=where)
 
 
@@ -505,6 +510,15 @@ def from_json(doc: Mapping[str, Any]) -> Experiment:
     return Experiment(doc["name"], DataSpec(**data), arms, axes, tuple(doc.get("seeds", (0,))),
                       doc.get("iterations", 30), doc.get("loss", "logistic"), doc.get("lam"), doc.get("data_seed"),
                       doc.get("target", DEFAULT_TARGET), doc.get("description", ""), doc.get("claim", ""))
+
+
+@contextmanager
+def _located(where: str):
+    """Prefix a ParameterError's name with where it was found in the file (``experiment.algorithm[1]``)."""
+    try:
+        yield
+    except ParameterError as e:
+        raise ParameterError(f"{where}: {e.name}", e.value, e.allowed) from None
 
 
 def _tables(value, where: str) -> list[Mapping]:

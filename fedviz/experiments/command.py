@@ -1,0 +1,126 @@
+"""``python -m fedviz experiment FILE.toml|NAME [--scheduler ADDR] [--out DIR]``: run (or resume) an
+experiment from the command line, with progress on stderr and results in the run history.
+
+NAME is a built-in (``fedprox-figure2``, ``dirichlet-sweep``, ``paper-figure2``, at ``--scale``
+small or full) or an experiment already in the history (it resumes: only its missing cells
+run).  Ctrl-C stops it as the page's Stop does: the cells not started are cancelled, the
+running ones end within seconds, and the next launch resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ParameterError
+from ..runner.store import RunStore
+from .builtin import BUILTINS, builtin_for
+from .spec import Experiment, from_json, from_toml
+
+#: Seconds between two progress lines on stderr.
+PROGRESS_EVERY = 5.0
+
+
+def resolve(target: str, store: RunStore, scale: str = "small") -> Experiment:
+    """The experiment ``target`` names: a TOML file, a built-in, or a stored experiment."""
+    path = Path(target)
+    if target.endswith(".toml"):
+        if not path.is_file():
+            raise ParameterError("experiment", target, "an existing .toml file, a built-in name or a stored experiment")
+        return from_toml(path.read_text(encoding="utf-8"), where=path.name)
+    if target in BUILTINS:
+        return BUILTINS[target].experiment(scale)
+    info = store.get_experiment(target)
+    if info is not None:
+        if info.spec.get("uploaded"):
+            raise ParameterError("experiment", target, "an experiment whose data can be read again",
+                                 hint="it ran on an uploaded file, which the history does not keep; "
+                                      "write a TOML file that names the file's path")
+        return from_json(info.spec)
+    raise ParameterError("experiment", target, "a .toml file, one of the built-ins (" + ", ".join(BUILTINS)
+                         + ") or the name of a stored experiment")
+
+
+def main(args) -> int:
+    from . import cluster
+    from .driver import launch
+    from .results import load
+
+    store = RunStore()
+    experiment = resolve(args.target, store, args.scale)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    print(f"experiment {experiment.name}: {experiment.size:,} cells "
+          f"({len(experiment.settings)} settings × {len(experiment.seeds)} seeds); history {store.path}",
+          file=sys.stderr, flush=True)
+    handle = launch(experiment, store, address=args.scheduler)
+    last = 0.0
+    try:
+        while not handle.wait(0.5):
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY:
+                last = now
+                _progress(handle.snapshot())
+    except KeyboardInterrupt:
+        print("stopping: cancelling the cells not started, stopping the running ones", file=sys.stderr, flush=True)
+        handle.stop()
+        handle.wait()
+    snap = handle.snapshot()
+    _progress(snap)
+    cluster.close()
+    if snap.status == "failed":
+        print(f"fedviz: error: the experiment failed: {snap.message}", file=sys.stderr)
+        return 1
+    results = load(store, experiment.name)
+    _table(results)
+    builtin = builtin_for(experiment.name)
+    verdict = builtin.verdict(results) if builtin is not None else None
+    if verdict is not None:
+        print(verdict.text)
+        for line in verdict.lines():
+            print("  " + line)
+    if out is not None:
+        _write(results, verdict, out)
+    return 130 if snap.status == "stopped" else 0
+
+
+def _progress(s) -> None:
+    running = ", ".join(f"{c.label} it {c.iteration}" for c in s.running[:4])
+    print(f"[{s.seconds:6.0f} s] {s.status}: {s.complete:,}/{s.total:,} cells"
+          + (f" ({s.reused:,} from before)" if s.reused else "")
+          + (f", {s.failed} failed or diverged" if s.failed else "")
+          + (f"; running {running}" if running else "") + (f"; {s.cluster}" if s.cluster else "")
+          + (f" — {s.message}" if s.message else ""), file=sys.stderr, flush=True)
+
+
+def _table(results) -> None:
+    """Median final f − f* [min, max] over seeds, one row per setting and line (stdout)."""
+    width = max([len(a) for a in results.arms] + [4])
+    for setting in results.settings:
+        print(results.setting_label(setting))
+        for arm in results.arms:
+            s = results.summary(arm, setting)
+            step = results.best_step(arm, setting)
+            if s is None:
+                print(f"  {arm:<{width}}  no complete cell")
+                continue
+            rounds = results.summary(arm, setting, "rounds")
+            reach = "" if rounds is None or math.isinf(rounds.median) else f"  rounds to ε {rounds.median:g}"
+            print(f"  {arm:<{width}}  f-f* {s.median:.3e} [{s.low:.2e}, {s.high:.2e}] over {s.n} seeds"
+                  + (f"  (best grid value {step:g})" if step is not None else "") + reach)
+
+
+def _write(results, verdict, out: Path) -> None:
+    (out / "results.csv").write_text(results.to_csv(), encoding="utf-8")
+    (out / "results.json").write_text(results.to_json(), encoding="utf-8")
+    from ..plots.experiments import report_html
+
+    (out / "report.html").write_text(report_html(results, verdict), encoding="utf-8")
+    written = ["results.csv", "results.json", "report.html"]
+    print(f"wrote {', '.join(str(out / w) for w in written)}", file=sys.stderr)
+
+
+__all__ = ["main", "resolve"]

@@ -1,0 +1,233 @@
+"""An experiment's grid: cells, keys, settings applied to the data, the TOML form, the built-ins
+and their verdicts (against results whose medians are known by construction)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from fedviz.data.build import DataSpec, build
+from fedviz.data.presets import make_preset
+from fedviz.errors import FedvizError, ParameterError
+from fedviz.experiments import Arm, Axis, Experiment, from_json, from_toml
+from fedviz.experiments.builtin import BUILTINS, builtin_for
+from fedviz.experiments.results import load, summarise
+from fedviz.runner.loop import IterationRecord
+from fedviz.runner.store import RunStore
+
+BASE = DataSpec("preset:fedprox-synthetic?n_nodes=6", partition="dirichlet:alpha=1", nodes=6)
+
+
+def _exp(**kw):
+    args = dict(name="t", data=BASE, arms=(Arm.of("fedavg"), Arm.of("gd", step="scales", values=(0.5, 2))),
+                axes=(Axis.of("partition.alpha", (0.1, 10)),), seeds=(0, 1), iterations=3)
+    args.update(kw)
+    return Experiment(**args)
+
+
+def test_cells_are_the_product_of_settings_seeds_and_variants():
+    e = _exp(axes=(Axis.of("partition.alpha", (0.1, 10)), Axis.of("nodes", (3, 6))))
+    cells = e.cells()
+    assert len(cells) == e.size == 4 * 2 * (1 + 2)
+    triples = {(c.setting, c.seed, c.label) for c in cells}
+    expected = {(s, seed, label) for s, seed, label in itertools.product(
+        [(0, 0), (0, 1), (1, 0), (1, 1)], (0, 1), ("FedAvg", "GD ×0.5", "GD ×2"))}
+    assert triples == expected
+    assert len({c.key for c in cells}) == len(cells)
+
+
+def test_settings_reach_the_data_spec_and_the_seed_seeds_data_and_algorithm():
+    e = _exp(axes=(Axis.of("partition.alpha", (0.1, 10)), Axis.of("nodes", (3, 6))))
+    for c in e.cells():
+        data = c.job.make_problem.data
+        alpha = (0.1, 10)[c.setting[0]]
+        assert data.partition == f"dirichlet:alpha={alpha:g}"
+        assert data.nodes == (3, 6)[c.setting[1]]
+        assert data.seed == c.seed == c.job.seed
+    fixed = _exp(data_seed=7)
+    assert {c.job.make_problem.data.seed for c in fixed.cells()} == {7}
+
+
+def test_a_generator_knob_changes_the_preset_and_the_data():
+    e = _exp(axes=(Axis.of("data.beta", (0.0, 3.0)),), seeds=(0,))
+    sources = sorted({c.job.make_problem.data.source for c in e.cells()})
+    assert sources == ["preset:fedprox-synthetic?n_nodes=6&beta=0.0", "preset:fedprox-synthetic?n_nodes=6&beta=3.0"]
+    a, b = (build(DataSpec(s, seed=0)) for s in sources)
+    assert a.fingerprint != b.fingerprint
+
+
+def test_scales_resolve_on_the_worker_and_grid_values_are_hyperparameters():
+    e = _exp(arms=(Arm.of("fedprox", step="grid", values=(0.01, 1.0), param="mu"),
+                   Arm.of("gd", step="scales", values=(0.5,))), seeds=(0,))
+    cells = e.cells()
+    mus = sorted(dict(c.job.algorithms[0].hyper)["mu"] for c in cells if c.arm == "FedProx")
+    assert mus == [0.01, 0.01, 1.0, 1.0]
+    gd = [c for c in cells if c.arm == "GD"]
+    assert all(c.job.scales == {"GD ×0.5": ("stepsize", 0.5)} for c in gd)
+
+
+def test_keys_depend_on_content_not_on_position_so_a_grown_grid_reuses_its_cells():
+    small = {c.key for c in _exp(seeds=(0,)).cells()}
+    grown = {c.key for c in _exp(seeds=(0, 1, 2), axes=(Axis.of("partition.alpha", (0.01, 0.1, 10)),)).cells()}
+    assert small < grown
+    changed = {c.key for c in _exp(seeds=(0,), iterations=4).cells()}
+    assert not (small & changed)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(arms=()), "algorithms"),
+    (dict(arms=(Arm.of("gd"), Arm.of("gd"))), "algorithms"),
+    (dict(seeds=(0, 0)), "seeds"),
+    (dict(iterations=0), "iterations"),
+    (dict(name=" bad/name"), "name"),
+    (dict(axes=(Axis.of("nodes", (2,)), Axis.of("nodes", (3,)))), "axes"),
+    (dict(target=0), "target"),
+])
+def test_bad_experiments_name_the_parameter(kwargs, name):
+    with pytest.raises(ParameterError) as e:
+        _exp(**kwargs)
+    assert e.value.name == name
+
+
+def test_bad_axes_and_arms_name_what_is_wrong():
+    with pytest.raises(ParameterError, match="data.<knob>, partition.<knob>"):
+        Axis.of("colour", (1, 2))
+    with pytest.raises(ParameterError, match="nodes"):
+        Axis.of("nodes", (0,))
+    with pytest.raises(ParameterError, match="distinct labels"):
+        Axis.of("nodes", (2, 3), labels=("a", "a"))
+    with pytest.raises(ParameterError, match="at least one value"):
+        Arm.of("gd", step="grid")
+    with pytest.raises(ParameterError, match="step-like hyperparameter"):
+        Arm.of("gd", step="grid", values=(1,), param="colour")
+    with pytest.raises(ParameterError, match="a preset data set"):
+        Experiment("t", DataSpec("/nonexistent.svm"), (Arm.of("gd"),), (Axis.of("data.beta", (1.0,)),)).cells()
+
+
+TOML = """
+name = "toml-test"
+data = "preset:fedprox-synthetic?n_nodes=6"
+partition = "dirichlet:alpha=1"
+nodes = 6
+iterations = 4
+seeds = [0, 1]
+target = 1e-3
+
+[[algorithm]]
+name = "fedavg"
+step = "tuned"
+
+[[algorithm]]
+name = "fedprox"
+label = "FedProx (grid)"
+step = "grid"
+param = "mu"
+values = [0.01, 1.0]
+
+[[axis]]
+key = "partition.alpha"
+name = "Dirichlet α"
+values = [0.1, 10.0]
+"""
+
+
+def test_toml_round_trips_through_the_stored_json():
+    e = from_toml(TOML)
+    assert e.name == "toml-test" and e.size == 2 * 2 * (1 + 2) and e.target == 1e-3
+    assert [a.step for a in e.arms] == ["tuned", "grid"] and e.arms[1].param == "mu"
+    again = from_json(e.as_json())
+    assert [c.key for c in again.cells()] == [c.key for c in e.cells()]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("name = 'x'\nbad", "not a valid TOML document"),
+    ("name = 'x'\ndata = 'preset:iid'\n[[algorithm]]\nname = 'gdd'\n", r"algorithm\[0\]"),
+    ("name = 'x'\ndata = 'preset:iid'\ncolour = 1\n[[algorithm]]\nname = 'gd'\n", r"experiment\.colour"),
+    ("name = 'x'\n[[algorithm]]\nname = 'gd'\n", r"experiment\.data"),
+    ("name = 'x'\ndata = 'preset:iid'\n[[algorithm]]\nname = 'gd'\n[[axis]]\nkey = 'nodes'\n",
+     r"axis\[0\]\.values"),
+])
+def test_bad_toml_names_the_key(text, match):
+    with pytest.raises(FedvizError, match=match):
+        from_toml(text)
+
+
+def test_fedprox_synthetic_iid_gives_every_device_one_model_and_input_law():
+    """Synthetic-IID (Li et al., 2020): one W, b for all devices and x ~ N(0, Σ): every device's
+    inputs then have mean ≈ 0 and its label rate ≈ the pooled rate; the non-IID draw differs."""
+    iid = make_preset("fedprox-synthetic", iid=True, n_nodes=20, size_log_mean=6, size_log_sigma=0.1)
+    het = make_preset("fedprox-synthetic", n_nodes=20, size_log_mean=6, size_log_sigma=0.1, beta=1.0)
+    for ds, far in ((iid, False), (het, True)):
+        X, y = ds.X.toarray()[:, :-1], ds.y
+        nodes = ds.node_of_row
+        means = np.array([X[nodes == k].mean(axis=0) for k in range(ds.n_nodes)])
+        rates = np.array([(y[nodes == k] > 0).mean() for k in range(ds.n_nodes)])
+        spread = np.abs(means[:, 0]).max()
+        if far:
+            assert spread > 0.5
+        else:
+            sizes = np.bincount(nodes)
+            assert spread < 5 / np.sqrt(sizes.min())          # 5 standard errors of a N(0, 1) mean
+            pooled = (y > 0).mean()
+            se = np.sqrt(pooled * (1 - pooled) / sizes)
+            assert np.all(np.abs(rates - pooled) < 5 * se + 1e-12)
+
+
+def test_every_builtin_makes_its_experiment_at_both_scales():
+    for b in BUILTINS.values():
+        small, full = b.experiment("small"), b.experiment("full")
+        assert small.size <= full.size and small.claim == full.claim == b.claim
+        assert builtin_for(small.name) is b and builtin_for(full.name) is b
+        assert small.cells()  # every cell's job is well formed
+    with pytest.raises(ParameterError, match="scale"):
+        BUILTINS["paper-figure2"].experiment("huge")
+
+
+def _store_results(experiment, finals):
+    """A store holding ``experiment`` with each cell's final f − f* given by ``finals(cell)``."""
+    store = RunStore(":memory:")
+    info = store.open_experiment(experiment.name, experiment.as_json())
+    for c in experiment.cells():
+        f = finals(c)
+        recs = [IterationRecord(c.label, it, f + 1.0 / (it + 1), f * (1 + 1.0 / (it + 1)) if it < 3 else f, 0.3, 0.3,
+                                0.1, it, 0, 0, 0, 0.0, 0.0, "running" if it < 3 else "done", "") for it in range(4)]
+        store.save_cell(info.id, key=c.key, setting=c.setting, arm=c.arm, step=c.step, seed=c.seed, label=c.label,
+                        algorithm=c.job.algorithms[0].name, hyper=dict(c.job.algorithms[0].hyper), config={},
+                        status="done", records=recs)
+    return load(store, experiment.name)
+
+
+def test_results_summaries_equal_numpy_over_seeds():
+    e = _exp(seeds=(0, 1, 2))
+    finals = {}
+    rng = np.random.default_rng(0)
+
+    def final(c):
+        finals[c.key] = float(rng.uniform(0.01, 1))
+        return finals[c.key]
+
+    r = _store_results(e, final)
+    for arm in r.arms:
+        for s in r.settings:
+            best = r.best_step(arm, s)
+            xs = [finals[c.key] for c in e.cells() if c.arm == arm and c.setting == s and c.step == best]
+            sm = r.summary(arm, s)
+            assert (sm.median, sm.low, sm.high, sm.n) == (np.median(xs), min(xs), max(xs), 3)
+    # GD's best factor is the one with the lower median, per setting.
+    for s in r.settings:
+        meds = {f: np.median([finals[c.key] for c in e.cells() if c.arm == "GD" and c.setting == s and c.step == f])
+                for f in (0.5, 2.0)}
+        assert r.best_step("GD", s) == min(meds, key=meds.get)
+    assert summarise([math.nan]) is None
+
+
+def test_the_fedprox_verdict_reads_the_medians():
+    e = BUILTINS["fedprox-figure2"].experiment("small")
+    e = Experiment(e.name, e.data, e.arms, e.axes, seeds=(0,), iterations=4, target=e.target, claim=e.claim)
+    holds = _store_results(e, lambda c: (0.1 + 0.1 * c.setting[0]) / (2 if c.arm == "FedProx" else 1))
+    v = BUILTINS["fedprox-figure2"].verdict(holds)
+    assert v.held is True and all(c.held for c in v.checks)
+    fails = _store_results(e, lambda c: 0.1 * (2 if c.arm == "FedProx" else 1))
+    v = BUILTINS["fedprox-figure2"].verdict(fails)
+    assert v.held is False and "did not hold" in " ".join(v.lines())
