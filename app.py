@@ -18,6 +18,8 @@ TOOLS = [
 LEARN = [
     st.Page("pages/learn_tour.py", title="Start here", icon=":material/school:"),
     st.Page("pages/learn_rare_features.py", title="Rare features", icon=":material/bar_chart:"),
+    st.Page("pages/learn_efficiency.py", title="Efficiency paradigm", icon=":material/speed:"),
+    st.Page("pages/learn_drift.py", title="Client drift", icon=":material/scatter_plot:"),
 ]
 page = st.navigation({"": TOOLS, "Learn": LEARN} if LEARN else TOOLS)
 with ui.guard("This page"):  # whatever a page missed becomes a message; the log keeps the traceback

@@ -1,0 +1,336 @@
+"""The efficiency paradigm of the paper's Section 2.3.1, eq. (3): TIME = I(ε) × (c + T_A(ε)).
+
+Which algorithm is fastest depends on the machine it runs on: with c the cost of one round of
+communication, an algorithm of many cheap rounds wins in a data centre (c ≪ T_A) and one of few
+expensive rounds wins over phones on a slow network (c ≫ T_A).  This module reads both figures off
+runs that ran (the run history's records) and finds, exactly, the costs c where the winner changes.
+
+- I(ε) counts communication *rounds* up to the first record with f(w) − f* ≤ ε (an FSVRG iteration is
+  two rounds, Algorithm 4), so that c is the cost of one round as in eq. (3);
+- T_A(ε) is the measured computation per round up to that record (its wall seconds ÷ I(ε));
+- TIME(c) = I(ε) c + I(ε) T_A(ε) is then a line in c, and equals the Run page's simulated time
+  (rounds × c + seconds) at the moment ε is reached.
+
+Two lines I_a (c + T_a) and I_b (c + T_b) meet at c = (I_b T_b − I_a T_a) / (I_a − I_b), the only
+crossover, which counts when it is positive.  The winners over a range of c are the lower envelope
+of the lines (:func:`paradigm`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import FedvizError, ParameterError
+
+#: The round costs drawn when the data ask for nothing wider: from a fast data-centre network
+#: (0.1 ms) to phones on a slow network (1,000 s, a round that waits for devices to be idle and
+#: charging).  The range is widened to two decades either side of the measured T_A.
+C_RANGE = (1e-4, 1e3)
+
+#: The accuracies ε offered: these × 10^k (the E12 series, twelve a decade: a target near every curve).
+MANTISSAS = (1, 1.2, 1.5, 1.8, 2.2, 2.7, 3.3, 3.9, 4.7, 5.6, 6.8, 8.2)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """One run's two figures of eq. (3) at accuracy ε.
+
+    Attributes
+    ----------
+    label, algorithm : the run's label and its algorithm's registry name
+    reached : bool         whether some record has f(w) − f* ≤ ε
+    rounds : int           I(ε), communication rounds up to that record (0 if not reached)
+    iterations : int       outer iterations up to it
+    seconds : float        the measured computation up to it (wall seconds of the run)
+    compute : float        T_A(ε) = seconds / rounds (NaN for 0 rounds or not reached)
+    """
+
+    label: str
+    algorithm: str
+    reached: bool
+    rounds: int
+    iterations: int
+    seconds: float
+    compute: float
+
+    def time(self, c) -> np.ndarray | float:
+        """TIME = I(ε) × (c + T_A(ε)) (eq. (3)); +inf where ε was not reached."""
+        c = np.asarray(c, dtype=float)
+        if not self.reached:
+            return np.full(c.shape, math.inf) if c.shape else math.inf
+        out = self.rounds * c + self.seconds  # = I (c + T_A), exact also for I = 0
+        return out if c.shape else float(out)
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where the TIME lines of two runs meet: below ``c`` one of them is faster, above it the other."""
+
+    c: float
+    faster_below: str
+    faster_above: str
+    time: float          #: TIME at c (the same for both)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A range of round costs [c_from, c_to] over which one run is fastest."""
+
+    label: str
+    c_from: float
+    c_to: float
+
+
+@dataclass(frozen=True)
+class Paradigm:
+    """Every run's I(ε) and T_A(ε), the crossovers of their lines and who wins where.
+
+    ``crossovers`` are the pairwise meetings inside ``c_range``; ``switches`` the ones on the lower
+    envelope (where the fastest run changes), in increasing c; ``regimes`` the envelope's pieces.
+    """
+
+    epsilon: float
+    entries: tuple[Efficiency, ...]
+    c_range: tuple[float, float]
+    crossovers: tuple[Crossover, ...]
+    switches: tuple[Crossover, ...]
+    regimes: tuple[Regime, ...]
+
+    def entry(self, label: str) -> Efficiency:
+        for e in self.entries:
+            if e.label == label:
+                return e
+        raise KeyError(label)
+
+    def winner(self, c: float) -> str | None:
+        """The fastest run at round cost c (None if no run reached ε)."""
+        best, label = math.inf, None
+        for e in self.entries:
+            t = e.time(c)
+            if t < best:
+                best, label = t, e.label
+        return label
+
+    def describe(self) -> str:
+        """Who wins where, in one sentence."""
+        if not self.regimes:
+            return f"No run reached f − f* ≤ {self.epsilon:.3g}."
+        if len(self.regimes) == 1:
+            return (f"{self.regimes[0].label} is fastest to f − f* ≤ {self.epsilon:.3g} at every round cost "
+                    f"from {seconds_text(self.c_range[0])} to {seconds_text(self.c_range[1])}.")
+        parts = [f"{self.regimes[0].label} is fastest below c = {seconds_text(self.switches[0].c)}"]
+        for r, s in zip(self.regimes[1:-1], self.switches[1:]):
+            parts.append(f"{r.label} up to {seconds_text(s.c)}")
+        parts.append(f"{self.regimes[-1].label} above")
+        return f"To f − f* ≤ {self.epsilon:.3g}: " + ", ".join(parts) + "."
+
+
+def seconds_text(s: float) -> str:
+    """0.00012 → '0.12 ms', 0.5 → '500 ms', 3 → '3 s', 4000 → '4,000 s'."""
+    if not math.isfinite(s):
+        return "∞"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s:,.0f} s" if s >= 1000 else f"{s:.3g} s"
+
+
+def efficiency(label: str, cols: Mapping[str, Sequence], epsilon: float, *, algorithm: str = "") -> Efficiency:
+    """I(ε) and T_A(ε) of one run from its record columns (``rounds``, ``seconds``, ``suboptimality``,
+    ``iteration``: :meth:`RunStore.columns <fedviz.runner.store.RunStore.columns>`)."""
+    _check_epsilon(epsilon)
+    sub = np.asarray(cols["suboptimality"], dtype=float)
+    hit = np.flatnonzero(np.isfinite(sub) & (sub <= epsilon))
+    if hit.size == 0:
+        return Efficiency(label, algorithm, False, 0, 0, math.nan, math.nan)
+    i = int(hit[0])
+    rounds = int(np.asarray(cols["rounds"])[i])
+    seconds = float(np.asarray(cols["seconds"], dtype=float)[i])
+    iterations = int(np.asarray(cols["iteration"])[i]) if "iteration" in cols else i
+    compute = seconds / rounds if rounds > 0 else math.nan
+    return Efficiency(label, algorithm, True, rounds, iterations, seconds, compute)
+
+
+def crossover(a: Efficiency, b: Efficiency) -> Crossover | None:
+    """The c > 0 where I_a (c + T_a) = I_b (c + T_b), or None (parallel lines, a meeting at c ≤ 0,
+    or a run that never reached ε).  Exact: c = (I_b T_b − I_a T_a) / (I_a − I_b)."""
+    if not (a.reached and b.reached) or a.rounds == b.rounds:
+        return None
+    c = (b.seconds - a.seconds) / (a.rounds - b.rounds)
+    if not (c > 0 and math.isfinite(c)):
+        return None
+    # Below c the run with fewer rounds loses (its line is steeper only if it has more rounds).
+    below, above = (a, b) if a.rounds > b.rounds else (b, a)
+    return Crossover(c=c, faster_below=below.label, faster_above=above.label, time=float(a.time(c)))
+
+
+def c_range_for(entries: Sequence[Efficiency]) -> tuple[float, float]:
+    """:data:`C_RANGE`, widened to two decades below the smallest T_A and above the largest."""
+    t = [e.compute for e in entries if e.reached and math.isfinite(e.compute) and e.compute > 0]
+    lo, hi = C_RANGE
+    if t:
+        lo = min(lo, 10.0 ** math.floor(math.log10(min(t)) - 2))
+        hi = max(hi, 10.0 ** math.ceil(math.log10(max(t)) + 2))
+    return lo, hi
+
+
+def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
+             algorithms: Mapping[str, str] | None = None,
+             c_range: tuple[float, float] | None = None) -> Paradigm:
+    """Eq. (3) for every run of ``runs`` (label → record columns) at accuracy ε.
+
+    The lower envelope is found exactly: its breakpoints are among the pairwise crossovers, and
+    between two consecutive candidates the fastest run is the same, so it is read at their
+    geometric midpoint.  Ties (identical lines) go to the run listed first.
+    """
+    _check_epsilon(epsilon)
+    algorithms = dict(algorithms or {})
+    entries = tuple(efficiency(label, cols, epsilon, algorithm=algorithms.get(label, ""))
+                    for label, cols in runs.items())
+    lo, hi = c_range or c_range_for(entries)
+    if not (0 < lo < hi):
+        raise ParameterError("c_range", (lo, hi), "0 < low < high")
+    crossovers = []
+    for i, a in enumerate(entries):
+        for b in entries[i + 1:]:
+            x = crossover(a, b)
+            if x is not None and lo < x.c < hi:
+                crossovers.append(x)
+    crossovers.sort(key=lambda x: x.c)
+    reached = [e for e in entries if e.reached]
+    regimes: list[Regime] = []
+    switches: list[Crossover] = []
+    if reached:
+        cuts = [lo] + sorted({x.c for x in crossovers}) + [hi]
+        result = Paradigm(epsilon, entries, (lo, hi), tuple(crossovers), (), ())
+        for c0, c1 in zip(cuts[:-1], cuts[1:]):
+            label = result.winner(math.sqrt(c0 * c1))
+            if regimes and regimes[-1].label == label:
+                regimes[-1] = Regime(label, regimes[-1].c_from, c1)
+            else:
+                if regimes:  # the envelope is continuous: the two lines meet at the cut
+                    x = crossover(result.entry(regimes[-1].label), result.entry(label))
+                    switches.append(x if x is not None else
+                                    Crossover(c0, regimes[-1].label, label, float(result.entry(label).time(c0))))
+                regimes.append(Regime(label, c0, c1))
+    return Paradigm(epsilon, entries, (lo, hi), tuple(crossovers), tuple(switches), tuple(regimes))
+
+
+def default_epsilon(runs: Mapping[str, Mapping[str, Sequence]], *, at_least: int = 2) -> float | None:
+    """The smallest ε on the scale of :func:`epsilon_scale` that ``at_least`` runs reach (all of them if fewer), below
+    their common start: the hardest target on which eq. (3) still compares two runs.  None when no
+    run has a finite suboptimality after its start."""
+    best, start = [], []
+    for cols in runs.values():
+        sub = np.asarray(cols["suboptimality"], dtype=float)
+        fin = sub[np.isfinite(sub)]
+        if fin.size:
+            best.append(float(fin.min()))
+            start.append(float(fin[0]))
+    if not best:
+        return None
+    need = min(max(1, at_least), len(best))
+    target = sorted(best)[need - 1]          # the need-th best run's best value
+    for eps in epsilon_scale(max(target, 1e-14), max(start)):
+        if eps >= target:
+            return eps
+    return target
+
+
+def suggested_epsilon(runs: Mapping[str, Mapping[str, Sequence]]) -> float | None:
+    """The ε a view opens at: the smallest of :func:`epsilon_choices` at which the fastest run changes
+    with c (where eq. (3) has something to teach), else :func:`default_epsilon`."""
+    for eps in epsilon_choices(runs):
+        p = paradigm(runs, eps)
+        if p.switches and sum(e.reached for e in p.entries) >= 2:
+            return eps
+    return default_epsilon(runs)
+
+
+def epsilon_choices(runs: Mapping[str, Mapping[str, Sequence]]) -> list[float]:
+    """The values of ε (:func:`epsilon_scale`) worth asking for: from the best value any run reached up to the
+    largest start (a smaller ε no run reaches, a larger one every run holds at its start)."""
+    best, start = [], []
+    for cols in runs.values():
+        sub = np.asarray(cols["suboptimality"], dtype=float)
+        fin = sub[np.isfinite(sub)]
+        if fin.size:
+            best.append(float(fin.min()))
+            start.append(float(fin[0]))
+    if not best:
+        return []
+    lo = max(min(best), 1e-14)
+    return [e for e in epsilon_scale(lo, max(start)) if e >= lo and e < max(start)] or [lo]
+
+
+def epsilon_scale(low: float, high: float) -> list[float]:
+    """The values of :data:`MANTISSAS` × 10^k from the largest one ≤ ``low`` to the smallest one ≥ ``high``."""
+    low, high = max(low, 1e-14), max(high, 1e-14)
+    out = []
+    for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
+        for m in MANTISSAS:
+            out.append(float(f"{m}e{e}"))
+    keep = [v for v in out if v <= low]
+    start = out.index(keep[-1]) if keep else 0
+    stop = next((i for i, v in enumerate(out) if v >= high), len(out) - 1)
+    return out[start:stop + 1]
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ParameterError("epsilon", epsilon, "a number > 0 (the suboptimality f − f* to reach)")
+
+
+# -- the run history -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunGroup:
+    """The runs one Run click started (one ``group_id``), all on one problem: what eq. (3) compares."""
+
+    group_id: str
+    created: str
+    description: str
+    run_ids: tuple[int, ...]
+    labels: tuple[str, ...]
+    algorithms: tuple[str, ...]
+
+    def title(self) -> str:
+        when = self.created[:16].replace("T", " ")
+        return f"{when} · {', '.join(self.labels)} · {self.description}"
+
+
+def history_groups(store, *, limit: int = 500) -> list[RunGroup]:
+    """The groups of the history that eq. (3) can compare, newest first: at least two finished runs
+    with a known f* (so f − f* is measured) and records past the start."""
+    from ..runner.store import describe_run
+
+    by_group: dict[str, list] = {}
+    for r in store.list_runs(limit=limit):
+        if r.active or r.n_records < 2 or not math.isfinite(r.f_star) or r.status == "failed":
+            continue
+        by_group.setdefault(r.group_id, []).append(r)
+    groups = []
+    for gid, runs in by_group.items():
+        runs.sort(key=lambda r: r.id)
+        if len(runs) < 2 or len({r.dataset_fingerprint for r in runs}) != 1:
+            continue
+        groups.append(RunGroup(
+            group_id=gid, created=runs[0].created,
+            description=describe_run({k: v for k, v in runs[0].config.items() if k != "algorithms"}),
+            run_ids=tuple(r.id for r in runs), labels=tuple(r.label for r in runs),
+            algorithms=tuple(r.algorithm for r in runs)))
+    groups.sort(key=lambda g: max(g.run_ids), reverse=True)
+    return groups
+
+
+def group_runs(store, group: RunGroup) -> dict[str, dict[str, np.ndarray]]:
+    """The record columns of each run of ``group``, by label (labels made unique with the run id)."""
+    out = {}
+    for run_id, label in zip(group.run_ids, group.labels):
+        key = label if label not in out else f"{label} #{run_id}"
+        out[key] = store.columns(run_id)
+    if not out:
+        raise FedvizError("the group has no runs")
+    return out

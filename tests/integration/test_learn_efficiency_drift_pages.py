@@ -1,0 +1,128 @@
+"""The Learn pages 'Efficiency paradigm' and 'Client drift' through Streamlit's AppTest: they compute
+from fedviz (the history's records, the traced algorithms), never from stored numbers."""
+
+import base64
+import json
+import time
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from fedviz.learn.drift import DriftSettings, drift_view
+from fedviz.runner.loop import IterationRecord
+from fedviz.runner.store import RunStore
+
+from conftest import ROOT
+
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture
+def store(monkeypatch, tmp_path):
+    """A fresh history for the page (and for the runs it starts); no heartbeat timeout (AppTest has
+    no browser to send one while the test waits)."""
+    from fedviz.runner import get_manager
+
+    fresh = RunStore(tmp_path / "runs.sqlite")
+    monkeypatch.setattr(get_manager(), "store", fresh)
+    monkeypatch.setattr(get_manager(), "session_timeout", 24 * 3600.0)
+    yield fresh
+    fresh.close()
+
+
+def _page(page: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _figure(at: AppTest, i: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[i].proto.spec)
+
+
+def _array(v) -> np.ndarray:
+    """A figure's array: a list, or Plotly's typed-array form {"dtype", "bdata"} (base64)."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+    return np.asarray(v)
+
+
+def _add_run(store, group, label, algorithm, rounds, seconds, subs):
+    rid = store.create_run(label=label, algorithm=algorithm, group_id=group, f_star=0.5, dataset_fingerprint="fp",
+                           config={"iterations": len(subs) - 1})
+    store.append_records(rid, [IterationRecord(
+        algorithm=label, iteration=i, objective=0.5 + f, suboptimality=f, test_error=0.3, train_error=0.3,
+        grad_norm=1.0, rounds=int(r), vectors_up=int(r), vectors_down=int(r), grad_evals=i, passes=float(i),
+        seconds=float(s), status="running") for i, (r, s, f) in enumerate(zip(rounds, seconds, subs))])
+    store.finish_run(rid, "done")
+
+
+def test_efficiency_offers_a_run_on_an_empty_history_and_then_compares_its_runs(store):
+    at = _page("pages/learn_efficiency.py")
+    assert any("no finished runs" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+    at.button(key="eff-start").click().run()
+    handle = at.session_state["eff-run"]
+    deadline = time.time() + 180
+    while not handle.done and time.time() < deadline:
+        time.sleep(0.3)
+    assert handle.status == "done", handle.status
+    at.run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    # Four runs, read back from the history, and the oracle: I(ε) by a plain loop over their records.
+    groups = {r.group_id for r in store.list_runs()}
+    assert len(groups) == 1 and len(store.list_runs()) == 4
+    eps = at.select_slider[0].value
+    table = at.table[0].value
+    for run in store.list_runs():
+        cols = store.columns(run.id)
+        hit = next((i for i, f in enumerate(cols["suboptimality"]) if f <= eps), None)
+        row = table[table["run"] == run.label].iloc[0]
+        assert row["I(ε): rounds"] == ("not reached" if hit is None else str(cols["rounds"][hit]))
+    fig = _figure(at)
+    assert fig["layout"]["xaxis"]["type"] == "log"
+    lines = [t for t in fig["data"] if t.get("mode") == "lines+markers"]
+    assert len(lines) == sum(v != "not reached" for v in table["I(ε): rounds"]) >= 2
+    assert any("fastest" in m.value for m in at.markdown)
+
+
+def test_efficiency_finds_the_crossover_of_runs_in_the_history(store):
+    """100 rounds of 1 ms against 5 rounds of 100 ms: they meet at c = 0.4/95 s, below which the
+    cheap rounds win; without the dear run, the cheap one wins everywhere."""
+    cheap = (np.arange(101), np.arange(101) * 1e-3, np.r_[np.linspace(1, 0.02, 100), 0.009])
+    dear = (np.arange(6), np.arange(6) * 0.1, [1, 0.5, 0.2, 0.1, 0.05, 0.009])
+    _add_run(store, "g", "cheap", "gd", *cheap)
+    _add_run(store, "g", "dear", "fsvrg", *dear)
+    at = _page("pages/learn_efficiency.py")
+    at.select_slider[0].set_value(0.01).run()
+    assert not at.exception
+    assert any("cheap is fastest below c = 4.21 ms, dear above" in m.value for m in at.markdown)
+    fig = _figure(at)
+    switch = [s["x0"] for s in fig["layout"]["shapes"] if s["type"] == "line"]
+    assert switch == [pytest.approx(0.4 / 95)]
+    at.multiselect[0].set_value(["cheap"]).run()
+    assert not at.exception
+    assert any("cheap is fastest to f − f* ≤ 0.01 at every round cost" in m.value for m in at.markdown)
+
+
+def test_drift_traces_the_three_algorithms_on_both_splits(store):
+    at = _page("pages/learn_drift.py")
+    assert not at.error
+    fig = _figure(at)
+    assert len(fig["frames"]) == 8 + 1 and len(fig["layout"]["sliders"][0]["steps"]) == 9
+    # The table is computed: the same numbers as fedviz's own view, and the drift it claims.
+    table = at.table[0].value
+    view = drift_view("non-iid", DriftSettings())
+    assert table["FedAvg"].iloc[1] == f"{view.final_distances()['FedAvg']:.3g}"
+    assert float(table["FedAvg"].iloc[1]) > 20 * float(table["SCAFFOLD"].iloc[1])
+    at.number_input(key="drift-rounds").set_value(3).run()
+    at.number_input(key="drift-nodes").set_value(6).run()
+    assert not at.exception and not at.error
+    fig = _figure(at)
+    assert len(fig["frames"]) == 3 + 1
+    local = [t for t in fig["frames"][1]["data"] if t["name"].startswith("local iterates")]
+    assert [_array(t["x"]).size for t in local] == [6] * 6

@@ -1,0 +1,205 @@
+"""The efficiency paradigm (Section 2.3.1, eq. (3)): I(ε), T_A(ε), TIME(c), the crossovers and the
+winners, each against a plain oracle (a loop over the records, SciPy's root finder, a brute-force
+argmin over a dense grid of c), and the history reader against a real RunStore."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+from fedviz.errors import ParameterError
+from fedviz.learn.efficiency import (crossover, default_epsilon, efficiency, epsilon_choices, group_runs,
+                                     history_groups, paradigm, suggested_epsilon)
+from fedviz.plots.figures import x_values
+from fedviz.plots.learn_efficiency import efficiency_figure
+from fedviz.runner.loop import IterationRecord
+from fedviz.runner.store import RunStore
+
+
+def cols_of(rounds, seconds, sub):
+    rounds, seconds, sub = np.asarray(rounds), np.asarray(seconds, float), np.asarray(sub, float)
+    return {"iteration": np.arange(rounds.size), "rounds": rounds, "seconds": seconds, "suboptimality": sub,
+            "vectors_up": rounds, "vectors_down": rounds}
+
+
+def random_run(rng, iterations=40, rounds_per_it=1, cost=0.01):
+    """A run whose f − f* falls geometrically (with noise), ``rounds_per_it`` rounds and about
+    ``cost`` seconds of computation per round."""
+    rounds = np.arange(iterations + 1) * rounds_per_it
+    seconds = np.r_[0.0, np.cumsum(rng.uniform(0.5, 1.5, iterations) * cost * rounds_per_it)]
+    rate = rng.uniform(0.6, 0.95)
+    sub = 0.7 * rate ** np.arange(iterations + 1) * np.exp(0.05 * rng.normal(size=iterations + 1))
+    return cols_of(rounds, seconds, sub)
+
+
+def oracle(cols, eps):
+    """(I, seconds) at the first record with f − f* ≤ ε, by a plain loop; None if never."""
+    for r, s, f in zip(cols["rounds"], cols["seconds"], cols["suboptimality"]):
+        if f <= eps:
+            return int(r), float(s)
+    return None
+
+
+def test_I_and_T_A_are_the_rounds_and_seconds_per_round_at_the_first_record_below_epsilon():
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        cols = random_run(rng, rounds_per_it=1 + trial % 2)
+        for eps in (0.5, 0.1, 1e-2, 1e-3, 1e-9):
+            e = efficiency("A", cols, eps)
+            want = oracle(cols, eps)
+            if want is None:
+                assert not e.reached and e.time(1.0) == math.inf
+                continue
+            I, s = want
+            assert e.reached and e.rounds == I and e.seconds == s
+            assert e.compute == pytest.approx(s / I) if I else math.isnan(e.compute)
+            for c in (0.0, 1e-3, 2.5, 100.0):
+                assert e.time(c) == pytest.approx(I * (c + s / I) if I else s, rel=1e-12)  # eq. (3)
+
+
+def test_TIME_is_the_run_pages_simulated_time_when_epsilon_is_reached():
+    """Σ over the rounds of (c + T_A) = rounds × c + seconds: the simulated x axis at that record."""
+    rng = np.random.default_rng(1)
+    cols = random_run(rng, rounds_per_it=2)
+    eps = float(np.median(cols["suboptimality"]))
+    e = efficiency("FSVRG", cols, eps)
+    hit = next(i for i, f in enumerate(cols["suboptimality"]) if f <= eps)
+    for c in (1e-3, 0.5, 30.0):
+        assert e.time(c) == pytest.approx(x_values(cols, "simulated", round_cost=c)[hit], rel=1e-12)
+
+
+def test_a_nan_suboptimality_never_counts_as_reached():
+    cols = cols_of([0, 1, 2, 3], [0, 1, 2, 3], [1.0, np.nan, 0.5, 0.05])
+    assert efficiency("A", cols, 0.6).rounds == 2
+    assert not efficiency("A", cols, 0.01).reached
+
+
+def test_crossover_is_where_the_two_TIME_lines_meet():
+    rng = np.random.default_rng(2)
+    found = 0
+    for _ in range(200):
+        a = efficiency("a", random_run(rng, cost=rng.uniform(1e-3, 1e-1)), 0.05)
+        b = efficiency("b", random_run(rng, rounds_per_it=2, cost=rng.uniform(1e-3, 1e-1)), 0.05)
+        x = crossover(a, b)
+        diff = lambda c: float(a.time(c) - b.time(c))  # noqa: E731
+        if not (a.reached and b.reached) or a.rounds == b.rounds:
+            assert x is None
+            continue
+        root_exists = diff(1e-12) * diff(1e9) < 0
+        assert (x is not None) == root_exists
+        if x is None:
+            continue
+        found += 1
+        assert x.c == pytest.approx(brentq(diff, 1e-12, 1e9, xtol=1e-15, rtol=1e-14), rel=1e-9)
+        assert x.time == pytest.approx(float(b.time(x.c)), rel=1e-12)
+        below, above = x.c * 0.9, x.c * 1.1
+        faster = lambda c: "a" if a.time(c) < b.time(c) else "b"  # noqa: E731
+        assert (faster(below), faster(above)) == (x.faster_below, x.faster_above)
+    assert found > 20  # the random runs do cross
+
+
+def test_the_winners_are_the_lower_envelope_on_a_dense_grid():
+    rng = np.random.default_rng(3)
+    with_switch = 0
+    for _ in range(60):
+        runs = {f"run{i}": random_run(rng, rounds_per_it=1 + i % 2, cost=10 ** rng.uniform(-3, 0))
+                for i in range(4)}
+        eps = float(np.quantile([c["suboptimality"].min() for c in runs.values()], 0.75))
+        p = paradigm(runs, eps, c_range=(1e-5, 1e4))
+        # Regimes tile the range; each switch is a crossover of the two regimes it separates.
+        assert p.regimes[0].c_from == 1e-5 and p.regimes[-1].c_to == 1e4
+        for r, nxt, s in zip(p.regimes, p.regimes[1:], p.switches):
+            assert r.c_to == nxt.c_from == s.c and r.label != nxt.label
+            assert {s.faster_below, s.faster_above} == {r.label, nxt.label}
+        with_switch += bool(p.switches)
+        grid = np.geomspace(1e-5, 1e4, 2001)
+        times = {label: np.asarray(efficiency(label, cols, eps).time(grid)) for label, cols in runs.items()}
+        labels = list(times)
+        brute = np.array(labels)[np.argmin(np.vstack([times[k] for k in labels]), axis=0)]
+        switches = np.array([s.c for s in p.switches])
+        for c, want in zip(grid, brute):
+            if switches.size and np.min(np.abs(np.log(c / switches))) < 1e-9:
+                continue
+            assert p.winner(c) == want
+            regime = next(r for r in p.regimes if r.c_from <= c <= r.c_to)
+            assert regime.label == want
+    assert with_switch > 5
+
+
+def test_many_cheap_rounds_win_in_a_data_centre_and_few_dear_rounds_over_phones():
+    """The paper's story, exactly: 100 rounds of 1 ms against 5 rounds of 100 ms meet where
+    100 (c + 0.001) = 5 (c + 0.1), c = 0.4 / 95 s."""
+    cheap = cols_of(np.arange(101), np.arange(101) * 1e-3, np.r_[np.linspace(1, 0.02, 100), 0.009])
+    dear = cols_of(np.arange(6), np.arange(6) * 0.1, [1, 0.5, 0.2, 0.1, 0.05, 0.009])
+    p = paradigm({"cheap": cheap, "dear": dear}, 0.01, c_range=(1e-4, 1e3))
+    assert [r.label for r in p.regimes] == ["cheap", "dear"]
+    assert p.switches[0].c == pytest.approx(0.4 / 95, rel=1e-12)
+    assert "cheap is fastest below c = 4.21 ms, dear above" in p.describe()
+
+
+def test_epsilon_choices_and_defaults():
+    rng = np.random.default_rng(4)
+    runs = {f"r{i}": random_run(rng) for i in range(3)}
+    best = sorted(float(c["suboptimality"].min()) for c in runs.values())
+    start = max(float(c["suboptimality"][0]) for c in runs.values())
+    choices = epsilon_choices(runs)
+    assert choices == sorted(choices) and choices[0] >= best[0] and choices[-1] < start
+    eps = default_epsilon(runs)
+    assert eps >= best[1] and sum(efficiency(k, c, eps).reached for k, c in runs.items()) >= 2
+    assert suggested_epsilon(runs) in choices + [eps]
+    with pytest.raises(ParameterError, match="epsilon"):
+        paradigm(runs, 0.0)
+    with pytest.raises(ParameterError, match="epsilon"):
+        efficiency("x", runs["r0"], float("nan"))
+
+
+def test_the_figure_draws_eq_3_for_every_run_that_reached_epsilon():
+    cheap = cols_of(np.arange(101), np.arange(101) * 1e-3, np.r_[np.linspace(1, 0.02, 100), 0.009])
+    dear = cols_of(np.arange(6), np.arange(6) * 0.1, [1, 0.5, 0.2, 0.1, 0.05, 0.009])
+    never = cols_of(np.arange(3), [0, 1, 2], [1, 0.9, 0.8])
+    p = paradigm({"cheap": cheap, "dear": dear, "never": never}, 0.01)
+    fig = efficiency_figure(p)
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name.split(":")[0] for t in lines] == ["cheap", "dear"]
+    for t, (I, T) in zip(lines, [(100, 1e-3), (5, 0.1)]):
+        x = np.asarray(t.x)
+        np.testing.assert_allclose(np.asarray(t.y), I * (x + T), rtol=1e-12)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert [s.x0 for s in fig.layout.shapes if s.type == "line"] == [pytest.approx(0.4 / 95)]
+
+
+def _record(algorithm, it, sub, seconds, rounds):
+    return IterationRecord(algorithm=algorithm, iteration=it, objective=sub + 1, suboptimality=sub,
+                           test_error=0.3, train_error=0.3, grad_norm=1.0, rounds=rounds, vectors_up=rounds,
+                           vectors_down=rounds, grad_evals=it, passes=float(it), seconds=seconds, status="running")
+
+
+def test_history_groups_keep_runs_started_together_on_one_problem_with_a_known_f_star():
+    store = RunStore(":memory:")
+    subs = [0.5, 0.2, 0.05, 0.01]
+
+    def add(group, label, algorithm, *, f_star=1.0, status="done", fingerprint="fp", records=4):
+        rid = store.create_run(label=label, algorithm=algorithm, group_id=group, f_star=f_star,
+                               dataset_fingerprint=fingerprint, config={"iterations": 3})
+        store.append_records(rid, [_record(algorithm, i, subs[i], 0.01 * i, 2 * i) for i in range(records)])
+        store.finish_run(rid, status)
+        return rid
+
+    a = add("g1", "FSVRG", "fsvrg")
+    b = add("g1", "GD", "gd")
+    add("g2", "GD", "gd")                                 # alone: nothing to compare
+    add("g3", "GD", "gd", f_star=None)                    # f* unknown
+    add("g3", "FSVRG", "fsvrg", f_star=None)
+    add("g4", "GD", "gd", fingerprint="x")                # two problems
+    add("g4", "FSVRG", "fsvrg", fingerprint="y")
+    add("g5", "GD", "gd")
+    add("g5", "SCAFFOLD", "scaffold", records=1)          # the start only: one run left
+    groups = history_groups(store)
+    assert [g.group_id for g in groups] == ["g1"]
+    g = groups[0]
+    assert g.run_ids == (a, b) and g.labels == ("FSVRG", "GD") and g.algorithms == ("fsvrg", "gd")
+    runs = group_runs(store, g)
+    np.testing.assert_array_equal(runs["GD"]["rounds"], [0, 2, 4, 6])
+    e = paradigm(runs, 0.05).entry("FSVRG")
+    assert (e.rounds, e.iterations, e.seconds) == (4, 2, pytest.approx(0.02))
