@@ -22,6 +22,7 @@ from .algorithms import ALGORITHMS, get_algorithm
 from .data.baselines import majority_test_error, node_majority_test_error
 from .data.build import DataSpec
 from .errors import FedvizError
+from .learn.tour import chart_notes
 from .params import Param
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
@@ -399,6 +400,10 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
         c1, c2 = (st.container(), st.container()) if stacked else st.columns(2)
         c1.plotly_chart(sub, width="stretch", key=f"{key}-sub")
         c2.plotly_chart(err, width="stretch", key=f"{key}-err")
+        sub_note, err_note = chart_notes(axis, snap.algorithms.values(),
+                                         regression=snap.summary.get("task") == "regression")
+        c1.caption(sub_note)  # what to look at: the axis, the lines, why the curves look as they do
+        c2.caption(err_note)
 
     _view()
 

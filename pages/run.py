@@ -27,6 +27,8 @@ with left:
                            key=ui.seeded("run-algorithms", [n for n, _ in config.algorithms]),
                            help="The paper's methods (GD, CoCoA+, DANE, FSVRG, ...) and today's baselines "
                                 "(FedAvg, FedProx, SCAFFOLD). Centralised references are marked.")
+    st.caption("The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2). Under the charts, a few sentences say "
+               "what each line and axis means; Learn › Start here has a lesson per idea.")
     algorithms = ui.algorithm_widgets(names, config)
     c1, c2 = st.columns(2)
     iterations = c1.number_input("Iterations", 1, MAX_ITERATIONS, key=ui.seeded("run-iterations", config.iterations))
