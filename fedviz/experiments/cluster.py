@@ -362,6 +362,8 @@ class DaskExecutor(Executor):
 
     def __init__(self, address: str | None = None):
         self.address = address
+        #: Runs the cluster takes at once (the manager's default cap; set from the cluster's threads).
+        self.slots = 1
 
     def start(self, run_id: str, job: Job, sink: Sink, stop: Stop, done: Callable[[], None]) -> Task:
         thread = threading.Thread(target=self._drive, args=(run_id, job, sink, stop, done), daemon=True,

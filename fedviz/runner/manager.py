@@ -128,6 +128,8 @@ class RunManager:
         self.executor = executor if executor is not None else ThreadExecutor()
         #: Why the history is disabled (set by :func:`get_manager` when the store cannot open).
         self.store_problem = ""
+        #: Where runs execute when a cluster is configured, or why they do not (set by :func:`get_manager`).
+        self.cluster_note = ""
         self._clock = clock
         self._lock = threading.Lock()
         self._queue: deque[_Run] = deque()
@@ -329,7 +331,12 @@ _MANAGER_LOCK = threading.Lock()
 def get_manager() -> RunManager:
     """The dashboard's manager: created on first use, shared by every session of the process.
 
-    ``FEDVIZ_MAX_RUNS`` caps concurrent runs (default: the number of CPUs); the store is
+    With ``FEDVIZ_DASK_SCHEDULER`` set, runs execute on that Dask cluster
+    (:class:`~fedviz.experiments.cluster.DaskExecutor`), so a classroom server hands its
+    compute to the cluster; if it cannot be reached, runs stay in this process and
+    ``cluster_note`` says why.
+    ``FEDVIZ_MAX_RUNS`` caps concurrent runs (default: the number of CPUs, or the cluster's
+    worker threads); the store is
     :class:`RunStore` at ``FEDVIZ_DB`` or the per-user default.  On creation, runs a
     previous server left 'running' are marked 'interrupted'.  If the history cannot be
     opened, runs still work in memory and ``store_problem`` says why.
@@ -345,9 +352,29 @@ def get_manager() -> RunManager:
             except (FedvizError, OSError, sqlite3.Error) as e:
                 log.warning("run history disabled: %s", e)
                 store, problem = None, f"the run history is disabled: {e}"
-            _MANAGER = RunManager(max_runs, store=store)
+            executor, cluster_note = _executor()
+            if executor is not None and max_runs is None:
+                max_runs = executor.slots
+            _MANAGER = RunManager(max_runs, store=store, executor=executor)
             _MANAGER.store_problem = problem
+            _MANAGER.cluster_note = cluster_note
         return _MANAGER
+
+
+def _executor():
+    """(DaskExecutor, note) when ``FEDVIZ_DASK_SCHEDULER`` names a reachable cluster, else (None, why)."""
+    if not os.environ.get("FEDVIZ_DASK_SCHEDULER"):
+        return None, ""
+    from ..experiments.cluster import DaskExecutor, describe_cluster, get_client
+
+    try:
+        client = get_client()
+    except FedvizError as e:
+        log.warning("runs stay in this process: %s", e)
+        return None, f"runs execute in this server: {e}"
+    executor = DaskExecutor()
+    executor.slots = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info(n_workers=-1)["workers"].values()))
+    return executor, f"runs execute on the Dask cluster ({describe_cluster(client)})"
 
 
 __all__ = ["CRITERION", "DISCONNECT_GRACE", "ETA_WINDOW", "RUN_STATES", "STOPPED_BY_USER",
