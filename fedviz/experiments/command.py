@@ -10,7 +10,9 @@ running ones end within seconds, and the next launch resumes.
 from __future__ import annotations
 
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -57,6 +59,9 @@ def main(args) -> int:
           f"({len(experiment.settings)} settings × {len(experiment.seeds)} seeds); history {store.path}",
           file=sys.stderr, flush=True)
     handle = launch(experiment, store, address=args.scheduler)
+    # SIGTERM (a `kill`, a CI timeout) stops the experiment as Ctrl-C does, so its cells are stored.
+    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() \
+        else None
     last = 0.0
     try:
         while not handle.wait(0.5):
@@ -68,6 +73,9 @@ def main(args) -> int:
         print("stopping: cancelling the cells not started, stopping the running ones", file=sys.stderr, flush=True)
         handle.stop()
         handle.wait()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     snap = handle.snapshot()
     _progress(snap)
     cluster.close()
@@ -87,11 +95,16 @@ def main(args) -> int:
     return 130 if snap.status == "stopped" else 0
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _progress(s) -> None:
     running = ", ".join(f"{c.label} it {c.iteration}" for c in s.running[:4])
     print(f"[{s.seconds:6.0f} s] {s.status}: {s.complete:,}/{s.total:,} cells"
           + (f" ({s.reused:,} from before)" if s.reused else "")
           + (f", {s.failed} failed or diverged" if s.failed else "")
+          + (f", {s.stopped} stopped" if s.stopped else "")
           + (f"; running {running}" if running else "") + (f"; {s.cluster}" if s.cluster else "")
           + (f" — {s.message}" if s.message else ""), file=sys.stderr, flush=True)
 
@@ -116,10 +129,16 @@ def _table(results) -> None:
 def _write(results, verdict, out: Path) -> None:
     (out / "results.csv").write_text(results.to_csv(), encoding="utf-8")
     (out / "results.json").write_text(results.to_json(), encoding="utf-8")
-    from ..plots.experiments import report_html
+    from ..plots.experiments import axis_figure, band_figure, report_html
+    from ..plots.export import write_png
 
     (out / "report.html").write_text(report_html(results, verdict), encoding="utf-8")
     written = ["results.csv", "results.json", "report.html"]
+    # The two figures a paper shows, as pictures for a README: the curves with their seed bands,
+    # and the final f − f* against the varied axis.
+    for name, fig in (("curves.png", band_figure(results)), ("final.png", axis_figure(results))):
+        write_png(fig, out / name)
+        written.append(name)
     print(f"wrote {', '.join(str(out / w) for w in written)}", file=sys.stderr)
 
 

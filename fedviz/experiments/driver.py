@@ -35,7 +35,7 @@ from ..errors import FedvizError, ParameterError
 from ..runner.execute import STOPPED_BY_USER, describe
 from ..runner.job import Entry
 from ..runner.loop import IterationRecord
-from ..runner.store import RunStore
+from ..runner.store import COMPLETE_CELL_STATUSES, RunStore
 from . import cluster
 from .spec import Cell, Experiment
 
@@ -70,9 +70,10 @@ class ExperimentSnapshot:
     message: str
     total: int                 # cells in the grid
     reused: int                # complete before this launch (resume)
-    stored: int                # stored by this launch
-    failed: int                # of which failed (or diverged)
-    cancelled: int
+    stored: int                # stored complete (done or diverged) by this launch
+    failed: int                # stored by this launch as failed or diverged
+    stopped: int               # stored by this launch as stopped (run again on resume)
+    cancelled: int             # cancelled before they started
     running: tuple[CellProgress, ...]
     queued: int
     cluster: str
@@ -135,7 +136,7 @@ class ExperimentHandle:
         self._version = 0
         self._started = time.monotonic()
         self._state = dict(experiment_id=None, status="starting", message="starting the cluster", total=experiment.size,
-                           reused=0, stored=0, failed=0, cancelled=0, queued=0, cluster="")
+                           reused=0, stored=0, failed=0, stopped=0, cancelled=0, queued=0, cluster="")
         self._running: dict[str, CellProgress] = {}
         self._thread = threading.Thread(target=self._drive, daemon=True, name=f"fedviz-exp-{self.uid[:8]}")
 
@@ -308,8 +309,10 @@ class ExperimentHandle:
                              records=collect.records, dataset_fingerprint=info.get("fingerprint", ""),
                              dataset_summary=info.get("summary"), f_star=info.get("f_star"), worker=worker,
                              attempts=max(1, len(attempts - {None})))
-        bad = collect.status not in ("done",)
-        self._update(stored=self._state["stored"] + 1, failed=self._state["failed"] + bad,
+        st = self._state
+        complete = collect.status in COMPLETE_CELL_STATUSES
+        self._update(stored=st["stored"] + complete, failed=st["failed"] + (collect.status in ("failed", "diverged")),
+                     stopped=st["stopped"] + (collect.status == "stopped"),
                      queued=sum(1 for c in self._running.values() if c.state == "queued"))
 
 
