@@ -45,8 +45,9 @@ with ui.guard("Tracing client drift"):
         st.stop()
     vs = views(settings)
     st.plotly_chart(drift_figure(vs), width="stretch", key="drift-figure")
-    st.caption("Each panel is the plane of the two principal directions of all its row's points, through w* "
-               f"(it shows {100 * vs[0].plane.explained:.0f}% of their spread on the IID split, "
+    st.caption("Each panel is the plane of the two principal directions of all its row's points, through w*, "
+               "its two axes scaled to fill the panel "
+               f"(the plane shows {100 * vs[0].plane.explained:.0f}% of their spread on the IID split, "
                f"{100 * vs[1].plane.explained:.0f}% on the non-IID one). The non-IID split gives each node one "
                "label: " + ", ".join(f"node {k + 1}: {100 * p:.0f}% +1" for k, p in enumerate(vs[1].node_labels))
                + ".")

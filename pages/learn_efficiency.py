@@ -50,7 +50,7 @@ def compare(store, group) -> None:
     p = paradigm(runs, eps, algorithms=algorithms)
     styles = {label: ALGORITHMS[a].title for label, a in algorithms.items() if a in ALGORITHMS}
     st.plotly_chart(efficiency_figure(p, styles=styles), width="stretch", key="eff-figure")
-    st.markdown(f"**{p.describe()}**")
+    st.markdown("**" + p.describe().replace("*", "\\*") + "**")  # f* is not markdown's emphasis
     st.table({
         "run": [e.label for e in p.entries],
         "I(ε): rounds": [str(e.rounds) if e.reached else "not reached" for e in p.entries],

@@ -18,7 +18,7 @@ SERVER_COLOR = "#111"
 _DYNAMIC = 3
 
 
-def drift_figure(views: list[DriftView], *, height_per_row: int = 330, start: int = 2) -> go.Figure:
+def drift_figure(views: list[DriftView], *, height_per_row: int = 340, start: int = 2) -> go.Figure:
     """Rows: the views (splits); columns: the algorithms.  Frame t shows round t: the spokes from
     w^{t−1} to each node's local iterate y_k, and the server's path w^0 … w^t.
 
@@ -43,6 +43,11 @@ def drift_figure(views: list[DriftView], *, height_per_row: int = 330, start: in
         allp = np.concatenate(pts)
         allp = allp[np.all(np.isfinite(allp), axis=1)]
         lo, hi = allp.min(axis=0), allp.max(axis=0)
+        # Each axis fills its panel, but neither spans less than 40% of the other (a flat cloud is
+        # not stretched into a tall one): the picture stays close to the plane's true shape.
+        span = np.maximum(hi - lo, 1e-9)
+        widen = np.maximum(0.4 * span[::-1] - span, 0.0) / 2
+        lo, hi = lo - widen, hi + widen
         pad = 0.08 * np.maximum(hi - lo, 1e-9)
         for j, r in enumerate(v.runs):
             row, col = i + 1, j + 1
@@ -64,14 +69,13 @@ def drift_figure(views: list[DriftView], *, height_per_row: int = 330, start: in
                 showlegend=first, marker=dict(symbol="star", size=17, color="#ffd700",
                                               line=dict(width=1.5, color="#111")),
                 hovertemplate="w*<extra></extra>"), row=row, col=col)
-            fig.update_xaxes(range=[lo[0] - pad[0], hi[0] + pad[0]], showticklabels=False, zeroline=False,
-                             row=row, col=col)
-            # One scale on both axes (distances in the plane are distances), the y range widened to fit.
-            anchor = fig.get_subplot(row, col).xaxis.plotly_name.replace("axis", "")
-            fig.update_yaxes(range=[lo[1] - pad[1], hi[1] + pad[1]], showticklabels=False, zeroline=False,
-                             scaleanchor=anchor, scaleratio=1, row=row, col=col)
+            frame = dict(showticklabels=False, zeroline=False, showgrid=False, showline=True, mirror=True,
+                         linecolor="#ccc")
+            fig.update_xaxes(range=[lo[0] - pad[0], hi[0] + pad[0]], row=row, col=col, **frame)
+            fig.update_yaxes(range=[lo[1] - pad[1], hi[1] + pad[1]], row=row, col=col, **frame)
             for t in range(rounds + 1):
                 frames_data[t].extend(_round_traces(srv, loc, t, colors, first))
+    fig.update_annotations(yshift=6)  # the subplot titles, clear of the panels' frames
     steps = []
     frames = []
     for t in range(rounds + 1):

@@ -106,7 +106,7 @@ def test_efficiency_finds_the_crossover_of_runs_in_the_history(store):
     assert switch == [pytest.approx(0.4 / 95)]
     at.multiselect[0].set_value(["cheap"]).run()
     assert not at.exception
-    assert any("cheap is fastest to f − f* ≤ 0.01 at every round cost" in m.value for m in at.markdown)
+    assert any("cheap is fastest to f − f\\* ≤ 0.01 at every round cost" in m.value for m in at.markdown)  # * escaped
 
 
 def test_drift_traces_the_three_algorithms_on_both_splits(store):
