@@ -331,7 +331,7 @@ def tuned_rows(results: Results) -> list[dict]:
     rows = []
     for c in sorted(results.tuned(), key=lambda c: (c.setting, results.arms.index(c.arm), c.seed)):
         rows.append({"setting": results.setting_label(c.setting), "line": c.arm, "how": "tuned",
-                     "seed": c.seed, "parameter": params.get(c.arm) or "", "value": c.stepsize,
+                     "seed": str(c.seed), "parameter": params.get(c.arm) or "", "value": c.stepsize,
                      "final f − f*": c.suboptimality})
     for arm in grid_arms(results):
         mode = next(a.step for a in exp.arms if a.label == arm)

@@ -207,7 +207,7 @@ def test_tuned_rows_and_figure_show_each_tuned_cells_stepsize(stored):
     results, truth = stored
     rows = E.tuned_rows(results)
     tuned = {(r["setting"], r["seed"]): r["value"] for r in rows if r["how"] == "tuned"}
-    assert tuned == {(f"nodes = {NODES[s]}", seed): truth[(s, "FedAvg", None, seed)][2]
+    assert tuned == {(f"nodes = {NODES[s]}", str(seed)): truth[(s, "FedAvg", None, seed)][2]
                      for s in range(len(NODES)) for seed in SEEDS}
     best = [r for r in rows if r["how"] == "best of grid"]
     assert [r["value"] for r in best] == [_best(truth, s) for s in range(len(NODES))]

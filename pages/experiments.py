@@ -1,0 +1,297 @@
+"""Experiments: grids of runs over algorithms, stepsizes, settings and seeds (issue 14) — launch one (a
+built-in that checks a published claim, or your own), watch its cells, reopen it, export it."""
+
+import math
+import tomllib
+
+import streamlit as st
+
+from fedviz import ui
+from fedviz.algorithms import ALGORITHMS
+from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, make_partitioner
+from fedviz.data.presets import PRESETS, override_keys, parse_preset_spec
+from fedviz.errors import ParameterError
+from fedviz.experiments import driver, from_json, from_mapping, from_toml
+from fedviz.experiments.builtin import BUILTINS, SCALES, builtin_for
+from fedviz.experiments.results import METRICS, load
+from fedviz.experiments.spec import DEFAULT_TARGET, PLAIN_KEYS
+from fedviz.plots import experiments as views
+from fedviz.problems.losses import LOSSES
+
+ui.through_navigation()
+
+STEP_HELP = ("default: the algorithm's own (derived) value · tuned: pilot runs choose it in each setting and seed · "
+             "grid: one cell per value you list · scales: one cell per factor × the derived default")
+
+
+def _values(text: str, where: str) -> list:
+    """A comma list as numbers where they are numbers, else words ("0.1, 1, 10"; "logistic, squared")."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ParameterError(where, text, "a comma list of values, e.g. 0.1, 1, 10")
+    out = []
+    for t in items:
+        try:
+            out.append(tomllib.loads(f"v = {t}")["v"])
+        except tomllib.TOMLDecodeError:
+            out.append(t)
+    return out
+
+
+def _launch(experiment) -> None:
+    store = ui.manager().store
+    if store is None:
+        raise ParameterError("history", None, "a run history on this server (experiments are stored there)")
+    # A bad preset knob or partitioner would otherwise fail on the workers, cell by cell: named here.
+    for data in {c.job.make_problem.data for c in experiment.cells()}:
+        if isinstance(data.source, str) and data.source.startswith("preset:"):
+            parse_preset_spec(data.source)
+        if data.partition:
+            make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its knobs, K aside
+    driver.launch(experiment, store)
+    st.session_state["exp-running"] = experiment.name
+    st.session_state["exp-open"] = experiment.name
+
+
+st.title("Experiments")
+st.caption("A grid of runs — algorithms × stepsizes × one or two varied settings × seeds — run on a Dask cluster "
+           "and kept cell by cell in the history: curves with a band over seeds, the final figure against the "
+           "varied setting, and whether a published claim held. The paper chose its stepsize after trying a set "
+           "(Section 4.1); here each choice and its sensitivity are shown.")
+store = ui.manager().store
+
+# -- 1. built-in experiments -------------------------------------------------------------------------------
+st.subheader("Built-in experiments")
+cards = st.columns(len(BUILTINS))
+for card, b in zip(cards, BUILTINS.values()):
+    with card.container(border=True):
+        st.markdown(f"**{b.title}**")
+        st.caption(f"Claim: {b.claim}. — {b.source}")
+        scale = st.radio("Scale", SCALES, horizontal=True, key=ui.seeded(f"exp-scale-{b.name}", "small"),
+                         help="small: minutes on a laptop; full: the published protocol's length.")
+        with ui.guard("Preparing the experiment"):
+            exp = b.experiment(scale)
+            st.caption(f"{exp.size} cells · {exp.iterations} iterations · {len(exp.seeds)} seeds")
+            if st.button(":material/play_arrow: Run", key=f"exp-run-{b.name}", width="stretch"):
+                _launch(exp)
+
+# -- 2. define your own --------------------------------------------------------------------------------------
+with st.expander("Define your own experiment", expanded=False):
+    form, upload = st.tabs(["Form", "TOML"])
+    with form:
+        c1, c2, c3 = st.columns([2, 2, 1])
+        preset = c1.selectbox("Data (preset)", list(PRESETS), key=ui.seeded("exp-preset", "identical-nodes"))
+        options = c2.text_input("Preset options", key=ui.seeded("exp-preset-options", ""),
+                                placeholder="e.g. n_nodes=5&seed=1", help="key=value pairs joined by &.")
+        loss = c3.selectbox("Loss", list(LOSSES), key=ui.seeded("exp-loss", "logistic"))
+        partition = st.text_input("Partition (optional)", key=ui.seeded("exp-partition", ""),
+                                  placeholder="e.g. dirichlet:alpha=1", help="Split the data over new nodes: "
+                                  + ", ".join(PARTITIONERS) + ". Needed to vary partition.<knob>.")
+        names = st.multiselect("Algorithms", list(ALGORITHMS), format_func=ui.algorithm_label,
+                               key=ui.seeded("exp-algorithms", ["gd", "fedavg"]))
+        arms = []
+        for name in names:
+            a1, a2 = st.columns([1, 2])
+            mode = a1.selectbox(f"{ALGORITHMS[name].title}: stepsize", ("default", "tuned", "grid", "scales"),
+                                key=ui.seeded(f"exp-step-{name}", "default"), help=STEP_HELP)
+            values = a2.text_input(f"{ALGORITHMS[name].title}: grid values or factors",
+                                   key=ui.seeded(f"exp-values-{name}", "0.25, 1, 4"),
+                                   disabled=mode not in ("grid", "scales"))
+            arms.append((name, mode, values))
+        head = preset.split("?")[0]
+        part_name = PARTITION_SPEC.split(partition)[0] if partition.strip() else None
+        keys = ([f"data.{k}" for k in override_keys(head)]
+                + ([f"partition.{k}" for k in PARTITIONERS[part_name].params] if part_name in PARTITIONERS else [])
+                + list(PLAIN_KEYS))
+        n_axes = st.radio("Varied settings", (0, 1, 2), horizontal=True, key=ui.seeded("exp-axes", 1))
+        axes = []
+        for i in range(n_axes):
+            x1, x2 = st.columns([1, 2])
+            default = "nodes" if i == 0 else "lam"
+            key = x1.selectbox(f"Axis {i + 1}: setting", keys, key=ui.seeded(f"exp-axis{i}-key", default))
+            values = x2.text_input(f"Axis {i + 1}: values (comma list)",
+                                   key=ui.seeded(f"exp-axis{i}-values", "2, 5, 10" if i == 0 else "0.01, 0.001"))
+            axes.append((key, values))
+        d1, d2, d3, d4 = st.columns(4)
+        seeds = d1.number_input("Seeds", 1, 50, key=ui.seeded("exp-seeds", 2), help="Seeds 0 … n − 1.")
+        iterations = d2.number_input("Iterations", 1, 100_000, key=ui.seeded("exp-iterations", 20))
+        target = d3.text_input("Target ε", key=ui.seeded("exp-target", f"{DEFAULT_TARGET:g}"),
+                               help="For 'rounds to reach f − f* ≤ ε'.")
+        name = d4.text_input("Name", key=ui.seeded("exp-name", "my-experiment"))
+        if st.button(":material/rocket_launch: Launch", type="primary", key="exp-launch", disabled=not names):
+            with ui.guard("Launching the experiment"):
+                try:
+                    eps = float(target)
+                except ValueError:
+                    raise ParameterError("target", target, "a number > 0, e.g. 1e-4") from None
+                doc = {"name": name.strip(), "data": "preset:" + head + (f"?{options.strip()}" if options.strip()
+                                                                          else ""),
+                       "loss": loss, "iterations": int(iterations), "seeds": int(seeds), "target": eps,
+                       "algorithm": [{"name": n, "step": m, **({"values": _values(v, f"{n} values")}
+                                                              if m in ("grid", "scales") else {})}
+                                     for n, m, v in arms],
+                       "axis": [{"key": k, "values": _values(v, f"axis {k} values")} for k, v in axes]}
+                if partition.strip():
+                    doc["partition"] = partition.strip()
+                _launch(from_mapping(doc, where="form"))
+    with upload:
+        st.caption("The same experiment as a file; see docs/experiments.md for the format.")
+        text = st.text_area("TOML", key=ui.seeded("exp-toml", ""), height=220,
+                            placeholder='name = "sweep"\ndata = "preset:identical-nodes"\n\n[[algorithm]]\n'
+                                        'name = "gd"\n\n[[axis]]\nkey = "nodes"\nvalues = [2, 5]')
+        file = st.file_uploader("…or upload a .toml file", type=["toml"], key="exp-upload")
+        if st.button(":material/rocket_launch: Launch from TOML", key="exp-launch-toml"):
+            with ui.guard("Reading the TOML file"):
+                source = file.getvalue().decode("utf-8", "replace") if file is not None else text
+                if not source.strip():
+                    raise ParameterError("TOML", "", "a TOML document: paste one or upload a file")
+                _launch(from_toml(source, where="toml"))
+
+# -- 3. the running experiment --------------------------------------------------------------------------------
+running_name = st.session_state.get("exp-running")
+handle = driver.running(running_name) if running_name else None
+live = handle is not None and not handle.done
+
+
+@st.fragment(run_every=1.0 if live else None)
+def _running():
+    """Progress over cells and the running cells' curves, from the driver's immutable snapshot."""
+    h = driver.running(running_name) if running_name else None
+    if h is None:
+        return
+    snap = h.snapshot()
+    if live and snap.finished:
+        st.rerun()  # ended: the whole page again, without the timer, with its results below
+    st.subheader(f"Running: {snap.name}")
+    fraction, text = views.progress(snap)
+    st.progress(fraction, text=text)
+    if snap.message:
+        st.caption(snap.message)
+    if snap.cluster:
+        st.caption(f"Cluster: {snap.cluster}")
+    if snap.running:
+        st.markdown("  \n".join(f":material/autorenew: **{c.label}** · setting {h.experiment.setting_label(c.setting)}"
+                                f" · seed {c.seed} · iteration {c.iteration}"
+                                + (f" · f − f* {c.suboptimality:.3g}" if math.isfinite(c.suboptimality) else "")
+                                for c in snap.running))
+        st.plotly_chart(views.live_figure(snap), width="stretch", key="exp-live-chart")
+    if not snap.finished and st.button(":material/stop: Stop", key="exp-stop"):
+        h.stop("stopped by the user")
+
+
+if handle is not None:
+    _running()
+
+# -- 4. reopen ------------------------------------------------------------------------------------------------
+st.subheader("Results")
+if store is None:
+    st.warning("The run history is unavailable on this server, so experiments cannot be stored or reopened.")
+    st.stop()
+infos = {i.name: i for i in store.list_experiments(limit=200)}
+if not infos:
+    st.info("No experiment yet: run a built-in above, or define your own.")
+    ui.sync_link()
+    st.stop()
+names_all = list(infos)
+if st.session_state.get("exp-open") not in infos:
+    st.session_state.pop("exp-open", None)  # a name not stored yet (starting): the newest one for now
+
+
+def _describe(n: str) -> str:
+    i = infos[n]
+    return f"{n} · {i.status} · {i.n_complete} complete of {i.n_cells} stored cells · {i.updated[:19].replace('T', ' ')}"
+
+
+chosen = st.selectbox("Experiment", names_all, format_func=_describe, key="exp-open")
+info = infos[chosen]
+with ui.guard("Reading the experiment"):
+    cache_key = (chosen, info.updated, info.n_cells, info.status)
+    cached = st.session_state.get("exp-results")
+    if cached is None or cached[0] != cache_key:
+        cached = st.session_state["exp-results"] = (cache_key, load(store, chosen))
+    results = cached[1]
+    figures = st.session_state.setdefault("exp-figures", {})
+    if figures.get("key") != cache_key:
+        figures.clear()
+        figures["key"] = cache_key
+
+    def figure(name: str, *args, **kwargs):
+        """A view of ``results``, built once per state of the experiment and choice of its controls (a
+        change to another control reruns the page, and the figures need not be built again)."""
+        key = (name, repr(args), repr(sorted(kwargs.items())))
+        if key not in figures:
+            figures[key] = getattr(views, name)(results, *args, **kwargs)
+        return figures[key]
+
+    exp = results.experiment
+    mine = driver.running(chosen)
+    busy = mine is not None and not mine.done
+    missing = exp.size - info.n_complete
+    st.caption(f"{exp.description or 'Your experiment.'} — {info.n_complete} of {exp.size} cells complete"
+               + (f" · {info.message}" if info.message else ""))
+    if not busy and (info.status in ("stopped", "interrupted", "failed") or missing > 0):
+        uploaded = bool(info.spec.get("uploaded"))
+        if st.button(f":material/replay: Resume ({missing} cells to run)", key="exp-resume", disabled=uploaded,
+                     help="Runs only the cells without a complete result." if not uploaded else
+                     "An uploaded data set is not kept: reopen its results only."):
+            _launch(from_json(info.spec))
+            st.rerun()
+    builtin = builtin_for(chosen)
+    verdict = builtin.verdict(results) if builtin is not None and results.cells else None
+    if verdict is not None:
+        show = {True: st.success, False: st.error, None: st.warning}[verdict.held]
+        show(verdict.text + "\n\n" + "\n".join(f"- {line}" for line in verdict.lines()))
+    if not results.cells:
+        st.info("No cell stored yet.")
+    else:
+        tabs = st.tabs(["Curves", "Against the axis", "Heatmap", "Stepsize sensitivity", "Chosen stepsizes",
+                        "Cells"])
+        with tabs[0]:
+            c1, c2 = st.columns([1, 2])
+            curve = c1.selectbox("Curve", list(views.CURVES), format_func=views.CURVES.get,
+                                 key=ui.seeded("exp-curve", "suboptimality"))
+            labels = {s: results.setting_label(s) for s in results.settings}
+            shown = c2.multiselect("Settings", list(labels), format_func=labels.get, max_selections=views.MAX_FACETS,
+                                   key=f"exp-settings-{chosen}", default=list(labels)[:6])
+            st.plotly_chart(figure("band_figure", shown or list(labels)[:1], metric=curve), width="stretch",
+                            key="exp-band")
+        with tabs[1]:
+            c1, c2 = st.columns(2)
+            metric = c1.selectbox("Final figure", list(METRICS), format_func=METRICS.get,
+                                  key=ui.seeded("exp-metric", "suboptimality"))
+            axis = c2.radio("Against", list(range(len(exp.axes))) or [0], horizontal=True,
+                            format_func=lambda i: exp.axes[i].name if exp.axes else "setting",
+                            key=f"exp-against-{chosen}")
+            st.plotly_chart(figure("axis_figure", metric, axis=axis if exp.axes else 0), width="stretch",
+                            key="exp-axis-fig")
+            st.caption("Lines with a stepsize grid are drawn at their best grid value in each setting (lowest "
+                       "median final f − f*), as the paper chose its stepsize after the fact (Section 4.1).")
+        with tabs[2]:
+            hm = st.selectbox("Colour by", list(METRICS), format_func=METRICS.get,
+                              key=ui.seeded("exp-heat-metric", "suboptimality"))
+            st.plotly_chart(figure("heatmap_figure", hm), width="stretch", key="exp-heatmap")
+        with tabs[3]:
+            if views.grid_arms(results):
+                st.plotly_chart(figure("sensitivity_figure", shown or None), width="stretch",
+                                key="exp-sensitivity")
+            else:
+                st.info("No line of this experiment has a stepsize grid (step = grid or scales).")
+        with tabs[4]:
+            rows = views.tuned_rows(results)
+            if rows:
+                st.plotly_chart(figure("tuned_figure"), width="stretch", key="exp-tuned")
+                st.dataframe(rows, hide_index=True, width="stretch")
+            else:
+                st.info("No line of this experiment is tuned or has a stepsize grid.")
+        with tabs[5]:
+            st.dataframe(results.rows(), hide_index=True, width="stretch")
+        d1, d2, d3 = st.columns(3)  # files made on click, not on every page load
+        d1.download_button(":material/download: Cells as CSV", results.to_csv, f"{chosen}.csv", "text/csv",
+                           key="exp-csv")
+        d2.download_button(":material/download: Everything as JSON", results.to_json, f"{chosen}.json",
+                           "application/json", key="exp-json")
+        d3.download_button(":material/download: Report as HTML", lambda: views.report_html(results, verdict),
+                           f"{chosen}.html", "text/html", key="exp-html",
+                           help="One standalone page with every figure, the verdict and the cells (opens offline).")
+
+ui.sync_link()

@@ -1,0 +1,186 @@
+"""The Experiments page opened as a user would (Streamlit's AppTest): the built-in cards, a tiny
+experiment defined in the form and launched on a real local Dask cluster (one worker), then
+reopened with every view and download; bad input becomes a message; controls keep their values.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT
+from fedviz.experiments import cluster, driver
+from fedviz.experiments.builtin import BUILTINS
+from fedviz.experiments.results import load
+from fedviz.runner import get_manager
+
+APP = str(ROOT / "app.py")
+PAGE = "pages/experiments.py"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_worker():
+    mp = pytest.MonkeyPatch()
+    mp.setenv(cluster.WORKERS_ENV, "1")
+    mp.delenv(cluster.SCHEDULER_ENV, raising=False)
+    mp.setattr(get_manager(), "session_timeout", 24 * 3600.0)
+    yield
+    cluster.close()
+    mp.undo()
+
+
+def _page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _errors(at) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def test_every_builtin_card_renders_with_its_claim_scale_and_run_button():
+    at = _page()
+    text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    for b in BUILTINS.values():
+        assert b.title in text and b.claim in text
+        assert at.radio(key=f"exp-scale-{b.name}").value == "small"
+        assert at.button(key=f"exp-run-{b.name}").label.endswith("Run")
+        small, full = b.experiment("small"), b.experiment("full")
+        assert f"{small.size} cells" in text
+        at.radio(key=f"exp-scale-{b.name}").set_value("full").run()
+        assert f"{full.size} cells" in " ".join(c.value for c in at.caption)
+    assert not _errors(at)
+
+
+def test_define_launch_watch_and_reopen_a_tiny_experiment():
+    at = _page()
+    name = "page tiny"
+    at.selectbox(key="exp-preset").set_value("fedprox-synthetic").run()
+    at.text_input(key="exp-preset-options").set_value("n_nodes=5").run()
+    at.multiselect(key="exp-algorithms").set_value(["gd", "fedavg"]).run()
+    at.selectbox(key="exp-step-gd").set_value("grid").run()
+    at.text_input(key="exp-values-gd").set_value("0.5, 2").run()
+    at.selectbox(key="exp-step-fedavg").set_value("tuned").run()
+    at.selectbox(key="exp-axis0-key").set_value("data.beta").run()
+    at.text_input(key="exp-axis0-values").set_value("0, 1").run()
+    at.number_input(key="exp-seeds").set_value(1).run()
+    at.number_input(key="exp-iterations").set_value(2).run()
+    at.text_input(key="exp-name").set_value(name).run()
+    assert not _errors(at), _errors(at)
+    at.button(key="exp-launch").click().run()
+    assert not at.exception, at.exception
+    assert not _errors(at), _errors(at)
+    assert at.session_state["exp-running"] == name
+    # The running view: its heading and a progress bar over cells (reused + stored of total).
+    assert any(h.value == f"Running: {name}" for h in at.subheader)
+    handle = driver.running(name)
+    assert handle is not None and handle.wait(180), "the experiment did not end"
+    snap = handle.snapshot()
+    assert snap.status == "done", snap.message
+    assert (snap.total, snap.stored, snap.failed) == (6, 6, 0)  # 2 settings × (2 grid values + tuned) × 1 seed
+
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="exp-open").value == name
+    assert not _errors(at), _errors(at)
+    # Every view drew a figure: curves, against the axis, heatmap, sensitivity, chosen stepsizes.
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 5, len(charts)
+    assert len(at.dataframe) == 2  # chosen stepsizes and the cells
+    downloads = at.get("download_button")
+    assert len(downloads) == 3
+    results = load(get_manager().store, name)
+    rows = list(csv.DictReader(io.StringIO(results.to_csv())))
+    assert len(rows) == 6 and {r["line"] for r in rows} == {"GD", "FedAvg"}
+    assert {r["status"] for r in rows} == {"done"}
+    # A complete experiment offers no Resume.
+    assert not [b for b in at.button if b.key == "exp-resume"]
+    # The views' controls keep three changes in a row.
+    for key, values in (("exp-curve", ("test_error", "objective", "suboptimality")),
+                        ("exp-metric", ("test_error", "rounds", "objective")),
+                        ("exp-heat-metric", ("test_error", "objective", "rounds"))):
+        for v in values:
+            at.selectbox(key=key).set_value(v).run()
+            assert at.selectbox(key=key).value == v
+            assert not at.exception, at.exception
+            assert not _errors(at), (key, v, _errors(at))
+
+
+BAD_TOML = [
+    ("name = [", "TOML"),
+    ('name = "x"\ndata = "preset:identical-nodes"\nfoo = 1\n[[algorithm]]\nname = "gd"\n', "toml.foo"),
+    ('name = "x"\ndata = "preset:identical-nodes"\n[[algorithm]]\nname = "nope"\n', "nope"),
+    ('name = "x"\ndata = "preset:identical-nodes"\n[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\n'
+     'values = [0]\n', "nodes"),
+    ('name = "x"\ndata = "preset:identical-nodes?no_such_knob=1"\n[[algorithm]]\nname = "gd"\n', "no_such_knob"),
+]
+
+
+def test_bad_toml_gives_a_message_naming_the_problem():
+    at = _page()
+    for text, words in BAD_TOML:
+        at.text_area(key="exp-toml").set_value(text).run()
+        at.button(key="exp-launch-toml").click().run()
+        assert not at.exception, at.exception
+        errors = _errors(at)
+        assert len(errors) == 1 and words in errors[0], (text, errors)
+        assert "exp-running" not in at.session_state
+
+
+BAD_FORM = [
+    ("exp-target", "soon", "target"),
+    ("exp-axis0-values", "two, five", "nodes"),
+    ("exp-name", "", "name"),
+    ("exp-preset-options", "no_such_knob=1", "no_such_knob"),
+    ("exp-partition", "dirichlet:alpha=-1", "alpha"),
+]
+
+
+def test_bad_form_input_gives_a_message():
+    at = _page()
+    for key, value, words in BAD_FORM:
+        good = at.text_input(key=key).value
+        at.text_input(key=key).set_value(value).run()
+        at.button(key="exp-launch").click().run()
+        assert not at.exception, at.exception
+        errors = _errors(at)
+        assert len(errors) == 1 and words in errors[0], (key, value, errors)
+        assert "exp-running" not in at.session_state
+        at.text_input(key=key).set_value(good).run()
+
+
+def test_every_form_control_keeps_three_changes_in_a_row():
+    at = _page()
+    changes = [
+        ("selectbox", "exp-preset", ("iid", "fedprox-synthetic", "identical-nodes")),
+        ("text_input", "exp-preset-options", ("n_nodes=5", "n_nodes=6", "")),
+        ("selectbox", "exp-loss", ("squared", "smoothed-hinge", "logistic")),
+        ("text_input", "exp-partition", ("dirichlet:alpha=1", "shards", "")),
+        ("multiselect", "exp-algorithms", (["gd"], ["gd", "fsvrg"], ["fedavg", "gd", "scaffold"])),
+        ("selectbox", "exp-step-gd", ("tuned", "grid", "scales")),
+        ("text_input", "exp-values-gd", ("1", "1, 2", "0.5, 1, 2")),
+        ("radio", "exp-axes", (0, 2, 1)),
+        ("selectbox", "exp-axis0-key", ("lam", "loss", "data.n_nodes")),
+        ("text_input", "exp-axis0-values", ("1, 2", "3, 4", "5, 6")),
+        ("number_input", "exp-seeds", (3, 4, 5)),
+        ("number_input", "exp-iterations", (5, 6, 7)),
+        ("text_input", "exp-target", ("1e-3", "1e-5", "1e-6")),
+        ("text_input", "exp-name", ("a", "b", "c")),
+        ("text_area", "exp-toml", ("x", "y", "z")),
+        ("radio", "exp-scale-paper-figure2", ("full", "small", "full")),
+    ]
+    for kind, key, values in changes:
+        for v in values:
+            getattr(at, kind)(key=key).set_value(v).run()
+            assert not at.exception, (key, v, at.exception)
+            assert getattr(at, kind)(key=key).value == v, (key, v)
+    # and they all still hold their last value after the others changed
+    for kind, key, values in changes:
+        assert getattr(at, kind)(key=key).value == values[-1], key
