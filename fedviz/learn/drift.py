@@ -142,13 +142,11 @@ def trace(problem: Problem, name: str, *, rounds: int, seed: int = 0, hyper: dic
     algo = cls(problem, seed=seed, w0=w0, **dict(hyper or {}))
     servers, locals_, gap = [algo.w.copy()], [], 0.0
     for _ in range(int(rounds)):
-        x = algo.w.copy()
-        ys, expected = (_local_sgd(algo) if name != "fsvrg" else _local_svrg(algo))
+        ys, expected = _local_sgd(algo) if name != "fsvrg" else _local_svrg(algo)
         algo.step()
         servers.append(algo.w.copy())
         locals_.append(ys)
         gap = max(gap, float(np.max(np.abs(algo.w - expected)))) if np.all(np.isfinite(algo.w)) else np.inf
-        del x
     return DriftRun(name, cls.title, np.array(servers), np.array(locals_), gap)
 
 
