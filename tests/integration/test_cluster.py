@@ -1,0 +1,478 @@
+"""The cluster's acceptance tests (issue 14): experiments and ordinary runs on a real Dask
+cluster give, cell by cell, exactly what ``fedviz run`` gives with the same seeds.
+
+The cluster is the one an operator starts: ``dask scheduler`` and two ``dask worker``
+processes on loopback (:class:`DaskProcesses`), or fedviz's embedded local cluster.  The
+oracle is ``python -m fedviz run ... --seed S --json`` in its own process with one numba
+thread (a worker's thread count; some kernels chunk their work by it, so only equal counts
+give bitwise equal results), which computes f* with ``solve`` and iterates the loop
+directly: nothing of the experiment driver, the Dask task or the store is on its path.
+Records are compared field by field, exactly, except ``seconds`` (a clock) and the label
+(``fedviz run`` labels by the registry name, a cell by its arm's title).
+
+Time enters only as generous latency bounds of the feature (Stop ends an experiment
+within 10 s), never as a speed benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import DATA, ROOT
+from fedviz.algorithms.spec import AlgorithmSpec
+from fedviz.data.build import DataSpec
+from fedviz.experiments import Arm, Axis, Experiment
+from fedviz.experiments import cluster
+from fedviz.experiments.cluster import PINNED, DaskExecutor
+from fedviz.experiments.driver import launch
+from fedviz.runner.execute import ThreadExecutor
+from fedviz.runner.job import ProblemSpec, RunJob
+from fedviz.runner.manager import RunManager
+from fedviz.runner.store import COMPLETE_CELL_STATUSES, RunStore
+
+pytestmark = pytest.mark.integration
+
+#: Every record field compared exactly (all but the clock and the label).
+COMPARED = ("iteration", "objective", "suboptimality", "test_error", "train_error", "grad_norm", "rounds",
+            "vectors_up", "vectors_down", "grad_evals", "passes", "status", "message")
+
+#: A small grid: 2 settings of FedProx's α × 2 arms × 2 seeds, 10 iterations (cells of ~0.1 s).
+SMALL = Experiment("small", DataSpec(source="preset:fedprox-synthetic?nodes=8"), (Arm.of("fsvrg"), Arm.of("gd")),
+                   (Axis.of("data.alpha", [0.5, 1.0]),), seeds=(0, 1), iterations=10)
+#: Cells long enough to kill a worker or press Stop in the middle of one (FSVRG: ~2 s at one thread).
+LONG = Experiment("long", DataSpec(source="preset:fedprox-synthetic"), (Arm.of("fsvrg"), Arm.of("gd")),
+                  seeds=(0, 1), iterations=150)
+#: An upload: the bytes of a LIBSVM file, scattered to the cluster once.
+HEART = DATA / "heart_scale"
+
+
+# -- the cluster an operator starts --------------------------------------------------------------------
+class DaskProcesses:
+    """``dask scheduler`` and ``dask worker`` processes on loopback, each in its own process
+    group, so that killing one worker (its nanny and the worker process under it) or the
+    whole cluster leaves nothing behind."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self.env = {**os.environ, **PINNED, "PYTHONPATH": str(ROOT)}
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: dict[str, subprocess.Popen] = {}
+        self.address = ""
+        self.pids: set[int] = set()  # every process seen, to check none outlives close()
+
+    def _spawn(self, args, log: str) -> subprocess.Popen:
+        with open(self.workdir / log, "ab") as out:
+            return subprocess.Popen([sys.executable, "-m", "dask", *args], cwd=ROOT, env=self.env, stdout=out,
+                                    stderr=subprocess.STDOUT, process_group=0)
+
+    def start(self, n_workers: int = 2, timeout: float = 90.0) -> "DaskProcesses":
+        file = self.workdir / "scheduler.json"
+        self.scheduler = self._spawn(["scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
+                                      str(file), "--no-dashboard"], "scheduler.log")
+        deadline = time.monotonic() + timeout
+        while not file.exists() or not file.read_text().strip():
+            assert self.scheduler.poll() is None, self.log("scheduler.log")
+            assert time.monotonic() < deadline, "the scheduler wrote no scheduler file"
+            time.sleep(0.1)
+        time.sleep(0.1)  # the file is written whole, but be sure it is closed
+        self.address = json.loads(file.read_text())["address"]
+        for k in range(n_workers):
+            self.add_worker(f"w{k}")
+        self.wait_for_workers(n_workers, deadline - time.monotonic())
+        return self
+
+    def add_worker(self, name: str) -> None:
+        self.workers[name] = self._spawn(["worker", self.address, "--name", name, "--host", "127.0.0.1",
+                                          "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
+                                          "--death-timeout", "30"], f"{name}.log")
+
+    def wait_for_workers(self, n: int, timeout: float) -> None:
+        from distributed import Client
+
+        with Client(self.address, set_as_default=False, timeout="20s") as client:
+            client.wait_for_workers(n, timeout=max(timeout, 5))
+        self._remember()
+
+    def _remember(self) -> None:
+        for proc in [self.scheduler, *self.workers.values()]:
+            try:
+                p = psutil.Process(proc.pid)
+                self.pids |= {p.pid, *(c.pid for c in p.children(recursive=True))}
+            except psutil.NoSuchProcess:
+                pass
+
+    def worker_address(self, name: str, client) -> str:
+        for addr, info in client.scheduler_info(n_workers=-1)["workers"].items():
+            if info.get("name") == name:
+                return addr
+        raise KeyError(name)
+
+    def kill_worker(self, name: str) -> None:
+        """SIGKILL a worker: the nanny (which would restart it) and the worker process under it."""
+        proc = self.workers.pop(name)
+        tree = psutil.Process(proc.pid)
+        members = [tree, *tree.children(recursive=True)]
+        os.killpg(proc.pid, signal.SIGKILL)
+        for p in members:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(members, timeout=10)
+        proc.wait(10)
+
+    def log(self, name: str) -> str:
+        path = self.workdir / name
+        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+    def close(self) -> None:
+        self._remember()
+        for proc in [*self.workers.values(), self.scheduler]:
+            if proc is not None and proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for proc in [*self.workers.values(), self.scheduler]:
+            if proc is None:
+                continue
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        gone, alive = psutil.wait_procs([_proc(p) for p in self.pids if _proc(p) is not None], timeout=10)
+        for p in alive:
+            p.kill()
+        assert not alive, f"processes outlived the cluster: {alive}"
+
+
+def _proc(pid: int):
+    try:
+        p = psutil.Process(pid)
+        return p if p.status() != psutil.STATUS_ZOMBIE else None
+    except psutil.NoSuchProcess:
+        return None
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """A scheduler and two workers started with Dask's own commands; yields them (``.address``)."""
+    procs = DaskProcesses(tmp_path_factory.mktemp("dask")).start(2)
+    try:
+        yield procs
+    finally:
+        cluster.close()  # this process's clients (and a local cluster, if a test left one)
+        procs.close()
+    assert not any(psutil.pid_exists(p) and _proc(p) is not None for p in procs.pids)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = RunStore(tmp_path / "runs.sqlite")
+    yield s
+    s.close()
+
+
+# -- the oracle: ``fedviz run`` in its own process, one numba thread ----------------------------------------
+_ORACLE: dict = {}
+_ORACLE_LOCK = threading.Lock()
+
+
+def _fedviz_run(data: str, seed: int, algorithms: tuple[str, ...], iterations: int) -> dict[str, list[dict]]:
+    key = (data, seed, algorithms, iterations)
+    with _ORACLE_LOCK:
+        if key in _ORACLE:
+            return _ORACLE[key]
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "fedviz", "run", data, "--seed", str(seed), "--algorithms",
+                        ",".join(algorithms), "--iterations", str(iterations), "--json"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out: dict[str, list[dict]] = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            out.setdefault(row["algorithm"], []).append(row)
+    with _ORACLE_LOCK:
+        _ORACLE[key] = out
+    return out
+
+
+def _oracle_for(exp: Experiment, data_arg=None) -> dict[str, list[dict]]:
+    """cell key → the records ``fedviz run`` prints for that cell's data, algorithm and seed."""
+    runs = {}
+    for cell in exp.cells():
+        source = cell.job.make_problem.data.source
+        data = data_arg if data_arg is not None else source
+        runs.setdefault((str(data), cell.seed), set()).add(cell.job.algorithms[0].name)
+    keys = [(data, seed, tuple(sorted(algos)), exp.iterations) for (data, seed), algos in runs.items()]
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(keys, pool.map(lambda k: _fedviz_run(*k), keys)))
+    out = {}
+    for cell in exp.cells():
+        data = str(data_arg) if data_arg is not None else cell.job.make_problem.data.source
+        name = cell.job.algorithms[0].name
+        key = next(k for k in keys if k[0] == data and k[1] == cell.seed)
+        out[cell.key] = results[key][name]
+    return out
+
+
+def _plain(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None  # as ``fedviz run --json`` writes it
+    return x
+
+
+def _assert_equal_to_oracle(store: RunStore, exp_id: int, oracle: dict[str, list[dict]]) -> None:
+    cells = store.experiment_cells(exp_id)
+    assert sorted(c.key for c in cells) == sorted(oracle)
+    for c in cells:
+        got = [{f: _plain(getattr(r, f)) for f in COMPARED} for r in store.records(c.run_id)]
+        want = [{f: row[f] for f in COMPARED} for row in oracle[c.key]]
+        assert len(got) == len(want), (c.arm, c.seed, c.setting)
+        for g, w in zip(got, want):
+            assert g == w, (c.arm, c.seed, c.setting, g, w)
+
+
+def _row_counts(store: RunStore, exp_id: int) -> tuple[int, int, int]:
+    """(cell rows, distinct cell keys, run rows of the experiment's group), read with plain SQL."""
+    group = store.get_experiment(exp_id).group_id
+    with sqlite3.connect(str(store.path)) as db:
+        cells, keys = db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM cells WHERE experiment_id = ?",
+                                 (exp_id,)).fetchone()
+        runs = db.execute("SELECT COUNT(*) FROM runs WHERE group_id = ?", (group,)).fetchone()[0]
+    return cells, keys, runs
+
+
+def _wait(handle, timeout: float = 120.0):
+    assert handle.wait(timeout), f"the experiment did not end in {timeout} s: {handle.snapshot()}"
+    return handle.snapshot()
+
+
+def _wait_running(handle, n: int = 1, *, min_iteration: int = 1, timeout: float = 60.0):
+    """The snapshot once ``n`` cells are past ``min_iteration`` (streamed from the workers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snap = handle.snapshot()
+        assert not snap.finished, f"the experiment ended before {n} cells ran: {snap}"
+        busy = [c for c in snap.running if c.iteration >= min_iteration]
+        if len(busy) >= n:
+            return snap, busy
+        time.sleep(0.05)
+    raise AssertionError(f"{n} cells never ran: {handle.snapshot()}")
+
+
+# -- experiments on the operator's cluster ---------------------------------------------------------------
+def test_small_experiment_on_dask_scheduler_equals_fedviz_run(dask_cluster, store):
+    exp = Experiment("small on dask", SMALL.data, SMALL.arms, SMALL.axes, SMALL.seeds, SMALL.iterations)
+    handle = launch(exp, store, address=dask_cluster.address)
+    snap = _wait(handle)
+    assert snap.status == "done", snap.message
+    assert (snap.total, snap.stored, snap.reused, snap.failed) == (8, 8, 0, 0)
+    assert "2 workers" in snap.cluster
+    info = store.get_experiment(exp.name)
+    assert (info.status, info.n_cells, info.n_complete) == ("done", 8, 8)
+    assert _row_counts(store, info.id) == (8, 8, 8)
+    cells = store.experiment_cells(info.id)
+    assert {c.worker for c in cells} <= set(cluster.get_client(dask_cluster.address).scheduler_info(
+        n_workers=-1)["workers"]), "every cell ran on one of the two workers"
+    _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
+
+
+def test_small_experiment_on_default_local_cluster(monkeypatch, store):
+    monkeypatch.delenv(cluster.SCHEDULER_ENV, raising=False)
+    monkeypatch.setenv(cluster.WORKERS_ENV, "2")
+    exp = Experiment("small on the local cluster", SMALL.data, SMALL.arms, SMALL.axes, SMALL.seeds,
+                     SMALL.iterations)
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    try:
+        handle = launch(exp, store)
+        snap = _wait(handle)
+        # The worker processes (multiprocessing's resource tracker lives as long as this process).
+        started = {p.pid for p in me.children(recursive=True)
+                   if "resource_tracker" not in " ".join(p.cmdline())} - before
+    finally:
+        cluster.close()
+    assert snap.status == "done", snap.message
+    assert snap.cluster == "local cluster, 2 workers"
+    assert (snap.stored, snap.failed) == (8, 0)
+    info = store.get_experiment(exp.name)
+    assert _row_counts(store, info.id) == (8, 8, 8)
+    assert len({c.worker for c in store.experiment_cells(info.id)} - {""}) >= 1
+    _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
+    assert len(started) >= 2, "the local cluster runs its workers as processes"
+    gone, alive = psutil.wait_procs([psutil.Process(p) for p in started if psutil.pid_exists(p)], timeout=15)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], "close() ends the local workers"
+
+
+def test_worker_killed_mid_experiment_loses_no_cell(dask_cluster, store):
+    """SIGKILL the worker running a cell (nanny included, so nothing restarts it): Dask runs the
+    cell again on another worker; every cell is stored once, equal to ``fedviz run``.  A third
+    worker joins first, so that two remain for the tests after this one."""
+    procs = dask_cluster
+    procs.add_worker("w2")
+    procs.wait_for_workers(3, 60)
+    exp = Experiment("killed worker", LONG.data, LONG.arms, LONG.axes, LONG.seeds, LONG.iterations)
+    handle = launch(exp, store, address=procs.address)
+    client = cluster.get_client(procs.address)
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None:
+        assert time.monotonic() < deadline, f"no cell ran long enough to be killed: {handle.snapshot()}"
+        _, busy = _wait_running(handle, 1, min_iteration=5)
+        processing = client.processing()
+        for cell in busy:
+            task = f"fedviz-cell-{handle.uid}-{cell.key}"
+            victim = next((name for name in procs.workers
+                           if task in processing.get(procs.worker_address(name, client), ())), None)
+            if victim is not None:
+                victim_key, victim_address = cell.key, procs.worker_address(victim, client)
+                break
+    procs.kill_worker(victim)
+    snap = _wait(handle, 180)
+    assert snap.status == "done", snap.message
+    assert (snap.total, snap.stored, snap.failed) == (4, 4, 0)
+    info = store.get_experiment(exp.name)
+    assert _row_counts(store, info.id) == (4, 4, 4), "one cell row and one run per cell, none twice"
+    cells = {c.key: c for c in store.experiment_cells(info.id)}
+    assert cells[victim_key].attempts >= 2, "the killed cell ran again"
+    assert cells[victim_key].worker != victim_address and all(c.status == "done" for c in cells.values())
+    assert len(client.scheduler_info(n_workers=-1)["workers"]) == 2
+    _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
+
+
+def test_stop_within_seconds_then_resume_runs_only_missing_cells(dask_cluster, store):
+    exp = Experiment("stop and resume", LONG.data, LONG.arms, LONG.axes, LONG.seeds, LONG.iterations)
+    handle = launch(exp, store, address=dask_cluster.address)
+    _wait_running(handle, 1, min_iteration=3)
+    t = time.monotonic()
+    handle.stop()
+    while not handle.snapshot().finished:
+        assert time.monotonic() - t < 10, f"Stop took more than 10 s: {handle.snapshot()}"
+        time.sleep(0.02)
+    latency = time.monotonic() - t
+    snap = handle.snapshot()
+    assert snap.status == "stopped" and latency < 10
+    assert snap.cancelled >= 1, "cells not started are cancelled"
+    assert snap.stopped >= 1, "the cells running at Stop end as stopped"
+    assert snap.stored + snap.failed + snap.stopped + snap.cancelled == snap.total == 4
+    info = store.get_experiment(exp.name)
+    assert info.status == "stopped"
+    cells = store.experiment_cells(info.id)
+    stopped = [c for c in cells if c.status == "stopped"]
+    assert stopped, "the cell running at Stop is stored as stopped"
+    complete = store.complete_cells(info.id)
+    assert complete == {c.key for c in cells if c.status in COMPLETE_CELL_STATUSES}
+    assert not complete & {c.key for c in stopped}
+    assert len(complete) == snap.stored < 4 and len(stopped) == snap.stopped
+
+    again = launch(exp, store, address=dask_cluster.address)
+    snap2 = _wait(again)
+    assert snap2.status == "done", snap2.message
+    assert snap2.reused == len(complete), "complete cells are not run again"
+    assert snap2.stored == 4 - len(complete), "exactly the missing cells ran"
+    assert _row_counts(store, info.id) == (4, 4, 4), "a stopped cell's old run is replaced, not kept"
+    assert all(c.status == "done" for c in store.experiment_cells(info.id))
+    _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
+
+    third = _wait(launch(exp, store, address=dask_cluster.address))
+    assert (third.status, third.reused, third.stored) == ("done", 4, 0)
+
+
+def test_upload_is_scattered_once_and_equals_fedviz_run_on_the_file(dask_cluster, store, monkeypatch):
+    data = HEART.read_bytes()
+    exp = Experiment("upload", DataSpec(source=data), (Arm.of("fsvrg"), Arm.of("gd")), seeds=(0, 1), iterations=10)
+    client = cluster.get_client(dask_cluster.address)
+    scattered = []
+    real = client.scatter
+
+    def scatter(value, *args, **kwargs):
+        fut = real(value, *args, **kwargs)
+        scattered.append((len(value), fut))
+        return fut
+
+    monkeypatch.setattr(client, "scatter", scatter)
+    handle = launch(exp, store, address=dask_cluster.address)
+    snap = _wait(handle)
+    assert snap.status == "done" and snap.stored == 4, snap.message
+    # One scatter per problem (a seed also seeds the split) but one key per content: the bytes
+    # reach the cluster once, and each worker at most once.
+    assert scattered and all(size == len(data) for size, _ in scattered)
+    keys = {fut.key for _, fut in scattered}
+    assert len(keys) == 1
+    key = next(iter(keys))
+    holders = client.who_has([scattered[0][1]])[key]
+    assert 1 <= len(holders) <= 2
+    info = store.get_experiment(exp.name)
+    assert info.spec["uploaded"] is True
+    _assert_equal_to_oracle(store, info.id, _oracle_for(exp, data_arg=HEART))
+
+
+# -- ordinary runs through the executor seam -----------------------------------------------------------------
+def _records(handle, labels):
+    snap = handle.snapshot()
+    return {label: [{f: _plain(getattr(r, f)) for f in COMPARED} for r in snap.records(label)] for label in labels}
+
+
+def test_dask_executor_gives_the_thread_executors_records_and_stops(dask_cluster):
+    problem = ProblemSpec(DataSpec(source="preset:fedprox-synthetic?nodes=8", seed=3))
+    specs = (AlgorithmSpec.of("fsvrg", label="fsvrg"), AlgorithmSpec.of("gd", label="gd"))
+    job = RunJob(problem, specs, iterations=10, seed=3, config={"source": "test"})
+    results = {}
+    for name, executor in (("dask", DaskExecutor(dask_cluster.address)), ("thread", ThreadExecutor())):
+        manager = RunManager(1, store=None, reaper=False, executor=executor)
+        try:
+            handle = manager.submit(job, "s")
+            assert handle.wait(120)
+            snap = handle.snapshot()
+            assert snap.status == "done", (name, snap.message)
+            results[name] = _records(handle, ("fsvrg", "gd"))
+        finally:
+            manager.close(10)
+    oracle = _fedviz_run(problem.data.source, 3, ("fsvrg", "gd"), 10)
+    want = {label: [{f: row[f] for f in COMPARED} for row in oracle[label]] for label in ("fsvrg", "gd")}
+    assert results["dask"] == want, "a run on the cluster is fedviz run's, bit for bit (one thread each)"
+    for label in ("fsvrg", "gd"):
+        thread, dask = results["thread"][label], results["dask"][label]
+        assert [r["iteration"] for r in thread] == [r["iteration"] for r in dask]
+        for a, b in zip(thread, dask):
+            for f in COMPARED:
+                if isinstance(a[f], float):
+                    assert math.isclose(a[f], b[f], rel_tol=1e-9, abs_tol=1e-12), (label, f, a, b)
+                else:
+                    assert a[f] == b[f], (label, f, a, b)
+
+    # Stop: a long run on the cluster ends within seconds, as 'stopped'.
+    long = RunJob(problem, specs[:1], iterations=100_000, seed=3, config={"source": "test"})
+    manager = RunManager(1, store=None, reaper=False, executor=DaskExecutor(dask_cluster.address))
+    try:
+        handle = manager.submit(long, "s")
+        deadline = time.monotonic() + 60
+        while len(handle.snapshot().records("fsvrg")) < 3:
+            assert time.monotonic() < deadline and not handle.snapshot().finished, handle.snapshot().message
+            time.sleep(0.05)
+        t = time.monotonic()
+        handle.stop()
+        assert handle.wait(10), "Stop ends a run on the cluster within seconds"
+        assert time.monotonic() - t < 10
+        snap = handle.snapshot()
+        assert snap.status == "stopped" and snap.statuses["fsvrg"] == "stopped"
+        assert 3 <= len(snap.records("fsvrg")) < 100_000
+    finally:
+        manager.close(10)
