@@ -40,15 +40,15 @@ with left:
     tune = c2.checkbox("Tune stepsizes", key=ui.seeded("rare-tune", False),
                        help="Choose each curve's stepsize h by short pilot runs first, so every variant runs at "
                             "its own best h rather than at the default derived for Algorithm 4.")
-    metric = st.radio("Error per bin", list(METRICS), format_func=METRICS.get, key=ui.seeded("rare-metric", "relative"))
+    metric = st.radio("Error per bin", list(METRICS), format_func=lambda m: METRICS[m].replace("*", "\\*"),
+                      key=ui.seeded("rare-metric", "relative"))  # \* : an asterisk, not Markdown's italics
     ablation = None
     with ui.guard("Reading the settings"):
         if variants:
             ablation = AblationConfig.of(config, variants=tuple(variants), iterations=int(iterations), tune=bool(tune))
         else:
             st.info("Choose at least one curve.")
-    b1, b2 = st.columns(2)
-    if b1.button(":material/play_arrow: Run the ablation", type="primary", disabled=ablation is None,
+    if st.button(":material/play_arrow: Run the ablation", type="primary", disabled=ablation is None,
                  width="stretch"):
         with ui.guard("Starting the ablation"):
             old = st.session_state.get(KEY)
@@ -59,7 +59,7 @@ with left:
             st.session_state[KEY + "-meta"] = {"tracker": tracker, "data": ablation.data,
                                                "labels": [VARIANTS[v].label for v in ablation.variants]}
     handle = st.session_state.get(KEY)
-    if b2.button(":material/stop: Stop", disabled=handle is None or handle.done, width="stretch"):
+    if st.button(":material/stop: Stop", disabled=handle is None or handle.done, width="stretch"):
         handle.stop("stopped by the user")
     with st.expander("What each curve changes"):
         st.markdown("\n".join(f"- **{v.label}**: {v.what}" for v in VARIANTS.values()))
@@ -109,16 +109,22 @@ with right:
         if rare is not None:
             st.plotly_chart(rare, width="stretch", key="rare-fig")
             st.caption(
-                "**What to look at.** Top: how many features appear on 1, 2–3, 4–7, … of the K nodes — most "
-                "are rare. Below: for each curve, how much of the distance from the start w = 0 to the optimum w* is "
-                "still left in each bin. Without A (and in naive FSVRG, which has none of the four changes) the "
-                "rare bins on the left barely leave 1: a feature seen on ω^j nodes gets only ω^j/K of its step "
-                "when all K updates are averaged. With A = Diag(K/ω^j) every bin moves at about the same pace.")
+                "**What to look at.** Top: how many features appear on 1, 2–3, 4–7, … of the K nodes — most are "
+                "rare.  \nBelow: " + {
+                    "relative": "how much of the way from the start w = 0 to the optimum w* each curve still has to "
+                                "go in each bin (1: none of it done).",
+                    "mean_abs": "each curve's mean distance |w_j − w*_j| to the optimum, bin by bin.",
+                    "share": "where each curve's remaining squared distance ‖w − w*‖² sits; a bin with many "
+                             "features holds much of it whatever the algorithm.",
+                }[metric] + "  \nWithout A, and in naive FSVRG (none of the four changes), the rare bins on the left "
+                "lag behind: a feature seen on ω^j nodes gets only ω^j/K of its step when the K updates are "
+                "averaged; A = Diag(K/ω^j) gives it back, so every bin moves at about the same pace.  \n"
+                "Curves that coincide are drawn one inside the other: a modification that changes nothing here.")
         st.plotly_chart(curves, width="stretch", key="rare-curves")
         st.caption(
             "**What to look at.** Left: f(w) − f* (log scale) per iteration; a curve far above FSVRG shows a "
-            "modification that matters on this data. Right: test error, with the optimum (OPT) and the naive "
-            "predictors as lines. Every curve runs at its default stepsize unless *Tune stepsizes* is on; a "
+            "modification that matters on these data.  \nRight: test error, with the optimum (OPT) and the naive "
+            "predictors as lines.  \nEvery curve runs at its default stepsize unless *Tune stepsizes* is on; a "
             "modification can look harmful at a default h and harmless once each curve is tuned — the paper also "
             "chose h after the fact (Section 4.1).")
 

@@ -28,6 +28,6 @@ for i, lesson in enumerate(LESSONS, 1):
             with ui.guard(f"Opening “{lesson.title}”"):
                 ui.set_config(lesson.config)
                 st.switch_page(lesson.page, query_params=lesson.query)
-        st.markdown(f"{lesson.sentence} [Link]({lesson.url()})")
+        st.markdown(f"{lesson.sentence} [Link to share ↗]({lesson.url()})")
 
 ui.sync_link()

@@ -71,8 +71,8 @@ LESSONS: tuple[Lesson, ...] = (
            "use that — the case for personalised models."),
     Lesson("non-iid", "Non-IID: the same posts, reshuffled", "pages/run.py",
            "The same posts dealt at random to nodes of the same sizes — the paper's FSVRGR (red stars, Section "
-           "4.1). Press **Run** and compare with *Why FSVRG wins*: FSVRG's curve changes little, which is the "
-           "paper's evidence that its four modifications make it robust to non-IID data.",
+           "4.1). Press **Run** and compare with *Why FSVRG wins*: FSVRG's curve changes little, the paper's evidence "
+           "that its four modifications make it robust to non-IID data; here CoCoA+ gains the most from IID nodes.",
            RunConfig(data=replace(DEFAULT_DATA, partition="reshuffle"))),
     Lesson("rare-features", "Rare features and the FSVRG ablation", "pages/learn_rare_features.py",
            "Press **Run the ablation**: FSVRG, FSVRG with each of its four modifications off (Section 3.6.2), and "
@@ -99,57 +99,52 @@ LESSONS: tuple[Lesson, ...] = (
 # =======================================================================================
 #: What each x axis (fedviz.plots.X_AXES) counts.
 AXIS_NOTES = {
-    "iteration": "**x: iterations.** An iteration is not the same work everywhere: FSVRG's is two communication "
-                 "rounds and a pass over every node's data, GD's one round and one gradient.",
-    "rounds": "**x: communication rounds**, what federated optimization pays for (Section 1.2): FSVRG and DANE use "
-              "two per iteration, GD and CoCoA+ one.",
-    "vectors": "**x: vectors of length d** each node sends and receives; every round costs a node at least one "
-               "up and one down.",
+    "iteration": "**x: iterations**, not the same work everywhere: an FSVRG iteration is two rounds and a pass over "
+                 "every node's data, a GD iteration one round and one gradient.",
+    "rounds": "**x: communication rounds**, what federated optimization pays for (Section 1.2): two per FSVRG or "
+              "DANE iteration, one per GD or CoCoA+ iteration.",
+    "vectors": "**x: vectors of length d** each node sends and receives; a round costs a node at least one each way.",
     "seconds": "**x: wall seconds** of this simulation on the server: computation only, no network.",
-    "simulated": "**x: simulated time**, the paper's eq. (3): TIME = I × (c + T_A), every round costing c on top "
-                 "of the measured computation.",
+    "simulated": "**x: simulated time**, the paper's eq. (3): TIME = I × (c + T_A), each round costing c on top of "
+                 "the measured computation.",
 }
 
 #: Why an algorithm's f(w) − f* curve looks as it does, by registry name.
 SUBOPTIMALITY_NOTES = {
-    "fsvrg": "FSVRG falls fastest per round: between two rounds every node makes a whole pass of variance-reduced "
-             "steps over its own data (Algorithm 4), and its four modifications (Section 3.6.2) keep that pass "
-             "useful on unbalanced, sparse, non-IID nodes — see them one by one on Learn › Rare features.",
-    "gd": "GD takes one full-gradient step per round: safe and slow.",
-    "cocoa-plus": "CoCoA+ raises its dual objective every round, not f(w) (its w = Xα/(λn), eq. (14)): from "
-                  "α = 0 its first round overshoots, so f(w) − f* can jump up at iteration 1 before it falls, and "
-                  "on sparse data its step is damped by σ' ≈ K (Section 4.1).",
-    "naive-fsvrg": "Naive FSVRG (Algorithm 3) is FSVRG without its four modifications.",
+    "fsvrg": "**FSVRG** falls fastest: between two rounds every node makes a whole pass of variance-reduced steps "
+             "over its own data (Algorithm 4; its four modifications one by one: Learn › Rare features).",
+    "gd": "**GD**: one full-gradient step per round, safe and slow.",
+    "cocoa-plus": "**CoCoA+** improves its dual, not f(w) (w = Xα/(λn), eq. (14)): its first round overshoots — the "
+                  "jump at iteration 1 — and sparse data damp its steps by σ' ≈ K (Section 4.1).",
+    "naive-fsvrg": "**Naive FSVRG** (Algorithm 3) is FSVRG without its four modifications.",
 }
 
 #: Why an algorithm's test-error curve looks as it does (classification), by registry name.
 TEST_ERROR_NOTES = {
-    "gd": "GD's test error can sit at the majority rate for many iterations: its small steps from w = 0 are led by "
-          "the bias feature, present in every example, so nearly every prediction stays the majority label until "
-          "the word weights grow.",
-    "fsvrg": "On the paper's data FSVRG reaches the optimum's test error (OPT) in 30 iterations (Figure 2); watch "
-             "whether it does here.",
+    "gd": "**GD** sits at the majority rate: the bias feature, in every example, leads its small first steps, so "
+          "nearly every prediction is the majority label.",
+    "fsvrg": "**FSVRG** reaches OPT in 30 iterations on the paper's data (Figure 2); watch whether it does here.",
 }
 
 _BASELINE_NOTE = (
-    "Lines: **OPT** is the test error of the optimum w*, where a converged run ends; **predict majority** always "
-    "predicts the commoner training label; **per-node majority** predicts each node's own commoner label. When the "
-    "per-node majority lies below OPT, knowing the node predicts better than the best single global model: the "
-    "data are far from IID — the case for personalised models (Section 4.1).")
+    "**OPT**: the optimum w*'s test error, where a converged run ends. **predict majority**: one label for everyone. "
+    "**per-node majority**: each node's own commoner label; when it lies below OPT, knowing the node beats the best "
+    "global model — the data are far from IID, the case for personalised models (Section 4.1).")
 
 
 def chart_notes(axis: str, algorithms, *, regression: bool = False) -> tuple[str, str]:
     """(the sentences under the f(w) − f* chart, those under the test-error chart) for a run of
     ``algorithms`` (registry names) drawn against ``axis``: what the axis counts, what the lines
-    mean, and why the curves of the algorithms present look as they do."""
+    mean, and why the curves of the algorithms present look as they do.  One idea a line
+    (Markdown line breaks), so a reader can skip to the algorithm they are looking at."""
     names = list(dict.fromkeys(algorithms))
     sub = ["f(w) − f* on a log scale: a straight falling line is linear convergence.", AXIS_NOTES.get(axis, "")]
     sub += [SUBOPTIMALITY_NOTES[n] for n in names if n in SUBOPTIMALITY_NOTES]
     if regression:
-        err = ["The test mean squared error; the line **OPT** is the optimum w*'s, where a converged run ends."]
+        err = ["Test mean squared error; **OPT** is the optimum w*'s, where a converged run ends."]
     else:
         err = [_BASELINE_NOTE] + [TEST_ERROR_NOTES[n] for n in names if n in TEST_ERROR_NOTES]
-    return " ".join(s for s in sub if s), " ".join(err)
+    return "  \n".join(s for s in sub if s), "  \n".join(err)
 
 
 def lesson(key: str) -> Lesson:

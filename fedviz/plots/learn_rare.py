@@ -13,6 +13,9 @@ from plotly.subplots import make_subplots
 
 from .figures import _LAYOUT, _style, log_axis
 
+#: One marker per curve, in order (colours follow the convergence figures' styles).
+_MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross", "pentagon")
+
 #: The y-axis title of each measure (fedviz.learn.rare_features.METRICS), as Plotly draws HTML.
 _Y_TITLES = {
     "relative": "‖w<sub>B</sub> − w*<sub>B</sub>‖ / ‖w*<sub>B</sub>‖",
@@ -43,16 +46,23 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
     fig.add_trace(go.Bar(x=labels, y=counts, marker_color="#9ecae1", name="features", showlegend=False,
                          text=[f"{c:,}" for c in counts], textposition="outside", cliponaxis=False,
                          hovertemplate=f"%{{y:,}} features on %{{x}} nodes<extra></extra>"), row=1, col=1)
-    fig.update_yaxes(title_text="features", **log_axis([counts]), row=1, col=1)
+    # Headroom above the tallest bar (three times its count) for its printed count.
+    fig.update_yaxes(title_text="features", **log_axis([counts, [3 * counts.max()] if counts.size else []]),
+                     row=1, col=1)
     ys = []
-    for i, (label, values) in enumerate((latest or {}).items()):
+    curves = list((latest or {}).items())
+    for i, (label, values) in enumerate(curves):
         y = np.asarray(values, dtype=float)[keep]
         ys.append(y)
-        marker, color = _style(label, label, i, styles)
+        _, color = _style(label, (styles or {}).get(label, label), i, styles)
         at = (iterations or {}).get(label)
+        # Variants often coincide (a modification that changes nothing on these data): each curve drawn
+        # narrower than the one before and with its own marker, so the ones underneath still show.
+        width = 2 + 1.6 * (len(curves) - 1 - i)
         fig.add_trace(go.Scatter(x=labels, y=y, mode="lines+markers", name=label if at is None else
                                  f"{label} (iteration {at})", legendgroup=label,
-                                 marker=dict(symbol=marker, size=8, color=color), line=dict(color=color, width=2),
+                                 marker=dict(symbol=_MARKERS[i % len(_MARKERS)], size=6 + width, color=color),
+                                 line=dict(color=color, width=width),
                                  hovertemplate=f"{label}<br>{w} in %{{x}}: %{{y:.3g}}<extra></extra>"),
                       row=2, col=1)
     if metric == "relative":

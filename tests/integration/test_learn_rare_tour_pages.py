@@ -124,6 +124,32 @@ def test_the_ablation_runs_every_variant_and_bins_the_data_s_own_omega():
     assert {t["name"] for t in curves["data"] if t.get("showlegend", True)} == {v.label for v in VARIANTS.values()}
     assert "What to look at" in _captions(at)
     assert not at.error and not at.warning
+    for metric in ("mean_abs", "share"):  # the other measures redraw the same bins
+        at.radio(key="rare-metric").set_value(metric).run()
+        assert not at.exception, at.exception
+        rare, _ = _charts(at)
+        assert len(rare["data"]) == 1 + len(VARIANTS)
+    shares = [_array(t["y"]) for t in rare["data"][1:]]
+    assert all(np.nansum(y) == pytest.approx(1.0) for y in shares)  # each curve's shares of ‖w − w*‖² add up
+
+
+def test_a_tuned_ablation_keeps_each_curve_s_colour_on_both_charts():
+    """Tuning renames a curve ('FSVRG (stepsize 30.6, tuned)'); the per-bin chart keeps the variant's name, and
+    both charts give a variant the same colour."""
+    at = _app("pages/learn_rare_features.py", RunConfig(data=SMALL))
+    at.number_input(key="rare-iterations").set_value(3).run()
+    at.multiselect(key="rare-variants").set_value(["fsvrg", "no-aggregate-scaling"]).run()
+    at.checkbox(key="rare-tune").set_value(True).run()
+    next(b for b in at.button if "Run the ablation" in b.label).click().run()
+    snap = _wait(at, "rare-run")
+    assert all(label.endswith("tuned)") for label in snap.labels), snap.labels
+    rare, curves = _charts(at)
+    per_bin = {t["name"].split(" (iteration")[0]: t["line"]["color"] for t in rare["data"][1:]}
+    assert list(per_bin) == ["FSVRG", "FSVRG without A"]
+    drawn = {t["name"]: t["line"]["color"] for t in curves["data"] if t.get("showlegend", True)}
+    for label, variant in zip(snap.labels, per_bin):
+        assert label.startswith(variant) and drawn[label] == per_bin[variant]
+    assert len(set(per_bin.values())) == 2 and not at.exception and not at.error
 
 
 def test_the_ablation_needs_a_curve():

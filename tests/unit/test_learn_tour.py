@@ -71,3 +71,4 @@ def test_the_notes_explain_only_the_algorithms_in_the_run():
     assert not any(note in err for note in TEST_ERROR_NOTES.values())
     _, err = chart_notes("iteration", ["gd"], regression=True)
     assert "majority" not in err and "mean squared error" in err
+    assert "  \n" in sub  # one idea a line

@@ -1,0 +1,107 @@
+"""Learn › Start here, Learn › Rare features and the sentences under the Run charts in real headless Chromium
+against ``streamlit run app.py`` (helpers from ``live_server``).
+
+FEDVIZ_SCREENSHOTS=DIR keeps docs/screenshots' learn-tour.png, learn-rare.png and run-sentences.png.
+"""
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from fedviz.learn.rare_features import VARIANTS
+from fedviz.learn.tour import AXIS_NOTES, LESSONS, lesson
+from live_server import StreamlitServer, browser_page, idle, run_button
+
+SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("learn-rare-tour")
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
+        yield s.url
+
+
+def _shot(page, name, height=1000):
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.set_viewport_size({"width": 1400, "height": height})  # Streamlit scrolls inside: the view is the page
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+
+
+def _names(page, index: int = 0) -> list[str]:
+    """The trace names Plotly drew in the index-th chart ([] before it exists)."""
+    return page.evaluate("""(i) => {
+        const el = document.querySelectorAll('.js-plotly-plot')[i];
+        return (el && el._fullData) ? el._fullData.map(t => t.name) : [];
+    }""", index)
+
+
+def test_the_tour_opens_rare_features_and_the_ablation_streams_live(server, browser):
+    with browser_page(browser) as page:
+        page.goto(server + "/learn_tour")
+        page.get_by_text("Start here: a guided tour").first.wait_for()
+        idle(page)
+        for title in ("Why FSVRG wins", "Personalisation", "Rare features and the FSVRG ablation"):
+            page.get_by_text(title).first.wait_for()
+        _shot(page, "learn-tour", height=1750)
+        # Each lesson's link is its settings' query string (opened in a new tab: a new session reads it).
+        shown = [x for x in LESSONS if x.exists()]  # a lesson whose page is missing has no link
+        hrefs = page.get_by_role("link", name="Link to share ↗").evaluate_all("els => els.map(e => e.href)")
+        assert [h.split("/")[-1] for h in hrefs] == [x.url() for x in shown]
+
+        page.locator(".st-key-tour-rare-features button").click()
+        page.get_by_text("Rare features and the FSVRG ablation").first.wait_for()
+        page.get_by_role("button").filter(has_text=re.compile("Run the ablation")).wait_for()
+        idle(page)
+        page.locator(".js-plotly-plot").first.wait_for()
+        page.wait_for_function("() => { const el = document.querySelector('.js-plotly-plot'); "
+                               "return el && el._fullData && el._fullData.length > 0; }")
+        assert _names(page) == ["features"]  # Figure 1 binned, before any run
+        iterations = page.get_by_role("spinbutton", name="Iterations")
+        iterations.fill("12")
+        iterations.press("Enter")
+        idle(page)
+        page.get_by_role("button").filter(has_text=re.compile("Run the ablation")).click()
+        # Live: the legend names the iteration each curve's errors are from; it must change while the run runs.
+        seen, deadline = set(), time.time() + 180
+        while time.time() < deadline:
+            names = tuple(_names(page))
+            if len(names) > 1:
+                seen.add(names)
+            if page.get_by_text("Naive FSVRG: done").count():
+                break
+            page.wait_for_timeout(300)
+        page.get_by_text("Naive FSVRG: done").first.wait_for(timeout=180_000)
+        idle(page)
+        final = _names(page)
+        assert final[1:] == [f"{v.label} (iteration 12)" for v in VARIANTS.values()], final
+        assert len(seen) >= 2, f"the per-bin chart did not change while the run ran: {seen}"
+        page.get_by_text("What to look at").first.wait_for()
+        _shot(page, "learn-rare", height=2000)
+
+
+def test_a_lesson_link_opens_run_set_up_and_its_charts_carry_their_sentences(server, browser):
+    """The non-IID lesson's link, as a class would open it: a new session on Run with the reshuffled posts.
+    (With FEDVIZ_SCREENSHOTS, the paper's trio on the default data instead, for the docs' picture.)"""
+    item = lesson("non-iid")
+    with browser_page(browser) as page:
+        page.goto(server + "/" + (item.url() if not SHOTS else "run"))
+        run_button(page).wait_for()
+        if not SHOTS:
+            page.get_by_text(re.compile(r"partition: reshuffle")).first.wait_for()
+        iterations = page.get_by_role("spinbutton", name="Iterations")
+        iterations.fill("10")
+        iterations.press("Enter")
+        idle(page)
+        run_button(page).click()
+        page.get_by_text(AXIS_NOTES["iteration"].split("**")[-1].strip()[:40]).first.wait_for(timeout=120_000)
+        page.get_by_text(re.compile(r"FSVRG: done")).first.wait_for(timeout=120_000)
+        idle(page)
+        page.get_by_text(re.compile("when it lies below OPT")).first.wait_for()
+        page.get_by_text(re.compile("falls fastest")).first.wait_for()
+        _shot(page, "run-sentences", height=1300)
