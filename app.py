@@ -21,6 +21,8 @@ LEARN = [
     st.Page("pages/learn_rare_features.py", title="Rare features", icon=":material/bar_chart:"),
     st.Page("pages/learn_efficiency.py", title="Efficiency paradigm", icon=":material/speed:"),
     st.Page("pages/learn_drift.py", title="Client drift", icon=":material/scatter_plot:"),
+    st.Page("pages/learn_properties.py", title="Properties (A)–(D)", icon=":material/checklist:"),
+    st.Page("pages/learn_equivalences.py", title="Equivalences", icon=":material/compare:"),
 ]
 page = st.navigation({"": TOOLS, "Learn": LEARN} if LEARN else TOOLS)
 with ui.guard("This page"):  # whatever a page missed becomes a message; the log keeps the traceback

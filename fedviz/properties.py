@@ -689,3 +689,31 @@ def theorem_5(problem, *, sigma: float | None = None, alpha0=None, iterations: i
                     lemma_4_residuals=tuple(residuals), rtol=rtol, lemma_rtol=lemma_rtol,
                     holds=all(x <= rtol for x in diffs),
                     lemma_4_holds=all(x <= lemma_rtol for x in residuals))
+
+
+# =======================================================================================
+# Property (A)'s start: an algorithm at w* with its state at its fixed point
+# =======================================================================================
+def fixed_point_start(cls, problem, w_star, *, seed: int = 0, **hyper):
+    """An instance of algorithm ``cls`` started at w* *with its state at its fixed point*, the
+    start property (A) of Section 3.1 asks about ("if the algorithm is initialized to the
+    optimal solution, it stays there").
+
+    w* alone is not the whole start of a method that keeps state: the dual family (CoCoA+,
+    the Appendix's Algorithms 5 and 6) starts at α* = −φ'(Xw*), whose image (eq. (14)) is w*
+    (:func:`~fedviz.algorithms.dual_method.initial_dual` does this from ``w0``); SCAFFOLD's
+    control variates start at c_k = ∇F_k(w*) (eq. (6)) and c = ∇f(w*) = Σ_k (n_k/n) c_k.
+    Every other registered method keeps no state between rounds but w, so ``w0 = w*`` is its
+    whole start.  The constructor's signature says which case applies, so an algorithm added
+    to the registry later is started the same way without a change here.
+    """
+    import inspect
+
+    w_star = np.asarray(w_star, dtype=np.float64)
+    accepts = inspect.signature(cls.__init__).parameters
+    if "control0" in accepts:
+        data_part = problem.node_grads_data(w_star).toarray()
+        C = data_part + problem.lam * w_star                  # ∇F_k(w*) = (1/n_k) X_kᵀφ'(X_k w*) + λw*
+        c = problem.data.node_sizes / problem.n @ C            # ∇f(w*) = Σ_k (n_k/n) ∇F_k(w*)
+        return cls(problem, seed=seed, w0=w_star, control0=(c, C), **hyper)
+    return cls(problem, seed=seed, w0=w_star, **hyper)

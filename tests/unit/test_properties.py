@@ -327,3 +327,40 @@ def test_every_figure_describes_itself_in_one_line():
         assert isinstance(text, str) and text and "\n" not in text
         with pytest.raises(AttributeError):
             r.holds = True  # frozen
+
+
+# ---------------------------------------------------------------------------------------
+# Property (A)'s start: every registered algorithm at w* with its state at its fixed point
+# ---------------------------------------------------------------------------------------
+from fedviz.algorithms import ALGORITHMS as _ALGORITHMS  # noqa: E402 - appended with the tests below
+
+
+@pytest.mark.parametrize("name", list(_ALGORITHMS))
+def test_fixed_point_start_puts_every_algorithm_at_w_star_with_its_state_there(name):
+    """Oracle: w* from the module's solver checked by a dense gradient; α* = −φ'(Xw*) and
+    SCAFFOLD's c_k = ∇F_k(w*) computed densely here (Section 3.3's F_k, eq. (14)'s image)."""
+    from fedviz.algorithms.dual_method import DualAlgorithm
+
+    cls = _ALGORITHMS[name]
+    loss = "logistic" if "logistic" in cls.losses else "squared"
+    pb = _problem(loss, seed=13)
+    w_star = solve(pb, gtol=1e-13).w
+    X = pb.X.toarray()
+    d = pb.loss.deriv(X @ w_star, pb.y)
+    assert np.linalg.norm(X.T @ d / pb.n + pb.lam * w_star) <= 1e-12
+    algo = P.fixed_point_start(cls, pb, w_star, seed=3)
+    assert algo.seed == 3
+    np.testing.assert_allclose(algo.w, w_star, rtol=0, atol=1e-10 * max(1.0, np.abs(w_star).max()))
+    if isinstance(algo, DualAlgorithm):
+        np.testing.assert_allclose(algo.alpha, -d, rtol=1e-12, atol=1e-14)
+    if name == "scaffold":
+        off = pb.data.offsets
+        C = np.array([X[off[k]:off[k + 1]].T @ d[off[k]:off[k + 1]] / (off[k + 1] - off[k])
+                      for k in range(pb.data.n_nodes)]) + pb.lam * w_star
+        c, S = algo.control_variates()
+        np.testing.assert_allclose(S.toarray() + pb.lam * w_star, C, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(c, np.diff(off) / pb.n @ C, rtol=0, atol=1e-12)
+        assert np.abs(c).max() <= 1e-12  # c = ∇f(w*) = 0
+    # Started so, a method with property (A) stays: GD's step at w* is −h∇f(w*) ≈ 0.
+    if name == "gd":
+        assert P.stays_at_optimum(algo, w_star, iterations=2).holds

@@ -1,0 +1,154 @@
+"""Figures of the Learn section's properties matrix and equivalences (pure: plain results in,
+a Plotly figure out).
+
+- :func:`matrix_figure`: algorithms × properties (A)–(D) of Section 3.1, one clickable square per
+  cell coloured by the measurement, labelled with its figure and the paper's word;
+- :func:`cell_figure`: one cell's curve (the drift from w*, or f − f* against rounds);
+- :func:`overlay_figure`: Proposition 1's or Theorem 5's two runs overlaid, and their distance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+__all__ = ["COLUMN_TITLES", "matrix_figure", "cell_figure", "overlay_figure", "cell_at"]
+
+#: Column titles of the matrix, Section 3.1's properties in a few words.
+COLUMN_TITLES = {
+    "A": "(A) started at w*, stays",
+    "B": "(B) one node: O(1) rounds",
+    "C": "(C) disjoint features: O(1)",
+    "D": "(D) identical nodes: O(1)",
+}
+
+_COLOURS = {True: "#2ca02c", False: "#d62728", None: "#c7c7c7"}
+_NAMES = {True: "has the property (measured)", False: "lacks it (measured)", None: "not measured"}
+_MARK = {"has": "paper: has", "lacks": "paper: lacks", "aims": "paper: aims at it", "silent": ""}
+
+
+def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figure:
+    """The properties matrix: a square per cell at (property, algorithm), green where the
+    measurement shows the property, red where it does not, grey where the algorithm cannot run
+    the case; beside it the cell's figure and what the paper says; a black ring where the two
+    disagree.  Every point carries ``customdata = [algorithm, property]`` for a click."""
+    props = list(COLUMN_TITLES)
+    titles = {c.algorithm: c.title for c in matrix.cells}
+    rows = [titles[a] for a in matrix.algorithms]
+    fig = go.Figure()
+    for has in (True, False, None):
+        cells = [c for c in matrix.cells if c.has is has]
+        if not cells:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[props.index(c.prop) for c in cells], y=[c.title for c in cells],
+            mode="markers+text", name=_NAMES[has],
+            marker=dict(symbol="square", size=22, color=_COLOURS[has],
+                        line=dict(width=[3 if c.agreement == "disagrees" else 0 for c in cells], color="#000000")),
+            text=[c.text + (f" · {_MARK[c.claim.verdict]}" if c.claim.verdict != "silent" else "")
+                  + (" ≠" if c.agreement == "disagrees" else "") for c in cells],
+            textposition="middle right", textfont=dict(size=12),
+            customdata=[[c.algorithm, c.prop] for c in cells],
+            hovertext=[f"<b>{c.title} × ({c.prop})</b><br>{_wrap(c.detail)}<br><i>{c.claim.words}"
+                       f"</i> ({c.claim.where}): {_wrap(c.claim.note)}" for c in cells],
+            hoverinfo="text"))
+    if selected is not None and selected[1] in props and selected[0] in titles:
+        fig.add_trace(go.Scatter(x=[props.index(selected[1])], y=[titles[selected[0]]], mode="markers",
+                                 marker=dict(symbol="square-open", size=30, color="#1f77b4", line=dict(width=3)),
+                                 hoverinfo="skip", showlegend=False, name="shown below"))
+    fig.update_xaxes(tickvals=list(range(len(props))), ticktext=[COLUMN_TITLES[p] for p in props],
+                     range=[-0.15, len(props) - 0.05], side="top", showgrid=False, zeroline=False, fixedrange=True)
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), showgrid=True,
+                     gridcolor="#eeeeee", fixedrange=True)
+    fig.update_layout(height=90 + 34 * len(rows), margin=dict(l=10, r=10, t=60, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.01, xanchor="left", x=0),
+                      clickmode="event+select", dragmode=False, hoverlabel=dict(align="left"))
+    return fig
+
+
+def cell_at(matrix, point: dict) -> tuple[str, str] | None:
+    """The (algorithm, property) of a clicked point of :func:`matrix_figure` (Streamlit's
+    selection gives the point's customdata, or at least its x and y)."""
+    data = point.get("customdata")
+    if isinstance(data, (list, tuple)) and len(data) == 2:
+        return str(data[0]), str(data[1])
+    props = list(COLUMN_TITLES)
+    by_title = {c.title: c.algorithm for c in matrix.cells}
+    x, y = point.get("x"), point.get("y")
+    try:
+        prop = props[int(round(float(x)))]
+    except (TypeError, ValueError, IndexError):
+        return None
+    return (by_title[y], prop) if y in by_title else None
+
+
+def cell_figure(cell, *, o1_rounds: int | None = None) -> go.Figure:
+    """One cell's curve on a log scale: (A) ‖w^t − w*‖₂ against iterations from w* (with the
+    tolerance it must stay below, ``cell.threshold``); (B)–(D) f(w) − f* against rounds (with ε,
+    ``cell.threshold``, and the O(1) budget ``o1_rounds``).  Values ≤ 0 (rounding at the optimum)
+    are drawn at 1e-17."""
+    fig = go.Figure()
+    if cell.status != "measured":
+        fig.add_annotation(text=cell.detail, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_layout(height=320, xaxis=dict(visible=False), yaxis=dict(visible=False))
+        return fig
+    y = np.asarray(cell.y, dtype=float)
+    floor = 1e-17
+    shown = np.where(np.isfinite(y), np.maximum(y, floor), np.nan)
+    colour = _COLOURS[cell.has]
+    what = "‖w<sup>t</sup> − w*‖₂" if cell.prop == "A" else "f(w) − f*"
+    fig.add_trace(go.Scatter(x=list(cell.x), y=shown, mode="lines+markers", name=f"{cell.title}: {what}",
+                             line=dict(color=colour, width=2), marker=dict(size=7)))
+    line = cell.threshold
+    if line is not None:
+        fig.add_hline(y=line, line=dict(color="#555555", dash="dash"),
+                      annotation_text=("tolerance" if cell.prop == "A" else "ε") + f" = {line:.0e}",
+                      annotation_position="top right")
+    if cell.prop != "A" and o1_rounds is not None:
+        fig.add_vline(x=o1_rounds, line=dict(color="#888888", dash="dot"),
+                      annotation_text=f"O(1): {o1_rounds}", annotation_position="top left")
+    fig.update_yaxes(type="log", title=what, exponentformat="power")
+    fig.update_xaxes(title=cell.x_label)
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10), showlegend=True,
+                      title=dict(text=f"{cell.title} × ({cell.prop}): {cell.text}", font=dict(size=15)),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def overlay_figure(overlay) -> go.Figure:
+    """Two methods' f(w^t) − f* overlaid (the second dashed, so both show where they coincide), and
+    below, the distance between their iterates at every t, with the equivalence's tolerance."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38], vertical_spacing=0.08)
+    t = list(overlay.iterations)
+    floor = 1e-17
+    for values, label, style in ((overlay.first, overlay.labels[0], dict(color="#1f77b4", width=6)),
+                                 (overlay.second, overlay.labels[1], dict(color="#ff7f0e", width=2, dash="dash"))):
+        y = np.maximum(np.asarray(values, dtype=float), floor)
+        fig.add_trace(go.Scatter(x=t, y=y, name=label, mode="lines+markers", line=style,
+                                 marker=dict(size=6 if style.get("dash") else 10)), row=1, col=1)
+    d = np.maximum(np.asarray(overlay.distances, dtype=float), floor)
+    fig.add_trace(go.Scatter(x=t, y=d, name="distance between the iterates", mode="lines+markers",
+                             line=dict(color="#2ca02c" if overlay.holds else "#d62728")), row=2, col=1)
+    fig.add_hline(y=overlay.rtol, line=dict(color="#555555", dash="dot"), row=2, col=1,
+                  annotation_text=f"tolerance {overlay.rtol:.0e}", annotation_position="top right")
+    fig.update_yaxes(type="log", title="f(w<sup>t</sup>) − f*", exponentformat="power", row=1, col=1)
+    fig.update_yaxes(type="log", title="distance", exponentformat="power", row=2, col=1)
+    fig.update_xaxes(title="iteration t", row=2, col=1)
+    fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10),
+                      title=dict(text=f"{overlay.name}: largest distance {overlay.distance:.2g}", font=dict(size=15)),
+                      legend=dict(orientation="h", y=1.08, x=0))
+    return fig
+
+
+def _wrap(text: str, width: int = 90) -> str:
+    """Break a hover line every ``width`` characters at a space (Plotly does not wrap)."""
+    out, line = [], ""
+    for word in str(text).split():
+        if len(line) + len(word) + 1 > width and line:
+            out.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    out.append(line)
+    return "<br>".join(out)
