@@ -25,3 +25,51 @@ def test_bench_small_prints_consistent_json():
         assert math.isclose(row["ratio_to_saga_epoch"],
                             row["seconds_per_iteration"] / out["saga_epoch_seconds"], rel_tol=1e-9)
     assert set(out["stop_latency_seconds"]) == {"fsvrg", "gd", "cocoa-plus"}
+
+
+def test_experiment_figure_is_present_and_self_consistent():
+    """The experiment figure on tiny cells (the command runs it on ~1 s cells): every cell stored
+    on each cluster with the serial run's records, and every derived figure follows from the
+    measured ones (nothing here asserts a time)."""
+    from fedviz import bench
+
+    cells = 4
+    r = bench.cluster_figure(source="preset:fedprox-synthetic?nodes=8", iterations=5, cells=cells)
+    rows = {"serial": r["serial"], "workers_1": r["workers_1"], "workers_2": r["workers_2"]}
+    for name, row in rows.items():
+        assert row["seconds"] > 0 and math.isfinite(row["seconds"]), name
+        assert math.isclose(row["seconds_per_cell"], row["seconds"] / cells, rel_tol=1e-12), name
+        assert math.isclose(row["cells_per_second"], cells / row["seconds"], rel_tol=1e-12), name
+        assert row["compute_seconds_per_cell"] > 0, name
+    assert r["serial"]["compute_seconds_per_cell"] <= r["serial"]["seconds_per_cell"], "its clock is inside its wall time"
+    for n in (1, 2):
+        row = r[f"workers_{n}"]
+        assert (row["status"], row["stored"]) == ("done", cells)
+        assert 1 <= row["workers_used"] <= n
+    assert r["results_equal"] is True, "the cluster stored each cell's serial records (one thread on both sides)"
+    serial, one = r["serial"], r["workers_1"]
+    assert math.isclose(r["overhead_per_cell_seconds"], one["seconds_per_cell"] - serial["seconds_per_cell"],
+                        rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(r["overhead_percent"], 100 * r["overhead_per_cell_seconds"] / serial["seconds_per_cell"],
+                        rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(r["speedup"], r["workers_2"]["cells_per_second"] / serial["cells_per_second"], rel_tol=1e-12)
+    assert math.isclose(r["compute_ratio"], one["compute_seconds_per_cell"] / serial["compute_seconds_per_cell"],
+                        rel_tol=1e-12)
+    b = r["bytes"]
+    assert b["per_cell"] == b["task"] + b["result"] + b["stream"] and min(b["task"], b["result"], b["stream"]) > 0
+    # A cell carries the data set's spec, not the data set: its task is a tiny fraction of it.
+    assert b["task"] * 100 < b["data_set"]
+    p = r["projection"]
+    per_worker = 1 / (serial["seconds_per_cell"] + max(r["overhead_per_cell_seconds"], 0))
+    assert math.isclose(p["cells_per_second_per_worker"], per_worker, rel_tol=1e-12)
+    assert math.isclose(p["scheduler_cap_cells_per_second"], 1 / r["scheduler_seconds_per_task"], rel_tol=1e-12)
+    assert math.isclose(p["link_cap_cells_per_second"], bench.PROJECTION_BANDWIDTH / b["per_cell"], rel_tol=1e-12)
+    cap = min(p["scheduler_cap_cells_per_second"], p["link_cap_cells_per_second"])
+    assert math.isclose(p["workers_until_cap"], cap / per_worker, rel_tol=1e-12)
+    assert p["bound_by"] == ("scheduler" if p["scheduler_cap_cells_per_second"] <= p["link_cap_cells_per_second"]
+                             else "link")
+    text = bench.format_cluster(r)
+    assert "| serial, in-process |" in text and "| local cluster, 1 worker |" in text
+    assert "| local cluster, 2 workers |" in text and f"{r['overhead_percent']:+.1f}%" in text
+    assert f"{b['task']:,}" in text and "N·c" in text
+    assert json.loads(json.dumps(r)) == r, "the figure is plain JSON (the command's --json prints it)"
