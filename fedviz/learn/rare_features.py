@@ -247,10 +247,13 @@ class AblationConfig:
         return tuple(out)
 
     def as_json(self) -> dict:
-        source = self.data.source if isinstance(self.data.source, str) else f"upload:{self.data.name or 'file'}"
-        return {"learn": "rare-features", "data": {"source": source, "partition": self.data.partition,
-                                                    "nodes": self.data.nodes, "seed": self.data.seed},
-                "loss": self.loss, "lam": self.lam, "variants": list(self.variants), "tune": self.tune}
+        """The stored config: a Run config's shape (the history and its exports read it alike), its
+        algorithms at their defaults (each run's own hyperparameters, which name its variant, are stored
+        with it), marked as the Learn page's."""
+        names = tuple(dict.fromkeys(VARIANTS[v].algorithm for v in self.variants))
+        run = RunConfig(data=self.data, loss=self.loss, lam=self.lam, algorithms=tuple((n, ()) for n in names),
+                        iterations=self.iterations, seed=self.seed, tune=self.tune)
+        return {**run.as_json(), "learn": "rare-features"}
 
 
 def ablation_job(config: AblationConfig, tracker: "BucketTracker | None" = None) -> RunJob:

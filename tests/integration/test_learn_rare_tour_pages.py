@@ -86,14 +86,20 @@ def test_each_lesson_opens_its_page_set_up(item):
         pytest.skip(f"{item.page} is not written yet")
     # The page's own title, read from its source: the page the lesson opens must be this one.
     expected = re.search(r'st\.title\("([^"]+)"\)', (ROOT / item.page).read_text()).group(1)
-    # A session whose settings differ from the lesson's: the lesson replaces them.
-    at = _app("pages/learn_tour.py", RunConfig(data=SMALL, algorithms=(("gd", ()),), iterations=7, seed=3))
+    # A session whose settings differ from the lesson's, its Run widgets drawn with them: the lesson replaces them
+    # (a stale widget would write its value back into the settings on the next page).
+    at = _app("pages/run.py", RunConfig(data=SMALL, algorithms=(("gd", ()),), iterations=7, seed=3))
+    at.switch_page("pages/learn_tour.py")
+    at.run()
     at.button(key=f"tour-{item.key}").click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert at.title[0].value == expected
     assert at.session_state["config"] == item.config
     assert dict(at.query_params) == item.query
+    if item.page == "pages/run.py":  # the widgets show the lesson's settings, not the session's old ones
+        assert at.multiselect(key="run-algorithms").value == [name for name, _ in item.config.algorithms]
+        assert at.number_input(key="run-iterations").value == item.config.iterations
 
 
 # -- rare features -------------------------------------------------------------------------------------
@@ -131,6 +137,12 @@ def test_the_ablation_runs_every_variant_and_bins_the_data_s_own_omega():
         assert len(rare["data"]) == 1 + len(VARIANTS)
     shares = [_array(t["y"]) for t in rare["data"][1:]]
     assert all(np.nansum(y) == pytest.approx(1.0) for y in shares)  # each curve's shares of ‖w − w*‖² add up
+    # The ablation's runs are ordinary runs of the history: Compare lists them, each naming what it switched off.
+    at.switch_page("pages/compare.py")
+    at.run()
+    assert not at.exception, at.exception
+    options = " ".join(o for ms in at.multiselect for o in ms.options)
+    assert "FSVRG without A" in options and "aggregate scaling = off" in options
 
 
 def test_a_tuned_ablation_keeps_each_curve_s_colour_on_both_charts():

@@ -212,7 +212,9 @@ def test_the_ablation_job_runs_every_variant_on_one_problem():
     assert job.labels == ("FSVRG", "FSVRG without A", "Naive FSVRG")
     assert job.iterations == 3 and job.tune
     assert [e.name for e in job.entries] == ["fsvrg", "fsvrg", "naive-fsvrg"]
-    assert job.config["variants"] == ["fsvrg", "no-aggregate-scaling", "naive"]
+    # Stored as a Run config is (the history reads it alike), each run's hyperparameters naming its variant.
+    assert job.config["algorithms"] == {"fsvrg": {}, "naive-fsvrg": {}} and job.config["learn"] == "rare-features"
+    assert job.config["data"]["source"] == "preset:google-plus-small" and job.config["iterations"] == 3
 
 
 # -- the figure ---------------------------------------------------------------------------------------------
