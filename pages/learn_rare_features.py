@@ -109,8 +109,8 @@ with right:
         if rare is not None:
             st.plotly_chart(rare, width="stretch", key="rare-fig")
             st.caption(
-                "**What to look at.** Top: how many features appear on 1, 2–3, 4–7, … of the K nodes — most are "
-                "rare.  \nBelow: " + {
+                "**What to look at.** Top: how many features appear on 1, 2–3, 4–7, … of the K nodes — most "
+                "are rare.  \nBelow: " + {
                     "relative": "how much of the way from the start w = 0 to the optimum w* each curve still has to "
                                 "go in each bin (1: none of it done).",
                     "mean_abs": "each curve's mean distance |w_j − w*_j| to the optimum, bin by bin.",

@@ -114,8 +114,8 @@ SUBOPTIMALITY_NOTES = {
     "fsvrg": "**FSVRG** falls fastest: between two rounds every node makes a whole pass of variance-reduced steps "
              "over its own data (Algorithm 4; its four modifications one by one: Learn › Rare features).",
     "gd": "**GD**: one full-gradient step per round, safe and slow.",
-    "cocoa-plus": "**CoCoA+** improves its dual, not f(w) (w = Xα/(λn), eq. (14)): its first round overshoots — the "
-                  "jump at iteration 1 — and sparse data damp its steps by σ' ≈ K (Section 4.1).",
+    "cocoa-plus": "**CoCoA+** improves its dual, not f(w) (w = Xα/(λn), eq. (14)): its first round overshoots — "
+                  "the jump at iteration 1 — and sparse data damp its steps by σ' ≈ K (Section 4.1).",
     "naive-fsvrg": "**Naive FSVRG** (Algorithm 3) is FSVRG without its four modifications.",
 }
 

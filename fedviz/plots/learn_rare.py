@@ -45,7 +45,7 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
                                         "how far each curve still is from w* in each bin"))
     fig.add_trace(go.Bar(x=labels, y=counts, marker_color="#9ecae1", name="features", showlegend=False,
                          text=[f"{c:,}" for c in counts], textposition="outside", cliponaxis=False,
-                         hovertemplate=f"%{{y:,}} features on %{{x}} nodes<extra></extra>"), row=1, col=1)
+                         hovertemplate="%{y:,} features on %{x} nodes<extra></extra>"), row=1, col=1)
     # Headroom above the tallest bar (three times its count) for its printed count.
     fig.update_yaxes(title_text="features", **log_axis([counts, [3 * counts.max()] if counts.size else []]),
                      row=1, col=1)

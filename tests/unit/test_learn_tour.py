@@ -7,7 +7,7 @@ import pytest
 
 from fedviz.learn.tour import AXIS_NOTES, LESSONS, SUBOPTIMALITY_NOTES, TEST_ERROR_NOTES, chart_notes, lesson
 from fedviz.plots import X_AXES
-from fedviz.runner.config import DEFAULT_DATA, RunConfig, from_query
+from fedviz.runner.config import DEFAULT_DATA, from_query
 
 from conftest import ROOT
 
