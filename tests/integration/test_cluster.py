@@ -264,13 +264,14 @@ def _wait(handle, timeout: float = 120.0):
     return handle.snapshot()
 
 
-def _wait_running(handle, n: int = 1, *, min_iteration: int = 1, timeout: float = 60.0):
-    """The snapshot once ``n`` cells are past ``min_iteration`` (streamed from the workers)."""
+def _wait_running(handle, n: int = 1, *, min_iteration: int = 1, arm: str | None = None, timeout: float = 60.0):
+    """The snapshot once ``n`` cells (of ``arm``, if given) are past ``min_iteration`` (streamed
+    from the workers)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         snap = handle.snapshot()
         assert not snap.finished, f"the experiment ended before {n} cells ran: {snap}"
-        busy = [c for c in snap.running if c.iteration >= min_iteration]
+        busy = [c for c in snap.running if c.iteration >= min_iteration and arm in (None, c.arm)]
         if len(busy) >= n:
             return snap, busy
         time.sleep(0.05)
@@ -335,7 +336,7 @@ def test_worker_killed_mid_experiment_loses_no_cell(dask_cluster, store):
     deadline = time.monotonic() + 60
     while victim is None:
         assert time.monotonic() < deadline, f"no cell ran long enough to be killed: {handle.snapshot()}"
-        _, busy = _wait_running(handle, 1, min_iteration=5)
+        _, busy = _wait_running(handle, 1, min_iteration=5, arm="FSVRG")  # GD's cells are too short
         processing = client.processing()
         for cell in busy:
             task = f"fedviz-cell-{handle.uid}-{cell.key}"
@@ -360,7 +361,7 @@ def test_worker_killed_mid_experiment_loses_no_cell(dask_cluster, store):
 def test_stop_within_seconds_then_resume_runs_only_missing_cells(dask_cluster, store):
     exp = Experiment("stop and resume", LONG.data, LONG.arms, LONG.axes, LONG.seeds, LONG.iterations)
     handle = launch(exp, store, address=dask_cluster.address)
-    _wait_running(handle, 1, min_iteration=3)
+    _wait_running(handle, 1, min_iteration=3, arm="FSVRG")  # one that will still run at Stop
     t = time.monotonic()
     handle.stop()
     while not handle.snapshot().finished:
