@@ -45,10 +45,10 @@ st.markdown(
 st.header("Proposition 1: inexact DANE is naive FSVRG")
 st.markdown(
     "Section 3.5: DANE (Algorithm 2) with η = 1, μ = 0, solving its subproblem (eq. (10)) by **one pass of SVRG** "
-    "started at w^t, generates the same iterates as **naive FSVRG** (Algorithm 3) — given the same samples (the "
-    "Remark after it). The local SVRG step of DANE's subproblem is ∇f_i(w) − ∇f_i(w^t) + ∇f(w^t), naive FSVRG's "
+    "started at wᵗ, generates the same iterates as **naive FSVRG** (Algorithm 3) — given the same samples (the "
+    "Remark after it). The local SVRG step of DANE's subproblem is ∇fᵢ(w) − ∇fᵢ(wᵗ) + ∇f(wᵗ), naive FSVRG's "
     "own step.")
-c1, c2, c3, c4, c5, c6 = st.columns(6)
+c1, c2, c3, c4, c5, c6 = st.columns([2, 1.3, 1, 1, 1, 1])
 p_data = c1.selectbox("Data", EQUIVALENCE_DATA, key="learn-eq-p1-data")
 p_loss = c2.selectbox("Loss", list(LOSSES), key="learn-eq-p1-loss")
 p_its = c3.number_input("Iterations", 1, 200, 10, key="learn-eq-p1-iterations")
@@ -64,11 +64,11 @@ with ui.guard("Proposition 1"):
 
 st.header("Theorem 5: the primal method is the image of the dual method")
 st.markdown(
-    "Appendix A: for **ridge regression** and the same α^0, the **Primal Method** (Algorithm 5, a quadratic "
-    "perturbation of each node's F_k) produces w^t = (1/(λn)) X α^t (eq. (14)), the image of the **Dual Method**'s "
-    "α^t (Algorithm 6, dual block proximal gradient ascent), for every t and every σ ∈ [1, K]. The squared loss "
+    "Appendix A: for **ridge regression** and the same α⁰, the **Primal Method** (Algorithm 5, a quadratic "
+    "perturbation of each node's Fₖ) produces wᵗ = (1/(λn)) X αᵗ (eq. (14)), the image of the **Dual Method**'s "
+    "αᵗ (Algorithm 6, dual block proximal gradient ascent), for every t and every σ ∈ [1, K]. The squared loss "
     "is used whatever the data's labels.")
-c1, c2, c3, c4, c5 = st.columns(5)
+c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1.2, 1])
 t_data = c1.selectbox("Data", EQUIVALENCE_DATA, key="learn-eq-t5-data")
 t_its = c2.number_input("Iterations", 1, 200, 10, key="learn-eq-t5-iterations")
 t_sigma = c3.number_input("σ", 1.0, 1e6, None, format="%g", key="learn-eq-t5-sigma", placeholder="K",

@@ -30,8 +30,8 @@ with st.expander("Settings", expanded=False):
     loss = c1.selectbox("Loss", list(LOSSES), key="learn-props-loss",
                         help="logistic: the paper's experiment; squared (ridge regression) also runs the "
                              "Appendix's primal and dual methods.")
-    eps = c2.number_input("ε for (B)–(D)", min_value=1e-12, max_value=1.0, value=1e-6, format="%.0e",
-                          key="learn-props-eps", help="A cell counts the rounds until f(w) − f* ≤ ε.")
+    eps = c2.selectbox("ε for (B)–(D)", [1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-10], index=3, format_func="{:.0e}".format,
+                       key="learn-props-eps", help="A cell counts the rounds until f(w) − f* ≤ ε.")
     budget = c3.number_input("Round budget", min_value=1, max_value=200, value=20, key="learn-props-budget",
                              help="(B)–(D): rounds run at most (iterations for the centralised references).")
     o1 = c4.number_input("O(1) means ≤ rounds", min_value=1, max_value=200, value=4, key="learn-props-o1",

@@ -151,7 +151,7 @@ def _theorem_5(problem, f_star, T, sigma, alpha0, start, seed, rtol) -> Overlay:
         scale = max(scale, size)
     holds = all(x <= rtol for x in dist)
     K = problem.data.n_nodes
-    settings = (f"σ = {primal.sigma:g} (η = K/σ = {K / primal.sigma:.3g}) on K = {K} nodes; α^0 = "
+    settings = (f"σ = {primal.sigma:g} (η = K/σ = {K / primal.sigma:.3g}) on K = {K} nodes; α⁰ = "
                 + ("0" if start == "zero" else f"N(0, 1) draws, seed {seed}"))
     if not all(math.isfinite(x) for x in first + second):
         settings += "; the runs left the finite numbers"

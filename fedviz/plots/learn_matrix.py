@@ -55,7 +55,7 @@ def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figu
             hoverinfo="text"))
     if selected is not None and selected[1] in props and selected[0] in titles:
         fig.add_trace(go.Scatter(x=[props.index(selected[1])], y=[titles[selected[0]]], mode="markers",
-                                 marker=dict(symbol="square-open", size=30, color="#1f77b4", line=dict(width=3)),
+                                 marker=dict(symbol="square-open", size=27, color="#1f77b4", line=dict(width=2.5)),
                                  hoverinfo="skip", showlegend=False, name="shown below"))
     fig.update_xaxes(tickvals=list(range(len(props))), ticktext=[COLUMN_TITLES[p] for p in props],
                      range=[-0.15, len(props) - 0.05], side="top", showgrid=False, zeroline=False, fixedrange=True)
@@ -104,12 +104,13 @@ def cell_figure(cell, *, o1_rounds: int | None = None) -> go.Figure:
     if line is not None:
         fig.add_hline(y=line, line=dict(color="#555555", dash="dash"),
                       annotation_text=("tolerance" if cell.prop == "A" else "ε") + f" = {line:.0e}",
-                      annotation_position="top right")
+                      annotation_position="top left")
     if cell.prop != "A" and o1_rounds is not None:
         fig.add_vline(x=o1_rounds, line=dict(color="#888888", dash="dot"),
-                      annotation_text=f"O(1): {o1_rounds}", annotation_position="top left")
+                      annotation_text=f"O(1): ≤ {o1_rounds} rounds", annotation_position="top left")
     fig.update_yaxes(type="log", title=what, exponentformat="power")
-    fig.update_xaxes(title=cell.x_label)
+    right = max(list(cell.x) + ([o1_rounds] if o1_rounds is not None and cell.prop != "A" else []))
+    fig.update_xaxes(title=cell.x_label, range=[-0.3, right + 0.5], dtick=1 if right <= 30 else None)
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10), showlegend=True,
                       title=dict(text=f"{cell.title} × ({cell.prop}): {cell.text}", font=dict(size=15)),
                       legend=dict(orientation="h", y=-0.25))
@@ -135,9 +136,9 @@ def overlay_figure(overlay) -> go.Figure:
     fig.update_yaxes(type="log", title="f(w<sup>t</sup>) − f*", exponentformat="power", row=1, col=1)
     fig.update_yaxes(type="log", title="distance", exponentformat="power", row=2, col=1)
     fig.update_xaxes(title="iteration t", row=2, col=1)
-    fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10),
+    fig.update_layout(height=540, margin=dict(l=10, r=10, t=40, b=10),
                       title=dict(text=f"{overlay.name}: largest distance {overlay.distance:.2g}", font=dict(size=15)),
-                      legend=dict(orientation="h", y=1.08, x=0))
+                      legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
     return fig
 
 
