@@ -60,7 +60,9 @@ if matrix is not None:
                             selection_mode="points", config={"displayModeBar": False})
     points = list(getattr(getattr(event, "selection", None), "points", None) or [])
     clicked = cell_at(matrix, points[0]) if points else None
-    if clicked is not None and clicked != state.get("learn-props-clicked"):
+    if clicked is None:  # no selection (or it was cleared): the next click counts, even on the same cell
+        state.pop("learn-props-clicked", None)
+    elif clicked != state.get("learn-props-clicked"):
         state["learn-props-clicked"] = clicked
         if clicked != shown:
             state["learn-props-algorithm"], state["learn-props-property"] = clicked

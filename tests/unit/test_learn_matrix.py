@@ -279,3 +279,27 @@ def test_curve_until_stops_a_diverging_run():
     c = M.curve_until(gd, case.f_star, eps=1e-6, max_rounds=50)
     assert c.diverged and c.reached is None and len(c.x) < 51
     assert not math.isfinite(c.gaps[-1]) or c.gaps[-1] > 1e6 * c.gaps[0]
+
+
+def test_the_matrix_figure_has_a_square_per_cell_and_a_click_names_it(matrices):
+    from fedviz.plots.learn_matrix import cell_at, cell_figure, matrix_figure
+
+    m = matrices["logistic"]
+    fig = matrix_figure(m, selected=("dane", "B"))
+    points = [(tuple(cd), x, y, text) for t in fig.data if t.customdata is not None
+              for cd, x, y, text in zip(t.customdata, t.x, t.y, t.text)]
+    assert len(points) == 4 * len(ALGORITHMS)
+    for (name, prop), x, y, text in points:
+        cell = m.cell(name, prop)
+        assert x == M.PROPERTIES.index(prop) and y == cell.title and text.startswith(cell.text)
+        assert ("≠" in text) == (cell.agreement == "disagrees")
+        # A click gives the cell back, from its customdata or, failing that, from its place.
+        assert cell_at(m, {"customdata": [name, prop]}) == (name, prop)
+        assert cell_at(m, {"x": x, "y": y}) == (name, prop)
+    assert cell_at(m, {"x": 9, "y": "GD"}) is None
+    # A cell's curve is its own figures, with the line it is judged by.
+    cell = m.cell("fedavg", "A")
+    curve = cell_figure(cell)
+    assert list(curve.data[0].x) == list(cell.x)
+    np.testing.assert_allclose(curve.data[0].y, np.maximum(cell.y, 1e-17))
+    assert any(s.y0 == cell.threshold for s in curve.layout.shapes)
