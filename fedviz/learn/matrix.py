@@ -365,12 +365,12 @@ def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
     start = time.perf_counter()
     try:
         with one_thread():
-            return _measure(name, cls, case, config, claim, base, start)
+            return _measure(cls, case, config, claim, base, start)
     except FedvizError as e:
         return Cell(status="failed", value=None, has=None, text="could not run", detail=str(e), **base)
 
 
-def _measure(name, cls, case, config, claim, base, start) -> Cell:
+def _measure(cls, case, config, claim, base, start) -> Cell:
     """The measurement of :func:`measure_cell` (its algorithm can run the case)."""
     problem, prop = case.problem, case.prop
     if prop == "A":

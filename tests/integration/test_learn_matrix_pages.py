@@ -6,8 +6,6 @@ import base64
 import json
 
 import numpy as np
-
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
