@@ -48,7 +48,8 @@ def _launch(experiment) -> None:
             parse_preset_spec(data.source)
         if data.partition:
             make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its knobs, K aside
-    driver.launch(experiment, store)
+    # Kept in the session: the driver forgets a handle when it ends, and the page still shows how.
+    st.session_state["exp-handle"] = driver.launch(experiment, store)
     st.session_state["exp-running"] = experiment.name
     st.session_state["exp-open"] = experiment.name
 
@@ -148,21 +149,20 @@ with st.expander("Define your own experiment", expanded=False):
                 _launch(from_toml(source, where="toml"))
 
 # -- 3. the running experiment --------------------------------------------------------------------------------
-running_name = st.session_state.get("exp-running")
-handle = driver.running(running_name) if running_name else None
+handle = st.session_state.get("exp-handle")
 live = handle is not None and not handle.done
 
 
 @st.fragment(run_every=1.0 if live else None)
 def _running():
     """Progress over cells and the running cells' curves, from the driver's immutable snapshot."""
-    h = driver.running(running_name) if running_name else None
+    h = st.session_state.get("exp-handle")
     if h is None:
         return
     snap = h.snapshot()
     if live and snap.finished:
         st.rerun()  # ended: the whole page again, without the timer, with its results below
-    st.subheader(f"Running: {snap.name}")
+    st.subheader(f"{'Last launched' if snap.finished else 'Running'}: {snap.name}")
     fraction, text = views.progress(snap)
     st.progress(fraction, text=text)
     if snap.message:
@@ -197,12 +197,8 @@ if st.session_state.get("exp-open") not in infos:
     st.session_state.pop("exp-open", None)  # a name not stored yet (starting): the newest one for now
 
 
-def _describe(n: str) -> str:
-    i = infos[n]
-    return f"{n} · {i.status} · {i.n_complete} complete of {i.n_cells} stored cells · {i.updated[:19].replace('T', ' ')}"
-
-
-chosen = st.selectbox("Experiment", names_all, format_func=_describe, key="exp-open")
+chosen = st.selectbox("Experiment", names_all, key="exp-open",
+                      help="Every experiment in the history, the most recently updated first.")
 info = infos[chosen]
 with ui.guard("Reading the experiment"):
     cache_key = (chosen, info.updated, info.n_cells, info.status)
@@ -227,8 +223,9 @@ with ui.guard("Reading the experiment"):
     mine = driver.running(chosen)
     busy = mine is not None and not mine.done
     missing = exp.size - info.n_complete
-    st.caption(f"{exp.description or 'Your experiment.'} — {info.n_complete} of {exp.size} cells complete"
-               + (f" · {info.message}" if info.message else ""))
+    st.caption(f"**{info.status}** · {info.n_complete} of {exp.size} cells complete · updated "
+               f"{info.updated[:19].replace('T', ' ')}" + (f" · {info.message}" if info.message else "")
+               + f" — {exp.description or 'your experiment.'}")
     if not busy and (info.status in ("stopped", "interrupted", "failed") or missing > 0):
         uploaded = bool(info.spec.get("uploaded"))
         if st.button(f":material/replay: Resume ({missing} cells to run)", key="exp-resume", disabled=uploaded,

@@ -68,9 +68,11 @@ def _facets(titles: Sequence[str], *, height_each: int = 300, cols: int = 3, sha
     rows, ncols = _grid(len(titles), cols)
     fig = make_subplots(rows=rows, cols=ncols, subplot_titles=list(titles), shared_yaxes=shared_y,
                         horizontal_spacing=0.06, vertical_spacing=min(0.12, 0.5 / max(rows, 1)))
-    fig.update_layout(height=max(320, 60 + height_each * rows), **_LAYOUT)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02 + 0.04 / rows, xanchor="left", x=0),
-                      margin=dict(l=60, r=20, t=110, b=40))
+    height = max(340, 150 + height_each * rows)
+    # The legend sits above the facets' titles (28 px above the plot area), under the figure's title.
+    fig.update_layout(height=height, **_LAYOUT)
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1 + 28 / (height - 150), xanchor="left",
+                                  x=0), margin=dict(l=60, r=20, t=110, b=40))
     return fig, rows, ncols
 
 
@@ -391,6 +393,8 @@ def progress(snapshot) -> tuple[float, str]:
         parts.append(f"{snapshot.reused} reused")
     if snapshot.failed:
         parts.append(f"{snapshot.failed} failed or diverged")
+    if getattr(snapshot, "stopped", 0):
+        parts.append(f"{snapshot.stopped} stopped (run again on resume)")
     if snapshot.running:
         parts.append(f"{len(snapshot.running)} running")
     if snapshot.queued:

@@ -1,0 +1,110 @@
+"""The Experiments page in real headless Chromium against ``streamlit run app.py`` (both from
+``live_server``): launch a tiny experiment from TOML, watch its progress over cells, then see
+its views.  Set FEDVIZ_SCREENSHOTS=DIR to keep ``experiments.png`` (running) and
+``experiments-results.png`` (reopened)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from live_server import StreamlitServer, browser_page, idle
+
+SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
+
+#: 2 settings × (2 grid values + a tuned line + FSVRG) × 2 seeds = 16 cells, long enough to watch.
+TOML = """name = "browser sweep"
+data = "preset:fedprox-synthetic"
+iterations = 50
+seeds = 2
+target = 1e-3
+
+[[algorithm]]
+name = "gd"
+step = "grid"
+values = [0.5, 2]
+
+[[algorithm]]
+name = "fedavg"
+step = "tuned"
+
+[[algorithm]]
+name = "fsvrg"
+
+[[axis]]
+key = "data.beta"
+values = [0, 1]
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("experiments")
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log", env={"FEDVIZ_DASK_WORKERS": "1"}) as s:
+        yield s
+
+
+def _shot(page, name, heading):
+    """The viewport from ``heading`` down (Streamlit scrolls its main block, not the page)."""
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.get_by_role("heading", name=heading).first.evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.wait_for_timeout(800)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"))
+
+
+def _plots(page) -> int:
+    return page.locator(".js-plotly-plot").count()
+
+
+def test_launch_watch_and_reopen_an_experiment(server, browser):
+    with browser_page(browser, timeout_ms=120_000) as page:
+        page.set_viewport_size({"width": 1400, "height": 1150})
+        page.goto(server.url + "/experiments")
+        page.get_by_text("Built-in experiments").first.wait_for()
+        idle(page)
+        assert page.get_by_text("No experiment yet").count() == 1
+        page.get_by_text("Define your own experiment").click()
+        page.get_by_role("tab", name="TOML").click()
+        page.get_by_role("textbox", name="TOML").fill(TOML)
+        page.keyboard.press("Control+Enter")  # commit the text area before the click
+        idle(page)
+        page.get_by_role("button", name=re.compile("Launch from TOML")).click()
+        # Progress over cells, refreshed by the page's fragment while it runs.
+        page.get_by_text("Running: browser sweep").first.wait_for()
+        bar = page.get_by_text(re.compile(r"^\d+ of 16 cells ·"))
+        seen, shot = set(), False
+        for _ in range(600):
+            text = bar.first.inner_text() if bar.count() else ""
+            if text:
+                seen.add(int(text.split()[0]))
+            moving = page.get_by_text(re.compile(r"· iteration ([4-9]|\d\d)")).count()
+            if not shot and "running ·" in text and moving and _plots(page):
+                _shot(page, "experiments", re.compile("Running: browser sweep"))
+                shot = True
+            if text.startswith("16 of 16") or "· done ·" in text:
+                break
+            page.wait_for_timeout(200)
+        assert len(seen) >= 3, f"the progress did not move: {sorted(seen)}"  # a live count, not one redraw
+        # The end reruns the page: the results of the experiment, reopened.
+        page.get_by_text(re.compile(r"16 of 16 cells complete")).first.wait_for()
+        idle(page)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        for tab, name in (("Against the axis", "axis"), ("Heatmap", "heatmap"), ("Stepsize sensitivity", "sensitivity"),
+                          ("Chosen stepsizes", "stepsizes"), ("Cells", None), ("Curves", None)):
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_timeout(300)
+            if name:
+                _shot(page, f"experiments-{name}", "Results")
+        assert _plots(page) >= 5, _plots(page)
+        for label in ("Cells as CSV", "Everything as JSON", "Report as HTML"):
+            assert page.get_by_role("button", name=re.compile(label)).count() == 1
+        with page.expect_download() as download:
+            page.get_by_role("button", name=re.compile("Cells as CSV")).click()
+        lines = Path(download.value.path()).read_text().splitlines()
+        assert len(lines) == 1 + 16 and lines[0].startswith("experiment,setting")
+        _shot(page, "experiments-results", "Results")
