@@ -29,8 +29,8 @@ def _theorem_5(spec: str, iterations: int, sigma, start: str, seed: int):
 def _show(overlay) -> None:
     c1, c2 = st.columns([1, 3])
     c1.metric("Largest distance", f"{overlay.distance:.2g}",
-              help="Proposition 1: max_t ‖w_DANE^t − w_naive^t‖_∞. Theorem 5: max_t ‖w_primal^t − (1/(λn))Xα^t‖_∞ "
-                   "÷ max(1, ‖(1/(λn))Xα^t‖_∞).")
+              help="Proposition 1: maxₜ ‖w_DANEᵗ − w_naiveᵗ‖_∞. "
+                   "Theorem 5: maxₜ ‖w_primalᵗ − (1/(λn))Xαᵗ‖_∞ ÷ max(1, ‖(1/(λn))Xαᵗ‖_∞).")
     (c2.success if overlay.holds else c2.error)(overlay.describe())
     st.caption(overlay.settings)
     st.plotly_chart(overlay_figure(overlay), config={"displayModeBar": False})
@@ -46,8 +46,8 @@ st.header("Proposition 1: inexact DANE is naive FSVRG")
 st.markdown(
     "Section 3.5: DANE (Algorithm 2) with η = 1, μ = 0, solving its subproblem (eq. (10)) by **one pass of SVRG** "
     "started at wᵗ, generates the same iterates as **naive FSVRG** (Algorithm 3) — given the same samples (the "
-    "Remark after it). The local SVRG step of DANE's subproblem is ∇fᵢ(w) − ∇fᵢ(wᵗ) + ∇f(wᵗ), naive FSVRG's "
-    "own step.")
+    "Remark after it). The local SVRG step of DANE's subproblem is ∇fᵢ(w) − ∇fᵢ(wᵗ) + ∇f(wᵗ), "
+    "naive FSVRG's own step.")
 c1, c2, c3, c4, c5, c6 = st.columns([2, 1.3, 1, 1, 1, 1])
 p_data = c1.selectbox("Data", EQUIVALENCE_DATA, key="learn-eq-p1-data")
 p_loss = c2.selectbox("Loss", list(LOSSES), key="learn-eq-p1-loss")
@@ -65,9 +65,9 @@ with ui.guard("Proposition 1"):
 st.header("Theorem 5: the primal method is the image of the dual method")
 st.markdown(
     "Appendix A: for **ridge regression** and the same α⁰, the **Primal Method** (Algorithm 5, a quadratic "
-    "perturbation of each node's Fₖ) produces wᵗ = (1/(λn)) X αᵗ (eq. (14)), the image of the **Dual Method**'s "
-    "αᵗ (Algorithm 6, dual block proximal gradient ascent), for every t and every σ ∈ [1, K]. The squared loss "
-    "is used whatever the data's labels.")
+    "perturbation of each node's Fₖ) produces wᵗ = (1/(λn)) X αᵗ (eq. (14)), the image of the "
+    "**Dual Method**'s αᵗ (Algorithm 6, dual block proximal gradient ascent), for every t and every σ ∈ [1, K]. "
+    "The squared loss is used whatever the data's labels.")
 c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1.2, 1])
 t_data = c1.selectbox("Data", EQUIVALENCE_DATA, key="learn-eq-t5-data")
 t_its = c2.number_input("Iterations", 1, 200, 10, key="learn-eq-t5-iterations")

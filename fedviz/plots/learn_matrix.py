@@ -102,9 +102,8 @@ def cell_figure(cell, *, o1_rounds: int | None = None) -> go.Figure:
                              line=dict(color=colour, width=2), marker=dict(size=7)))
     line = cell.threshold
     if line is not None:
-        fig.add_hline(y=line, line=dict(color="#555555", dash="dash"),
-                      annotation_text=("tolerance" if cell.prop == "A" else "ε") + f" = {line:.0e}",
-                      annotation_position="top left")
+        fig.add_hline(y=line, line=dict(color="#555555", dash="dash"))
+        _log_label(fig, line, ("tolerance" if cell.prop == "A" else "ε") + f" = {line:.0e}", yref="y")
     if cell.prop != "A" and o1_rounds is not None:
         fig.add_vline(x=o1_rounds, line=dict(color="#888888", dash="dot"),
                       annotation_text=f"O(1): ≤ {o1_rounds} rounds", annotation_position="top left")
@@ -131,8 +130,8 @@ def overlay_figure(overlay) -> go.Figure:
     d = np.maximum(np.asarray(overlay.distances, dtype=float), floor)
     fig.add_trace(go.Scatter(x=t, y=d, name="distance between the iterates", mode="lines+markers",
                              line=dict(color="#2ca02c" if overlay.holds else "#d62728")), row=2, col=1)
-    fig.add_hline(y=overlay.rtol, line=dict(color="#555555", dash="dot"), row=2, col=1,
-                  annotation_text=f"tolerance {overlay.rtol:.0e}", annotation_position="top right")
+    fig.add_hline(y=overlay.rtol, line=dict(color="#555555", dash="dot"), row=2, col=1)
+    _log_label(fig, overlay.rtol, f"tolerance {overlay.rtol:.0e}", yref="y2", xref="x2 domain")
     fig.update_yaxes(type="log", title="f(w<sup>t</sup>) − f*", exponentformat="power", row=1, col=1)
     fig.update_yaxes(type="log", title="distance", exponentformat="power", row=2, col=1)
     fig.update_xaxes(title="iteration t", row=2, col=1)
@@ -140,6 +139,13 @@ def overlay_figure(overlay) -> go.Figure:
                       title=dict(text=f"{overlay.name}: largest distance {overlay.distance:.2g}", font=dict(size=15)),
                       legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
     return fig
+
+
+def _log_label(fig, y: float, text: str, *, yref: str, xref: str = "x domain") -> None:
+    """A label just above a horizontal line at ``y`` on a log axis, at the left.  (Plotly places
+    ``add_hline``'s own annotation at ``y`` in axis units, which on a log axis are log10(y).)"""
+    fig.add_annotation(x=0.01, xref=xref, y=float(np.log10(y)), yref=yref, text=text, showarrow=False,
+                       xanchor="left", yanchor="bottom", font=dict(size=11, color="#555555"))
 
 
 def _wrap(text: str, width: int = 90) -> str:

@@ -36,7 +36,8 @@ def _logistic_f(pb, w):
 
 
 def _naive_fsvrg_dense(pb, T, m, h, seed):
-    """Algorithm 3 (Section 3.5), densely: node k takes m steps w_k ← w_k − h(∇f_i(w_k) − ∇f_i(w^t) + ∇f(w^t)),
+    """Algorithm 3 (Section 3.5), densely: node k takes m steps
+    w_k ← w_k − h(∇f_i(w_k) − ∇f_i(w^t) + ∇f(w^t)),
     i drawn uniformly from P_k (the samples of iteration t: default_rng([seed, t, SAMPLE_STREAM])), and
     w^{t+1} = w^t + (1/K) Σ_k (w_k − w^t).  Returns every iterate."""
     X, y, lam = pb.X.toarray(), pb.y, pb.lam
