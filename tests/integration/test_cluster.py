@@ -517,3 +517,24 @@ def test_the_local_cluster_listens_on_loopback_only(monkeypatch):
         cluster.close()
     assert opened, "the local cluster listens somewhere"
     assert {addr.ip for _, addr in opened} == {"127.0.0.1"}, opened
+
+
+@pytest.mark.xfail(strict=True, reason="bug: when the scheduler dies mid-experiment the client marks every pending "
+                                       "future cancelled, and the driver ends the experiment 'done' with no cell "
+                                       "stored and no message")
+def test_an_experiment_whose_scheduler_dies_does_not_end_done(tmp_path, store):
+    procs = DaskProcesses(tmp_path).start(1)
+    try:
+        exp = Experiment("scheduler lost", LONG.data, LONG.arms[:1], LONG.axes, LONG.seeds, 300)
+        handle = launch(exp, store, address=procs.address)
+        _wait_running(handle, 1, min_iteration=3)
+        os.killpg(procs.scheduler.pid, signal.SIGKILL)
+        procs.scheduler.wait(10)
+        snap = _wait(handle, 120)
+        info = store.get_experiment(exp.name)
+        assert snap.stored < snap.total, "the cells never finished"
+        assert snap.status != "done" and info.status != "done", (snap.status, snap.message)
+        assert snap.message, "the experiment says what happened"
+    finally:
+        cluster.close()
+        procs.close()
