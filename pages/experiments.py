@@ -181,6 +181,9 @@ def _running():
 
 if handle is not None:
     _running()
+others = [n for n, h in driver.running().items() if not h.done and h is not handle]
+if others:
+    st.caption("Also running on this server: " + ", ".join(others) + " — choose one below to see its stored cells.")
 
 # -- 4. reopen ------------------------------------------------------------------------------------------------
 st.subheader("Results")
@@ -261,8 +264,9 @@ with ui.guard("Reading the experiment"):
                             key=f"exp-against-{chosen}")
             st.plotly_chart(figure("axis_figure", metric, axis=axis if exp.axes else 0), width="stretch",
                             key="exp-axis-fig")
-            st.caption("Lines with a stepsize grid are drawn at their best grid value in each setting (lowest "
-                       "median final f − f*), as the paper chose its stepsize after the fact (Section 4.1).")
+            if views.grid_arms(results):
+                st.caption("Lines with a stepsize grid are drawn at their best grid value in each setting (lowest "
+                           "median final f − f*), as the paper chose its stepsize after the fact (Section 4.1).")
         with tabs[2]:
             hm = st.selectbox("Colour by", list(METRICS), format_func=METRICS.get,
                               key=ui.seeded("exp-heat-metric", "suboptimality"))

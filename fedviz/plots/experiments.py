@@ -452,8 +452,11 @@ def report_html(results: Results, verdict=None) -> str:
         held = getattr(verdict, "held", None)
         word = {True: "held", False: "did not hold", None: "inconclusive"}.get(held, "inconclusive")
         color = {True: "#1a7f37", False: "#cf222e"}.get(held, "#9a6700")
-        verdict_html = (f'<div class="verdict" style="border-color:{color}"><b style="color:{color}">The claim '
-                        f'{word}.</b> {html.escape(str(getattr(verdict, "text", "")))}</div>')
+        text = str(getattr(verdict, "text", "")) or f"The claim {word}."
+        lines = list(verdict.lines()) if callable(getattr(verdict, "lines", None)) else []
+        items = "".join(f"<li>{html.escape(str(line))}</li>" for line in lines)
+        verdict_html = (f'<div class="verdict" style="border-color:{color}"><b style="color:{color}">'
+                        f'{html.escape(text)}</b>{"<ul>" + items + "</ul>" if items else ""}</div>')
     else:
         verdict_html = ""
     rows = results.rows()

@@ -18,7 +18,7 @@ SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 #: 2 settings × (2 grid values + a tuned line + FSVRG) × 2 seeds = 16 cells, long enough to watch.
 TOML = """name = "browser sweep"
 data = "preset:fedprox-synthetic"
-iterations = 50
+iterations = 40
 seeds = 2
 target = 1e-3
 
@@ -108,3 +108,30 @@ def test_launch_watch_and_reopen_an_experiment(server, browser):
         lines = Path(download.value.path()).read_text().splitlines()
         assert len(lines) == 1 + 16 and lines[0].startswith("experiment,setting")
         _shot(page, "experiments-results", "Results")
+
+
+def test_a_builtin_runs_from_its_card_and_says_whether_its_claim_held(server, browser):
+    """The paper's Figure 2 built-in at its small scale (18 cells of google-plus-small), one click: the
+    verdict names each check with its numbers."""
+    from fedviz.experiments.builtin import BUILTINS
+
+    b = BUILTINS["paper-figure2"]
+    with browser_page(browser, timeout_ms=120_000) as page:
+        page.set_viewport_size({"width": 1400, "height": 1150})
+        page.goto(server.url + "/experiments")
+        card = page.get_by_test_id("stVerticalBlock").filter(has_text=b.title).filter(
+            has=page.get_by_role("button", name=re.compile("Run$"))).last
+        card.wait_for()
+        idle(page)
+        card.get_by_role("button", name=re.compile("Run$")).click()
+        page.get_by_text(f"Running: {b.name}-small").first.wait_for()
+        page.get_by_text(re.compile(r"18 of 18 cells complete")).first.wait_for(timeout=300_000)
+        idle(page)
+        verdict = page.get_by_text(re.compile(r"^The claim (held|did not hold)")).first
+        verdict.wait_for()
+        for check in ("CoCoA+ is worse than GD", "FSVRG beats GD and CoCoA+", "FSVRG and FSVRGR is subtle"):
+            assert page.get_by_text(re.compile(re.escape(check) + r".*: (held|did not hold) \(")).count() == 1, check
+        page.get_by_role("tab", name="Against the axis").click()
+        page.wait_for_timeout(300)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        _shot(page, "experiments-verdict", "Results")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -16,6 +17,7 @@ from fedviz.experiments import cluster, driver
 from fedviz.experiments.builtin import BUILTINS
 from fedviz.experiments.results import load
 from fedviz.runner import get_manager
+from fedviz.runner.loop import IterationRecord
 
 APP = str(ROOT / "app.py")
 PAGE = "pages/experiments.py"
@@ -186,3 +188,71 @@ def test_every_form_control_keeps_three_changes_in_a_row():
     # and they all still hold their last value after the others changed
     for kind, key, values in changes:
         assert getattr(at, kind)(key=key).value == values[-1], key
+
+
+def _records(final: float, n: int = 3) -> list[IterationRecord]:
+    """Records of a cell whose f − f* falls geometrically from 1 to ``final``."""
+    return [IterationRecord(algorithm="x", iteration=t, objective=final ** (t / (n - 1)) + 0.5,
+                            suboptimality=final ** (t / (n - 1)), test_error=0.2, train_error=0.2, grad_norm=1.0,
+                            rounds=t, vectors_up=t, vectors_down=t, grad_evals=t, passes=float(t), seconds=0.0,
+                            status="done" if t == n - 1 else "running") for t in range(n)]
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_stored_builtin_shows_its_verdict_and_the_report_carries_it(held):
+    """The paper's Figure 2 built-in, stored by hand with final f − f* that make its three checks hold
+    (CoCoA+ > GD > FSVRG, FSVRGR within ×10 of FSVRG), or fail (GD best): the page says which."""
+    b = BUILTINS["paper-figure2"]
+    exp = b.experiment("small")
+    store = get_manager().store
+    info = store.open_experiment(exp.name, exp.as_json())
+    finals = {"FSVRG": 1e-4, "GD": 1e-2, "CoCoA+": 1e-1} if held else {"FSVRG": 1e-2, "GD": 1e-4, "CoCoA+": 1e-1}
+    for c in exp.cells():
+        store.save_cell(info.id, key=c.key, setting=c.setting, arm=c.arm, step=c.step, seed=c.seed, label=c.label,
+                        algorithm=c.job.algorithms[0].name, hyper={}, config={}, status="done",
+                        records=_records(finals[c.arm] * (1 + c.seed / 10)))
+    store.finish_experiment(info.id, "done")
+    at = _page()
+    at.selectbox(key="exp-open").set_value(exp.name).run()
+    assert not at.exception, at.exception
+    shown = at.success if held else at.error
+    assert len(shown) == 1 and shown[0].value.startswith("The claim held" if held else "The claim did not hold")
+    assert "CoCoA+ is worse than GD: held" in shown[0].value
+    assert f"{exp.size} of {exp.size} cells complete" in " ".join(c.value for c in at.caption)
+    results = load(store, exp.name)
+    assert b.verdict(results).held is held
+    from fedviz.plots.experiments import report_html
+
+    assert ("did not hold" in report_html(results, b.verdict(results))) is (not held)
+    store.delete_experiment(info.id)
+
+
+def test_stop_then_resume_from_the_page():
+    at = _page()
+    toml = ('name = "page stop"\ndata = "preset:fedprox-synthetic"\niterations = 150\nseeds = 3\n'
+            '[[algorithm]]\nname = "fsvrg"\n')
+    at.text_area(key="exp-toml").set_value(toml).run()
+    at.button(key="exp-launch-toml").click().run()
+    assert not at.exception and not _errors(at), (at.exception, _errors(at))
+    handle = at.session_state["exp-handle"]
+    deadline = time.monotonic() + 120
+    while not handle.snapshot().running and not handle.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not handle.done, "the cells ended before Stop could be pressed"
+    at.button(key="exp-stop").click().run()
+    assert handle.wait(60), "Stop did not end the experiment"
+    snap = handle.snapshot()
+    assert snap.status == "stopped" and snap.stored < 3, snap
+    at.run()
+    assert at.selectbox(key="exp-open").value == "page stop"
+    assert any("stopped" in c.value for c in at.caption)
+    resume = at.button(key="exp-resume")
+    assert f"({3 - snap.stored} cells to run)" in resume.label
+    resume.click().run()
+    again = at.session_state["exp-handle"]
+    assert again is not handle and again.wait(120)
+    end = again.snapshot()
+    assert end.status == "done" and (end.reused, end.stored) == (snap.stored, 3 - snap.stored), end
+    at.run()
+    assert "3 of 3 cells complete" in " ".join(c.value for c in at.caption)
+    assert not [b for b in at.button if b.key == "exp-resume"]

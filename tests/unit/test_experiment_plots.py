@@ -219,20 +219,22 @@ def test_tuned_rows_and_figure_show_each_tuned_cells_stepsize(stored):
 
 def test_the_report_is_one_standalone_document_with_every_figure_and_the_verdict(stored):
     results, _ = stored
-    verdict = SimpleNamespace(held=False, text="FedAvg <beat> GD at K = 10")
+    verdict = SimpleNamespace(held=False, text="The claim did not hold: FedAvg <beat> GD at K = 10",
+                              lines=lambda: ["GD beats FedAvg: did not hold (0.1 against 0.01)"])
     page = E.report_html(results, verdict)
     assert page.count("<html") == 1 and page.count("</html>") == 1 and page.lstrip().startswith("<!DOCTYPE html>")
     names = list(E.figures(results))
     assert {"curves", "heatmap", "stepsize sensitivity", "chosen stepsizes", "final vs axis"} <= set(names)
     ids = re.findall(r'<div id="(fig-[^"]+)"', page)
     assert ids == [f"fig-{E._slug(n)}" for n in names]
-    assert "did not hold" in page and "FedAvg &lt;beat&gt; GD at K = 10" in page  # escaped
+    assert "The claim did not hold: FedAvg &lt;beat&gt; GD at K = 10" in page  # escaped
+    assert "<li>GD beats FedAvg: did not hold (0.1 against 0.01)</li>" in page
     # plotly.js inline exactly once, and nothing fetched from the network.
     assert page.count("plotly.js v") == 1 and "<script src=" not in page
     # the table of cells: a row per stored cell
     assert page.count("<tr>") == 1 + len(results.cells)
     assert "GD beats FedAvg" in page  # the claim
-    assert "The claim" not in E.report_html(results)  # no verdict: none shown
+    assert 'class="verdict"' not in E.report_html(results)  # no verdict: none shown
 
 
 def test_progress_counts_reused_and_stored_of_total():
