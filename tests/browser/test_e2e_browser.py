@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, ROOT
 from live_server import StreamlitServer, browser_page, idle, run_button
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
@@ -113,7 +113,10 @@ def test_a_shared_link_as_the_first_request_after_a_start_goes_through_app_py(tm
             run_button(page).wait_for()
             idle(page)
             links = page.get_by_test_id("stSidebarNavLink").all_inner_texts()
-            assert [t.split()[-1] for t in links] == ["Home", "Data", "Run", "Compare"], links  # after the icon
+            # Every page of app.py's navigation, in its order (each link's text is its icon's name, then its title).
+            titles = re.findall(r'st\.Page\("pages/[^"]+", title="([^"]+)"', (ROOT / "app.py").read_text())
+            assert len(links) == len(titles) >= 4 and all(t.strip().endswith(w) for t, w in zip(links, titles)), \
+                (links, titles)
             assert page.get_by_role("spinbutton", name="Iterations").input_value() == "7"
         finally:
             context.close()
