@@ -85,12 +85,13 @@ class DaskProcesses:
         self.scheduler = self._spawn(["scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
                                       str(file), "--no-dashboard"], "scheduler.log")
         deadline = time.monotonic() + timeout
-        while not file.exists() or not file.read_text().strip():
+        while not self.address:
             assert self.scheduler.poll() is None, self.log("scheduler.log")
             assert time.monotonic() < deadline, "the scheduler wrote no scheduler file"
-            time.sleep(0.1)
-        time.sleep(0.1)  # the file is written whole, but be sure it is closed
-        self.address = json.loads(file.read_text())["address"]
+            try:
+                self.address = json.loads(file.read_text())["address"]
+            except (OSError, ValueError, KeyError):  # not there yet, or being written
+                time.sleep(0.1)
         for k in range(n_workers):
             self.add_worker(f"w{k}")
         self.wait_for_workers(n_workers, deadline - time.monotonic())
