@@ -360,6 +360,8 @@ class DaskExecutor(Executor):
     """Runs each job as one Dask task on the cluster of :func:`get_client`, streaming the sink's
     calls back to this process, where a thread ``fedviz-run-<id>`` applies them to ``sink``."""
 
+    in_process = False
+
     def __init__(self, address: str | None = None):
         self.address = address
         #: Runs the cluster takes at once (the manager's default cap; set from the cluster's threads).

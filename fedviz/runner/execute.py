@@ -322,6 +322,9 @@ class Executor(ABC):
     manager closes the sinks in ``done``, frees the run's slot and starts the next in line.
     """
 
+    #: Whether runs execute in this process (False: another process, which sees only registered algorithms).
+    in_process: bool = True
+
     @abstractmethod
     def start(self, run_id: str, job: Job, sink: Sink, stop: Stop, done: Callable[[], None]) -> Task:
         """Start running ``job``; ``run_id`` names the run (its thread, its log lines)."""

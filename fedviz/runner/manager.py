@@ -126,6 +126,7 @@ class RunManager:
         self.store = store
         #: Where started runs execute (one thread each by default).
         self.executor = executor if executor is not None else ThreadExecutor()
+        self._local = ThreadExecutor()  # for runs whose algorithms exist only in this process
         #: Why the history is disabled (set by :func:`get_manager` when the store cannot open).
         self.store_problem = ""
         #: Where runs execute when a cluster is configured, or why they do not (set by :func:`get_manager`).
@@ -180,8 +181,12 @@ class RunManager:
         handle = run.handle
         handle.begin()
         self._running[handle.id] = run
-        run.task = self.executor.start(handle.id, handle.job, Tee(run.journal, handle), handle.stop_signal,
-                                       lambda: self._ended(run))
+        # An algorithm class outside the registry (a test's, or the Learn page's observed FSVRG that
+        # reports its iterates to this session) exists only in this process: such a run stays here.
+        local = any(e.spec.impl is not None for e in handle.job.entries)
+        executor = self._local if local and not self.executor.in_process else self.executor
+        run.task = executor.start(handle.id, handle.job, Tee(run.journal, handle), handle.stop_signal,
+                                  lambda: self._ended(run))
 
     def _ended(self, run: _Run) -> None:
         """The executor is done with a run: commit its last records, free its slot (and start the

@@ -607,3 +607,25 @@ def test_a_sweep_planned_without_the_problem_runs_the_grid_the_problem_gives():
     ran.update({s.label: s.values for s in deferred.variants if s.label not in ran})
     assert ran == {s.label: s.values for s in direct.variants}
     assert all(status == "done" for (_, status, _), _ in sink.named("end"))
+
+
+def test_an_algorithm_outside_the_registry_stays_in_this_process(managers):
+    """An out-of-process executor (a cluster) sees only registered algorithms: a run of a class that
+    exists only here (a test's, the Learn page's observed FSVRG) runs in a thread of this process."""
+
+    class Remote(Executor):
+        in_process = False
+        started = []
+
+        def start(self, run_id, job, sink, stop, done):
+            Remote.started.append(run_id)
+            t = threading.Thread(target=lambda: (execute(job, sink, stop), done()), daemon=True)
+            t.start()
+            return t
+
+    m = managers(max_concurrent=2, executor=Remote())
+    local = m.submit(RunJob(make_problem, (("slow", Slow, {}),), iterations=3, f_star=0.0), "s")
+    remote = m.submit(RunJob(make_problem, (("gd", "gd", {}),), iterations=3, f_star=0.0), "s")
+    assert local.wait(WAIT) and remote.wait(WAIT)
+    assert Remote.started == [remote.id]
+    assert (local.status, remote.status) == ("done", "done")
