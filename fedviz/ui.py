@@ -227,6 +227,13 @@ def show_query_problems() -> None:
         sync_link()
 
 
+def show_cluster_note() -> None:
+    """Where runs execute when a Dask cluster is configured (``FEDVIZ_DASK_SCHEDULER``), or why not."""
+    note = get_manager().cluster_note
+    if note:
+        st.caption(f":material/lan: {note[0].upper()}{note[1:]}.")
+
+
 def show_data_notes(ds) -> None:
     """The data set's warnings for people (a one-class test set, a file without its final line end)."""
     for text in ds.meta.get("warnings", ()) or ():

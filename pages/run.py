@@ -13,6 +13,7 @@ ui.through_navigation()
 st.title("Run")
 config = ui.current_config()
 ui.show_query_problems()
+ui.show_cluster_note()
 
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)

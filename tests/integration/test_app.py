@@ -254,3 +254,14 @@ def test_after_stop_the_progress_bar_says_where_the_run_stopped():
     (bar,) = [p for p in at.get("progress")]
     assert f"stopped after {done:,} of 10,000 iterations" in bar.proto.text
     assert bar.proto.value < 100
+
+
+def test_run_says_where_runs_execute_when_a_cluster_is_configured(monkeypatch):
+    from fedviz.runner import get_manager
+
+    config = RunConfig(data=TINY, algorithms=(("gd", ()),), iterations=2)
+    at = _app(config, "pages/run.py")
+    assert not any("Dask cluster" in c.value for c in at.caption)
+    monkeypatch.setattr(get_manager(), "cluster_note", "runs execute on the Dask cluster (tcp://h:8786, 4 workers)")
+    at.run()
+    assert any("Runs execute on the Dask cluster (tcp://h:8786, 4 workers)." in c.value for c in at.caption)
