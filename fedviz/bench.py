@@ -284,7 +284,8 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
             finally:
                 cluster.close()
         row = {"seconds": seconds, "seconds_per_cell": seconds / cells, "cells_per_second": cells / seconds,
-               "compute_seconds_per_cell": compute / cells, "status": snap.status, "stored": snap.stored, "workers_used": workers_used,
+               "compute_seconds_per_cell": compute / cells, "status": snap.status, "stored": snap.stored,
+               "workers_used": workers_used,
                "warm_seconds": max(warm.values())}
         out[f"workers_{n}"] = row
         log(f"{cells} cells on a local cluster of {n} worker(s): {seconds:.1f}s ({snap.status}, {snap.stored} stored)")
@@ -294,8 +295,9 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
     out["overhead_percent"] = 100 * out["overhead_per_cell_seconds"] / serial_row["seconds_per_cell"]
     # The same difference without the cells' own computation (their records' clock): what Dask,
     # the stream and the history add, apart from a worker computing slower on a busy machine.
-    out["overhead_beyond_compute_seconds"] = ((one["seconds_per_cell"] - one["compute_seconds_per_cell"])
-                                              - (serial_row["seconds_per_cell"] - serial_row["compute_seconds_per_cell"]))
+    wait_one = one["seconds_per_cell"] - one["compute_seconds_per_cell"]
+    wait_serial = serial_row["seconds_per_cell"] - serial_row["compute_seconds_per_cell"]
+    out["overhead_beyond_compute_seconds"] = wait_one - wait_serial
     out["compute_ratio"] = one["compute_seconds_per_cell"] / serial_row["compute_seconds_per_cell"]
     top = out[f"workers_{max(workers)}"]
     out["speedup"] = top["cells_per_second"] / serial_row["cells_per_second"]
@@ -333,17 +335,20 @@ def format_cluster(c: dict) -> str:
         lines.append(f"| {label} | {v['seconds']:.2f} | {v['seconds_per_cell']:.3f} | {v['cells_per_second']:.2f} | "
                      f"{v['cells_per_second'] / base:.2f} |")
     b, p = c["bytes"], c["projection"]
-    lines += ["", f"overhead per cell of the cluster (1 worker) against in-process: {c['overhead_per_cell_seconds']:+.3f} s "
-                  f"({c['overhead_percent']:+.1f}%), of which {c['overhead_beyond_compute_seconds']:+.3f} s beyond the "
-                  f"cells' own computation (the worker computed {c['compute_ratio']:.2f}× the in-process time); speed-up of {max(int(k.split('_')[1]) for k in c if k.startswith('workers_'))} "
-                  f"workers over serial: {c['speedup']:.2f}×; cluster results equal to serial: {c['results_equal']}",
+    most = max(int(k.split('_')[1]) for k in c if k.startswith('workers_'))
+    lines += ["", f"overhead per cell of the cluster (1 worker) against in-process: "
+                  f"{c['overhead_per_cell_seconds']:+.3f} s ({c['overhead_percent']:+.1f}%), of which "
+                  f"{c['overhead_beyond_compute_seconds']:+.3f} s beyond the cells' own computation (the worker "
+                  f"computed {c['compute_ratio']:.2f}× the in-process time); speed-up of {most} workers over "
+                  f"serial: {c['speedup']:.2f}×; cluster results equal to serial: {c['results_equal']}",
               f"bytes per cell: task {b['task']:,}, result {b['result']:,}, stream {b['stream']:,} "
               f"(the data set, {b['data_set']:,} bytes, is built on each worker from its spec, never sent); "
               f"scheduler cost per task {1e3 * c['scheduler_seconds_per_task']:.2f} ms",
               f"on N machines of c cores: cells/s ≈ N·c × {p['cells_per_second_per_worker']:.2f} "
               f"(1 / (per-cell cost + overhead)), until the {p['bound_by']} saturates: the scheduler at "
               f"~{p['scheduler_cap_cells_per_second']:,.0f} cells/s, a 1 Gbit/s link at "
-              f"~{p['link_cap_cells_per_second']:,.0f} cells/s, i.e. beyond N·c ≈ {p['workers_until_cap']:,.0f} workers"]
+              f"~{p['link_cap_cells_per_second']:,.0f} cells/s, i.e. beyond N·c ≈ "
+              f"{p['workers_until_cap']:,.0f} workers"]
     return "\n".join(lines)
 
 
