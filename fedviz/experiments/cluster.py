@@ -37,13 +37,14 @@ import logging
 import os
 import pickle
 import queue
+import re
 import threading
 import time
 import uuid
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
-from ..errors import FedvizError
+from ..errors import FedvizError, ParameterError
 from ..runner.execute import Executor, Sink, Stop, Task, describe, execute
 from ..runner.job import Entry, Job, ProblemSpec, RunJob
 from ..validation import env_int
@@ -83,6 +84,8 @@ def get_client(address: str | None = None):
     :class:`~fedviz.errors.FedvizError` naming the address.
     """
     address = scheduler_address(address)
+    if address is not None:
+        check_address(address)
     key = address or "local"
     with _LOCK:
         client = _CLIENTS.get(key)
@@ -104,12 +107,23 @@ def get_client(address: str | None = None):
         return client
 
 
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$")
+
+
+def check_address(address: str) -> str:
+    """Refuse a scheduler address Dask cannot use, naming where it came from and the form it needs."""
+    if not isinstance(address, str) or not _ADDRESS.match(address.strip()):
+        raise ParameterError(f"{SCHEDULER_ENV} / --scheduler", address,
+                             "tcp://host:port (or tls://host:port), e.g. tcp://10.0.0.5:8786")
+    return address.strip()
+
+
 def _local_cluster():
     from distributed import LocalCluster
 
     n = env_int(WORKERS_ENV, None, low=1) or max(1, os.cpu_count() or 1)
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, env=dict(PINNED),
-                           dashboard_address=":0", silence_logs=logging.ERROR)  # any free port: no clash
+                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)  # loopback, any free port
     _LOCAL["cluster"] = cluster
     return cluster
 

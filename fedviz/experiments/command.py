@@ -50,6 +50,9 @@ def main(args) -> int:
     from .driver import launch
     from .results import load
 
+    address = cluster.scheduler_address(args.scheduler)
+    if address is not None:
+        cluster.check_address(address)  # before anything starts: a typo is one line, not a failed experiment
     store = RunStore()
     experiment = resolve(args.target, store, args.scale)
     out = Path(args.out) if args.out else None

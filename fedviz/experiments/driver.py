@@ -73,7 +73,8 @@ class ExperimentSnapshot:
     stored: int                # stored complete (done or diverged) by this launch
     failed: int                # stored by this launch as failed or diverged
     stopped: int               # stored by this launch as stopped (run again on resume)
-    cancelled: int             # cancelled before they started
+    cancelled: int             # cancelled before they started (by Stop)
+    lost: int                  # cancelled by the cluster (the scheduler went away): run again on resume
     running: tuple[CellProgress, ...]
     queued: int
     cluster: str
@@ -136,7 +137,7 @@ class ExperimentHandle:
         self._version = 0
         self._started = time.monotonic()
         self._state = dict(experiment_id=None, status="starting", message="starting the cluster", total=experiment.size,
-                           reused=0, stored=0, failed=0, stopped=0, cancelled=0, queued=0, cluster="")
+                           reused=0, stored=0, failed=0, stopped=0, cancelled=0, lost=0, queued=0, cluster="")
         self._running: dict[str, CellProgress] = {}
         self._thread = threading.Thread(target=self._drive, daemon=True, name=f"fedviz-exp-{self.uid[:8]}")
 
@@ -247,7 +248,11 @@ class ExperimentHandle:
             time.sleep(POLL)
         self._drain(events, {}, replays, lives, attempts)
         st = self._state
-        if stopping:
+        if st["lost"]:
+            status = "failed"
+            message = (f"lost the Dask cluster ({st['cluster']}): {st['lost']} cells did not run; "
+                       "launch the experiment again to resume")
+        elif stopping:
             status, message = "stopped", f"{self._stop_reason}: {st['reused'] + st['stored']} of {st['total']} cells"
         else:
             status = "done"
@@ -284,7 +289,10 @@ class ExperimentHandle:
     def _finish(self, fut, cell: Cell, exp_id: int, attempts: set) -> None:
         self._running.pop(cell.key, None)
         if fut.status == "cancelled":
-            self._update(cancelled=self._state["cancelled"] + 1)
+            if self._stop.is_set():
+                self._update(cancelled=self._state["cancelled"] + 1)
+            else:  # nobody asked: the scheduler (or the connection to it) went away
+                self._update(lost=self._state["lost"] + 1)
             return
         collect = _Collect(cell)
         worker = ""

@@ -481,9 +481,7 @@ def test_dask_executor_gives_the_thread_executors_records_and_stops(dask_cluster
         manager.close(10)
 
 
-# -- bugs found while writing these tests (strict xfail: each turns into a failure once fixed) --------------
-@pytest.mark.xfail(strict=True, reason="bug: a malformed FEDVIZ_DASK_SCHEDULER / --scheduler (http://…, no port) "
-                                       "reaches Dask and comes back as a raw ValueError, not a ParameterError")
+# -- bugs found while writing these tests, fixed -----------------------------------------------------------
 @pytest.mark.parametrize("address", ["http://10.0.0.5:8786", "10.0.0.5 8786", "tcp://"])
 def test_a_malformed_scheduler_address_is_a_parameter_error(monkeypatch, address):
     import distributed
@@ -499,8 +497,6 @@ def test_a_malformed_scheduler_address_is_a_parameter_error(monkeypatch, address
     assert "tcp://" in e.value.allowed
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the embedded local cluster's dashboard listens on every interface "
-                                       "(dashboard_address=':0'); '127.0.0.1:0' keeps it on loopback")
 def test_the_local_cluster_listens_on_loopback_only(monkeypatch):
     monkeypatch.delenv(cluster.SCHEDULER_ENV, raising=False)
     monkeypatch.setenv(cluster.WORKERS_ENV, "1")
@@ -520,9 +516,6 @@ def test_the_local_cluster_listens_on_loopback_only(monkeypatch):
     assert {addr.ip for _, addr in opened} == {"127.0.0.1"}, opened
 
 
-@pytest.mark.xfail(strict=True, reason="bug: when the scheduler dies mid-experiment the client marks every pending "
-                                       "future cancelled, and the driver ends the experiment 'done' with no cell "
-                                       "stored and no message")
 def test_an_experiment_whose_scheduler_dies_does_not_end_done(tmp_path, store):
     procs = DaskProcesses(tmp_path).start(1)
     try:
