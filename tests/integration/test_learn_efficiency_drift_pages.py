@@ -13,9 +13,8 @@ from fedviz.learn.drift import DriftSettings, drift_view
 from fedviz.runner.loop import IterationRecord
 from fedviz.runner.store import RunStore
 
-from conftest import ROOT
+from apptest import open_page
 
-APP = str(ROOT / "app.py")
 
 
 @pytest.fixture
@@ -32,12 +31,7 @@ def store(monkeypatch, tmp_path):
 
 
 def _page(page: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(page)
 
 
 def _figure(at: AppTest, i: int = 0) -> dict:

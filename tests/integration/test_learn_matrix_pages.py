@@ -8,19 +8,14 @@ import json
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT
+from apptest import open_page
 from fedviz.algorithms import ALGORITHMS
 from fedviz.learn import matrix as M
 
-APP = str(ROOT / "app.py")
 
 
 def _page(page: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
+    at = open_page(page, timeout=300)
     assert not at.error, [e.value for e in at.error]
     return at
 

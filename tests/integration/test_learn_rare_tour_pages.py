@@ -17,29 +17,18 @@ from fedviz.learn.tour import AXIS_NOTES, LESSONS, SUBOPTIMALITY_NOTES, TEST_ERR
 from fedviz.runner import cache
 from fedviz.runner.config import RunConfig
 
+from apptest import long_sessions, open_page  # noqa: F401 - the fixture, used by pytestmark
 from conftest import ROOT
 
-APP = str(ROOT / "app.py")
 SMALL = DataSpec(source="preset:google-plus-small?nodes=40")   # 40 authors, about 4,000 posts
 TINY = DataSpec(source="preset:identical-nodes")
 
 
-@pytest.fixture(autouse=True)
-def _no_heartbeat_timeout(monkeypatch):
-    from fedviz.runner import get_manager
-
-    monkeypatch.setattr(get_manager(), "session_timeout", 24 * 3600.0)
+pytestmark = pytest.mark.usefixtures("long_sessions")
 
 
 def _app(page: str, config: RunConfig | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    if config is not None:
-        at.session_state["config"] = config
-    at.run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(page, config, timeout=180)
 
 
 def _wait(at: AppTest, key: str, timeout: float = 180.0):
@@ -188,9 +177,7 @@ def test_run_charts_say_what_to_look_at_for_the_axis_and_algorithms_shown():
 
 
 def test_home_offers_the_tour():
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    assert not at.exception
+    at = open_page()
     assert any("guided tour" in m.value for m in at.markdown)
     assert any(getattr(e.proto, "page", "").endswith("learn_tour.py") or "guided tour" in str(e.proto)
                for e in at.get("page_link"))

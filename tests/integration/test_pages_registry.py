@@ -15,28 +15,16 @@ from fedviz.data.build import DataSpec
 from fedviz.data.partition import PARTITIONERS
 from fedviz.data.presets import PRESETS
 from fedviz.runner.config import RunConfig, from_query
-from conftest import ROOT
+from apptest import long_sessions, open_page  # noqa: F401 - the fixture, used by pytestmark
 
-APP = str(ROOT / "app.py")
 TINY = DataSpec(source="preset:identical-nodes")
 
 
-@pytest.fixture(autouse=True)
-def _no_heartbeat_timeout(monkeypatch):
-    from fedviz.runner import get_manager
-
-    monkeypatch.setattr(get_manager(), "session_timeout", 24 * 3600.0)
+pytestmark = pytest.mark.usefixtures("long_sessions")
 
 
 def _page(page: str, config: RunConfig | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    if config is not None:
-        at.session_state["config"] = config
-    at.run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(page, config, timeout=180)
 
 
 def _link(at: AppTest) -> RunConfig:
