@@ -50,13 +50,14 @@ def _launch(experiment) -> None:
             make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its knobs, K aside
     # Kept in the session: the driver forgets a handle when it ends, and the page still shows how.
     st.session_state["exp-handle"] = driver.launch(experiment, store)
+    st.session_state["exp-recent"] = {}
     st.session_state["exp-running"] = experiment.name
     st.session_state["exp-open"] = experiment.name
 
 
 st.title("Experiments")
-st.caption("A grid of runs — algorithms × stepsizes × one or two varied settings × seeds — run on a Dask cluster "
-           "and kept cell by cell in the history: curves with a band over seeds, the final figure against the "
+st.caption("A grid of runs — algorithms × stepsizes × one or two varied settings × seeds — run on a Dask "
+           "cluster and kept cell by cell in the history: curves with a band over seeds, the final figure against the "
            "varied setting, and whether a published claim held. The paper chose its stepsize after trying a set "
            "(Section 4.1); here each choice and its sensitivity are shown.")
 store = ui.manager().store
@@ -169,12 +170,20 @@ def _running():
         st.caption(snap.message)
     if snap.cluster:
         st.caption(f"Cluster: {snap.cluster}")
+    recent = st.session_state.setdefault("exp-recent", {})  # the cells seen running, latest state, last 6
+    for c in snap.running:
+        recent.pop(c.key, None)
+        recent[c.key] = c
+    for k in list(recent)[:-6]:
+        del recent[k]
     if snap.running:
         st.markdown("  \n".join(f":material/autorenew: **{c.label}** · setting {h.experiment.setting_label(c.setting)}"
                                 f" · seed {c.seed} · iteration {c.iteration}"
                                 + (f" · f − f* {c.suboptimality:.3g}" if math.isfinite(c.suboptimality) else "")
                                 for c in snap.running))
-        st.plotly_chart(views.live_figure(snap), width="stretch", key="exp-live-chart")
+    if not snap.finished and any(len(c.records) >= 2 for c in recent.values()):  # short cells: no empty chart
+        fig = views.live_figure(snap, tuple(recent.values()), setting_label=h.experiment.setting_label)
+        st.plotly_chart(fig, width="stretch", key="exp-live-chart")
     if not snap.finished and st.button(":material/stop: Stop", key="exp-stop"):
         h.stop("stopped by the user")
 
@@ -226,7 +235,8 @@ with ui.guard("Reading the experiment"):
     mine = driver.running(chosen)
     busy = mine is not None and not mine.done
     missing = exp.size - info.n_complete
-    st.caption(f"**{info.status}** · {info.n_complete} of {exp.size} cells complete · updated "
+    st.caption(f"**{info.status}** · {info.n_complete} of {exp.size} cells complete"
+               + (" (this view refreshes when it ends)" if busy else "") + " · updated "
                f"{info.updated[:19].replace('T', ' ')}" + (f" · {info.message}" if info.message else "")
                + f" — {exp.description or 'your experiment.'}")
     if not busy and (info.status in ("stopped", "interrupted", "failed") or missing > 0):

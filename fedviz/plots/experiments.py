@@ -339,15 +339,20 @@ def tuned_rows(results: Results) -> list[dict]:
         mode = next(a.step for a in exp.arms if a.label == arm)
         for setting in results.settings:
             best = results.best_step(arm, setting)
-            if best is None or not results.of(arm, setting, best):
+            cells = sorted(results.of(arm, setting, best), key=lambda c: c.seed) if best is not None else []
+            if not cells:
                 continue
-            sm = results.summary(arm, setting, "suboptimality", step=best)
-            values = sorted({c.stepsize for c in results.of(arm, setting, best) if c.stepsize is not None})
-            rows.append({"setting": results.setting_label(setting), "line": arm,
-                         "how": "best of grid" if mode == "grid" else f"best factor ×{best:g}",
-                         "seed": "all", "parameter": params.get(arm) or "",
-                         "value": values[0] if len(values) == 1 else best,
-                         "final f − f*": sm.median if sm else math.nan})
+            how = "best of grid" if mode == "grid" else f"best factor ×{best:g}"
+            values = {c.stepsize for c in cells}
+            if len(values) == 1:  # a grid value: the same in every seed
+                sm = results.summary(arm, setting, "suboptimality", step=best)
+                rows.append({"setting": results.setting_label(setting), "line": arm, "how": how, "seed": "all",
+                             "parameter": params.get(arm) or "", "value": cells[0].stepsize,
+                             "final f − f*": sm.median if sm else math.nan})
+            else:  # a factor × a default derived from each seed's data: one value per seed
+                rows += [{"setting": results.setting_label(setting), "line": arm, "how": how, "seed": str(c.seed),
+                          "parameter": params.get(arm) or "", "value": c.stepsize, "final f − f*": c.suboptimality}
+                         for c in cells]
     return rows
 
 
@@ -402,19 +407,30 @@ def progress(snapshot) -> tuple[float, str]:
     return min(1.0, done / total), " · ".join(parts) + f" · {snapshot.status} · {snapshot.seconds:.0f} s"
 
 
-def live_figure(snapshot, *, height: int = 360) -> go.Figure:
-    """f − f* of every running cell so far (log axis), one curve per cell."""
+def live_figure(snapshot, recent=(), *, setting_label=None, height: int = 360) -> go.Figure:
+    """f − f* of every running cell so far (log axis), one curve per cell; ``recent`` (cells seen
+    running earlier, as :class:`~fedviz.experiments.driver.CellProgress`) are drawn thin and dotted,
+    so that a grid of short cells does not leave the chart empty between two cells.  ``setting_label``
+    names a setting (:meth:`Experiment.setting_label`; default: its value indices)."""
     fig = go.Figure()
     ys = []
-    for i, cell in enumerate(snapshot.running):
+    running = {c.key for c in snapshot.running}
+    ended = [c for c in recent if c.key not in running and c.records]
+    for i, cell in enumerate([*ended, *snapshot.running]):
         it = [r.iteration for r in cell.records]
         y = _positive([r.suboptimality for r in cell.records])
         ys.append(y)
-        fig.add_trace(go.Scatter(x=it, y=y, mode="lines+markers", name=f"{cell.label} · seed {cell.seed} · "
-                                 f"setting {','.join(map(str, cell.setting)) or 'base'}",
-                                 line=dict(color=_PALETTE[i % len(_PALETTE)]), marker=dict(size=5)))
-    fig.update_layout(title="Running cells: f(w) − f*", xaxis_title="iterations", yaxis_title="f(w) − f*",
-                      height=height, **_LAYOUT)
+        live = cell.key in running
+        where = (setting_label(cell.setting) if setting_label
+                 else f"setting {','.join(map(str, cell.setting)) or 'base'}")
+        name = f"{cell.label} · {where} · seed {cell.seed}" + ("" if live else " (ended)")
+        color = _PALETTE[i % len(_PALETTE)]
+        fig.add_trace(go.Scatter(x=it, y=y, mode="lines+markers" if live else "lines", name=name,
+                                 line=dict(color=color, width=2 if live else 1, dash="solid" if live else "dot"),
+                                 marker=dict(size=5), opacity=1.0 if live else 0.6, meta={"key": cell.key,
+                                                                                           "live": live}))
+    fig.update_layout(title="Cells: f(w) − f* (solid: running; dotted: ended)", xaxis_title="iterations",
+                      yaxis_title="f(w) − f*", height=height, **_LAYOUT)
     fig.update_yaxes(**log_axis(ys))
     return fig
 

@@ -245,11 +245,13 @@ def test_progress_counts_reused_and_stored_of_total():
     assert text.startswith("12 of 20 cells") and "5 reused" in text and "2 running" in text and "6 queued" in text
 
 
-def test_live_figure_draws_each_running_cells_records():
+def test_live_figure_draws_each_running_cells_records_and_the_recent_ended_ones_dotted():
     recs = _records(np.array([1.0, 0.1, 0.0]), np.zeros(3), "gd")
-    cell = SimpleNamespace(label="GD", seed=4, setting=(1,), records=tuple(recs))
-    fig = E.live_figure(SimpleNamespace(running=(cell,)))
-    (tr,) = fig.data
-    assert list(tr.x) == [0, 1, 2]
-    np.testing.assert_allclose(np.asarray(tr.y, float), [1.0, 0.1, E.FLOOR])  # 0 drawn at the log floor
-    assert "seed 4" in tr.name
+    cell = SimpleNamespace(key="a", label="GD", seed=4, setting=(1,), records=tuple(recs))
+    old = SimpleNamespace(key="b", label="FedAvg", seed=0, setting=(0,), records=tuple(recs[:2]))
+    fig = E.live_figure(SimpleNamespace(running=(cell,)), recent=(old, cell))
+    ended, live = fig.data
+    assert live.meta == {"key": "a", "live": True} and ended.meta == {"key": "b", "live": False}
+    assert list(live.x) == [0, 1, 2] and ended.line.dash == "dot" and "(ended)" in ended.name
+    np.testing.assert_allclose(np.asarray(live.y, float), [1.0, 0.1, E.FLOOR])  # 0 drawn at the log floor
+    assert "seed 4" in live.name
