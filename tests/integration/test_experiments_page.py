@@ -229,7 +229,7 @@ def test_a_stored_builtin_shows_its_verdict_and_the_report_carries_it(held):
 
 def test_stop_then_resume_from_the_page():
     at = _page()
-    toml = ('name = "page stop"\ndata = "preset:fedprox-synthetic"\niterations = 150\nseeds = 3\n'
+    toml = ('name = "page stop"\ndata = "preset:fedprox-synthetic"\niterations = 100\nseeds = 3\n'
             '[[algorithm]]\nname = "fsvrg"\n')
     at.text_area(key="exp-toml").set_value(toml).run()
     at.button(key="exp-launch-toml").click().run()

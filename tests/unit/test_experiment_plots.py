@@ -255,3 +255,26 @@ def test_live_figure_draws_each_running_cells_records_and_the_recent_ended_ones_
     assert list(live.x) == [0, 1, 2] and ended.line.dash == "dot" and "(ended)" in ended.name
     np.testing.assert_allclose(np.asarray(live.y, float), [1.0, 0.1, E.FLOOR])  # 0 drawn at the log floor
     assert "seed 4" in live.name
+
+
+def test_a_scales_line_names_each_seeds_stepsize_and_its_best_factor():
+    """'scales' runs a factor × each seed's derived default: the chosen stepsize differs by seed."""
+    exp = Experiment("scales", DataSpec(source="preset:identical-nodes"),
+                     (Arm.of("gd", step="scales", values=(0.5, 2.0)),), (Axis.of("nodes", (2, 5)),), SEEDS,
+                     iterations=2)
+    store = RunStore(":memory:")
+    info = store.open_experiment(exp.name, exp.as_json())
+    default = {seed: 0.1 * (seed + 1) for seed in SEEDS}
+    final = {(s, f, seed): 10.0 ** -(1 + s + seed / 10) * (1 if (f == 2.0) == (s == 0) else 5)
+             for s in (0, 1) for f in (0.5, 2.0) for seed in SEEDS}  # factor 2 best at 2 nodes, 0.5 at 5
+    for (s, f, seed), v in final.items():
+        store.save_cell(info.id, key=f"{s}{f}{seed}", setting=(s,), arm="GD", step=f, seed=seed, label=f"GD ×{f:g}",
+                        algorithm="gd", hyper={"stepsize": f * default[seed]}, config={}, status="done",
+                        records=_records(np.array([1.0, v]), np.zeros(2), "gd"))
+    results = load(store, exp.name)
+    rows = E.tuned_rows(results)
+    want = [(f"nodes = {n}", f"best factor ×{f:g}", str(seed), f * default[seed])
+            for n, f in ((2, 2.0), (5, 0.5)) for seed in SEEDS]
+    assert [(r["setting"], r["how"], r["seed"], r["value"]) for r in rows] == pytest.approx(want)
+    assert [r["final f − f*"] for r in rows] == [final[(s, f, seed)]
+                                                 for s, f in ((0, 2.0), (1, 0.5)) for seed in SEEDS]
