@@ -10,13 +10,14 @@ from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, make_partitioner
 from fedviz.data.presets import PRESETS, override_keys, parse_preset_spec
-from fedviz.errors import ParameterError
+from fedviz.errors import FedvizError, ParameterError
 from fedviz.experiments import driver, from_json, from_mapping, from_toml
 from fedviz.experiments.builtin import BUILTINS, SCALES, builtin_for
 from fedviz.experiments.results import METRICS, load
 from fedviz.experiments.spec import DEFAULT_TARGET, PLAIN_KEYS
 from fedviz.plots import experiments as views
 from fedviz.problems.losses import LOSSES
+from fedviz.runner.tune import tunable_params
 
 ui.through_navigation()
 
@@ -68,7 +69,7 @@ cards = st.columns(len(BUILTINS))
 for card, b in zip(cards, BUILTINS.values()):
     with card.container(border=True):
         st.markdown(f"**{b.title}**")
-        st.caption(f"Claim: {b.claim}. — {b.source}")
+        st.caption(f"**Claim:** {b.claim}.  \n*{b.source}*")
         scale = st.radio("Scale", SCALES, horizontal=True, key=ui.seeded(f"exp-scale-{b.name}", "small"),
                          help="small: minutes on a laptop; full: the published protocol's length.")
         with ui.guard("Preparing the experiment"):
@@ -94,14 +95,20 @@ with st.expander("Define your own experiment", expanded=False):
         arms = []
         for name in names:
             a1, a2 = st.columns([1, 2])
-            mode = a1.selectbox(f"{ALGORITHMS[name].title}: stepsize", ("default", "tuned", "grid", "scales"),
+            varied = tunable_params(ALGORITHMS[name])  # the hyperparameter tuning and grids vary
+            modes = ("default", "tuned", "grid", "scales") if varied else ("default",)
+            mode = a1.selectbox(f"{ALGORITHMS[name].title}: {varied[0] if varied else 'nothing to vary'}", modes,
                                 key=ui.seeded(f"exp-step-{name}", "default"), help=STEP_HELP)
             values = a2.text_input(f"{ALGORITHMS[name].title}: grid values or factors",
                                    key=ui.seeded(f"exp-values-{name}", "0.25, 1, 4"),
                                    disabled=mode not in ("grid", "scales"))
             arms.append((name, mode, values))
         head = preset.split("?")[0]
-        part_name = PARTITION_SPEC.split(partition)[0] if partition.strip() else None
+        try:  # the partitioner's knobs join the axis keys; a bad spec is named at launch (and here)
+            part_name = PARTITION_SPEC.split(partition)[0] if partition.strip() else None
+        except FedvizError as e:
+            st.error(str(e))
+            part_name = None
         keys = ([f"data.{k}" for k in override_keys(head)]
                 + ([f"partition.{k}" for k in PARTITIONERS[part_name].params] if part_name in PARTITIONERS else [])
                 + list(PLAIN_KEYS))

@@ -404,7 +404,9 @@ def progress(snapshot) -> tuple[float, str]:
         parts.append(f"{len(snapshot.running)} running")
     if snapshot.queued:
         parts.append(f"{snapshot.queued} queued")
-    return min(1.0, done / total), " · ".join(parts) + f" · {snapshot.status} · {snapshot.seconds:.0f} s"
+    # The elapsed time while it runs (a finished snapshot's clock keeps counting in the driver).
+    clock = "" if getattr(snapshot, "finished", False) else f" · {snapshot.seconds:.0f} s"
+    return min(1.0, done / total), " · ".join(parts) + f" · {snapshot.status}{clock}"
 
 
 def live_figure(snapshot, recent=(), *, setting_label=None, height: int = 360) -> go.Figure:

@@ -239,10 +239,14 @@ def test_the_report_is_one_standalone_document_with_every_figure_and_the_verdict
 
 def test_progress_counts_reused_and_stored_of_total():
     snap = SimpleNamespace(total=20, reused=5, stored=7, failed=1, running=(object(), object()), queued=6,
-                           status="running", seconds=12.3)
+                           status="running", seconds=12.3, finished=False)
     frac, text = E.progress(snap)
     assert frac == pytest.approx(12 / 20)
     assert text.startswith("12 of 20 cells") and "5 reused" in text and "2 running" in text and "6 queued" in text
+    assert text.endswith("running · 12 s")
+    done = SimpleNamespace(total=20, reused=5, stored=15, failed=0, running=(), queued=0, status="done",
+                           seconds=99.0, finished=True)
+    assert E.progress(done) == (1.0, "20 of 20 cells · 5 reused · done")
 
 
 def test_live_figure_draws_each_running_cells_records_and_the_recent_ended_ones_dotted():
