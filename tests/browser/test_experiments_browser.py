@@ -118,6 +118,11 @@ def test_launch_watch_and_reopen_an_experiment(server, browser):
             page.get_by_role("button", name=re.compile("Cells as CSV")).click()
         lines = Path(download.value.path()).read_text().splitlines()
         assert len(lines) == 1 + 12 and lines[0].startswith("experiment,setting")
+        with page.expect_download() as download:
+            page.get_by_role("button", name=re.compile("Report as HTML")).click()
+        report = Path(download.value.path()).read_text()
+        assert report.startswith("<!DOCTYPE html>") and report.count('<div id="fig-') >= 5
+        assert report.count("<tr>") == 1 + 12 and "browser sweep" in report
         _shot(page, "experiments-results", "Results")
 
 
