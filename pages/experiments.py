@@ -45,8 +45,12 @@ def _launch(experiment) -> None:
         raise ParameterError("history", None, "a run history on this server (experiments are stored there)")
     # A bad preset knob or partitioner would otherwise fail on the workers, cell by cell: named here.
     for data in {c.job.make_problem.data for c in experiment.cells()}:
-        if isinstance(data.source, str) and data.source.startswith("preset:"):
-            parse_preset_spec(data.source)
+        for name, source in (("data", data.source), ("test", data.test)):
+            # The page opens no path a user types (issue 6: presets only); a file runs from the command line.
+            if source is not None and not (isinstance(source, str) and source.startswith("preset:")):
+                raise ParameterError(name, source, "a preset (preset:<name>) on this page",
+                                     hint="a data file runs from a terminal: python -m fedviz experiment FILE.toml")
+        parse_preset_spec(data.source)
         if data.partition:
             make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its knobs, K aside
     # Kept in the session: the driver forgets a handle when it ends, and the page still shows how.

@@ -12,7 +12,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT
+from conftest import DATA, ROOT
 from fedviz.experiments import cluster, driver
 from fedviz.experiments.builtin import BUILTINS
 from fedviz.experiments.results import load
@@ -124,6 +124,9 @@ BAD_TOML = [
     ('name = "x"\ndata = "preset:identical-nodes"\n[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\n'
      'values = [0]\n', "nodes"),
     ('name = "x"\ndata = "preset:identical-nodes?no_such_knob=1"\n[[algorithm]]\nname = "gd"\n', "no_such_knob"),
+    # No path a user supplies is opened (issue 6): the page runs presets only.
+    (f'name = "x"\ndata = "{DATA / "heart_scale"}"\n[[algorithm]]\nname = "gd"\n', "preset"),
+    ('name = "x"\ndata = "preset:iid"\ntest = "/etc/hosts"\n[[algorithm]]\nname = "gd"\n', "preset"),
 ]
 
 
