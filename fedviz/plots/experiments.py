@@ -493,6 +493,9 @@ def report_html(results: Results, verdict=None) -> str:
             f"{' — ' + html.escape(results.info.message) if results.info.message else ''} · "
             f"{len(results.cells)} of {exp.size} cells stored</p>")
     claim = f"<p><b>Claim</b> {html.escape(exp.claim)}</p>" if exp.claim else ""
+    if len(results.settings) > MAX_FACETS:  # the facets stop there; the other views and the table hold all
+        meta += (f"<p>The curves and the stepsize sensitivity show the first {MAX_FACETS} of "
+                 f"{len(results.settings)} settings.</p>")
     desc = f"<p>{html.escape(exp.description)}</p>" if exp.description else ""
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>fedviz experiment {html.escape(exp.name)}</title><style>{_CSS}</style></head><body>"
