@@ -188,11 +188,10 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
     a temporary history) on a :class:`distributed.LocalCluster` of each size in ``workers``.
     Both sides first build the data set, f* and the kernels (a one-iteration cell on every
     worker), so the figure is the per-cell cost, not start-up.  The overhead per cell is
-    ((b) on 1 worker − (a)) / (a) per cell; the bytes are the pickled task (its arguments) and
-    its result (the sink calls, streamed once as events and returned once).  ``results_equal``
+    ((b) on 1 worker − (a)) / (a) per cell; the bytes are the task (its arguments) and its result
+    as Dask serialises them, and the stream (the sink calls as JSON, streamed once as events).  ``results_equal``
     says whether every cell on the cluster stored the records of its serial run.
     """
-    import pickle
     import tempfile
     from dataclasses import replace
 
@@ -242,8 +241,12 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
               "optimum": (opt.objective, opt.test_error), "attempt": "0" * 32}
     problem = ProblemSpec(DataSpec(source=source, seed=0))()
     X = problem.X
-    out["bytes"] = {"task": len(pickle.dumps(task)), "result": len(pickle.dumps(result)),
-                    "stream": len(pickle.dumps(serial_calls[0])),
+    from distributed.protocol import serialize_bytes
+
+    from .experiments.cluster import encode_calls
+
+    out["bytes"] = {"task": len(serialize_bytes(task)), "result": len(serialize_bytes(result)),
+                    "stream": len(encode_calls(serial_calls[0]).encode()),
                     "data_set": int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + problem.y.nbytes)}
     out["bytes"]["per_cell"] = out["bytes"]["task"] + out["bytes"]["result"] + out["bytes"]["stream"]
 

@@ -14,7 +14,7 @@ the same :func:`~fedviz.runner.execute.execute` a Run click uses, so a cell comp
 what ``fedviz run`` computes with the same data, algorithm and seed.  Its sink, a
 :class:`Recorder`, keeps every call it receives (numbered) and streams them as they come, at
 most every :data:`STREAM_INTERVAL` seconds, as Dask events on a topic
-(``Worker.log_event``); the task returns the whole list.  A caller replays the calls in
+(``Worker.log_event``), as JSON (:func:`encode_calls`: data, never code); the task returns the whole list.  A caller replays the calls in
 number order (:class:`Replay`) and skips numbers it has applied: a task run again after its
 worker died replays the same calls (the computation is deterministic in its seeds), so
 nothing is applied twice, and the returned list fills whatever the stream missed.
@@ -33,9 +33,9 @@ cancelled.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
-import pickle
 import queue
 import re
 import threading
@@ -46,7 +46,10 @@ from typing import Any, Callable, Mapping
 
 from ..errors import FedvizError, ParameterError
 from ..runner.execute import Executor, Sink, Stop, Task, describe, execute
+from ..algorithms.spec import AlgorithmSpec
 from ..runner.job import Entry, Job, ProblemSpec, RunJob
+from ..runner.loop import IterationRecord
+from ..runner.store import FLOAT_FIELDS, _decode_float, to_json
 from ..validation import env_int
 
 log = logging.getLogger(__name__)
@@ -202,7 +205,7 @@ class Recorder:
         batch = self.calls[self._sent:]
         try:
             self.emit(self.topic, {"tag": self.tag, "attempt": self.attempt, "first": self._sent,
-                                   "calls": pickle.dumps(batch)})
+                                   "calls": encode_calls(batch)})
         except Exception as e:  # noqa: BLE001 - the stream is a courtesy: the result carries every call
             log.debug("streaming failed: %s", e)
         self._sent = len(self.calls)
@@ -228,6 +231,42 @@ class Recorder:
 
     def tick(self) -> None:
         pass  # commits are the caller's business; nothing to send
+
+
+def encode_calls(calls) -> str:
+    """A sink's calls as strict JSON: what the stream carries (data, never code: a record's fields, a
+    spec's name, hyperparameters and label), read back by :func:`decode_calls`."""
+    out = []
+    for method, args in calls:
+        if method == "record":
+            label, rec = args
+            args = (label, rec.as_dict())
+        elif method == "retuned":
+            old, spec, note = args
+            args = (old, spec.as_json(), note)
+        out.append((method, args))
+    return to_json(out)
+
+
+def decode_calls(text: str) -> list[tuple[str, tuple]]:
+    """The calls :func:`encode_calls` wrote (a registered algorithm's spec; NaN and ±inf restored)."""
+    out = []
+    for method, args in json.loads(text):
+        if method == "record":
+            label, fields = args
+            fields = {k: (_decode_float(v) if k in FLOAT_FIELDS else v) for k, v in fields.items()}
+            args = (label, IterationRecord(**fields))
+        elif method == "retuned":
+            old, spec, note = args
+            args = (old, AlgorithmSpec(spec["name"], spec["hyper"], spec["label"], spec["group"]), note)
+        elif method == "started":
+            info = dict(args[0])
+            for key in ("f_star", "optimum_test_error"):
+                if info.get(key) is not None:
+                    info[key] = _decode_float(info[key])
+            args = (info,)
+        out.append((method, tuple(args)))
+    return out
 
 
 def run_job(job: RunJob, *, topic: str | None = None, stop_event: str | None = None,
@@ -435,7 +474,7 @@ def _drain(events: "queue.Queue", replay: Replay) -> None:
             msg = events.get_nowait()
         except queue.Empty:
             return
-        replay.apply(int(msg["first"]), pickle.loads(msg["calls"]))
+        replay.apply(int(msg["first"]), decode_calls(msg["calls"]))
 
 
 def _end_open(sink: Sink, replay: Replay, stop: Stop, message: str) -> None:

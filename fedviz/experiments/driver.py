@@ -23,7 +23,6 @@ What happens when:
 from __future__ import annotations
 
 import logging
-import pickle
 import queue
 import threading
 import time
@@ -136,6 +135,7 @@ class ExperimentHandle:
         self._done = threading.Event()
         self._version = 0
         self._started = time.monotonic()
+        self._ended: float | None = None  # when the driver finished: the clock stops there
         self._state = dict(experiment_id=None, status="starting", message="starting the cluster", total=experiment.size,
                            reused=0, stored=0, failed=0, stopped=0, cancelled=0, lost=0, queued=0, cluster="")
         self._running: dict[str, CellProgress] = {}
@@ -161,7 +161,8 @@ class ExperimentHandle:
         with self._lock:
             return ExperimentSnapshot(name=self.experiment.name, running=tuple(
                 c for c in self._running.values() if c.state == "running"),
-                seconds=time.monotonic() - self._started, version=self._version, **self._state)
+                seconds=(self._ended or time.monotonic()) - self._started, version=self._version,
+                **self._state)
 
     # -- the driver thread -----------------------------------------------------------------------------
     def _update(self, **changes) -> None:
@@ -183,6 +184,9 @@ class ExperimentHandle:
                     pass
         finally:
             _RUNNING.pop(self.experiment.name, None)
+            with self._lock:
+                self._ended = time.monotonic()
+                self._version += 1
             self._done.set()
 
     def _run(self) -> None:
@@ -273,7 +277,7 @@ class ExperimentHandle:
             attempts.setdefault(key, set()).add(msg["attempt"])
             live = lives.setdefault(key, _Live())
             replay = replays.setdefault(key, cluster.Replay(live))
-            replay.apply(int(msg["first"]), pickle.loads(msg["calls"]))
+            replay.apply(int(msg["first"]), cluster.decode_calls(msg["calls"]))
             c = self._running[key]
             last = live.records[-1] if live.records else None
             self._running[key] = replace(c, state="running", label=live.label or c.label,
