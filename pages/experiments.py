@@ -2,19 +2,18 @@
 built-in that checks a published claim, or your own), watch its cells, reopen it, export it."""
 
 import math
-import tomllib
 
 import streamlit as st
 
 from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
-from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, make_partitioner
-from fedviz.data.presets import PRESETS, override_keys, parse_preset_spec
+from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS
+from fedviz.data.presets import PRESETS, override_keys
 from fedviz.errors import FedvizError, ParameterError
 from fedviz.experiments import driver, from_json, from_mapping, from_toml
 from fedviz.experiments.builtin import BUILTINS, SCALES, builtin_for
 from fedviz.experiments.results import METRICS, load
-from fedviz.experiments.spec import DEFAULT_TARGET, PLAIN_KEYS
+from fedviz.experiments.spec import DEFAULT_TARGET, PLAIN_KEYS, parse_values
 from fedviz.plots import experiments as views
 from fedviz.problems.losses import LOSSES
 from fedviz.runner.tune import tunable_params
@@ -25,34 +24,11 @@ STEP_HELP = ("default: the algorithm's own (derived) value · tuned: pilot runs 
              "grid: one cell per value you list · scales: one cell per factor × the derived default")
 
 
-def _values(text: str, where: str) -> list:
-    """A comma list as numbers where they are numbers, else words ("0.1, 1, 10"; "logistic, squared")."""
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise ParameterError(where, text, "a comma list of values, e.g. 0.1, 1, 10")
-    out = []
-    for t in items:
-        try:
-            out.append(tomllib.loads(f"v = {t}")["v"])
-        except tomllib.TOMLDecodeError:
-            out.append(t)
-    return out
-
-
 def _launch(experiment) -> None:
     store = ui.manager().store
     if store is None:
         raise ParameterError("history", None, "a run history on this server (experiments are stored there)")
-    # A bad preset knob or partitioner would otherwise fail on the workers, cell by cell: named here.
-    for data in {c.job.make_problem.data for c in experiment.cells()}:
-        for name, source in (("data", data.source), ("test", data.test)):
-            # The page opens no path a user types (issue 6: presets only); a file runs from the command line.
-            if source is not None and not (isinstance(source, str) and source.startswith("preset:")):
-                raise ParameterError(name, source, "a preset (preset:<name>) on this page",
-                                     hint="a data file runs from a terminal: python -m fedviz experiment FILE.toml")
-        parse_preset_spec(data.source)
-        if data.partition:
-            make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its knobs, K aside
+    experiment.check(presets_only=True)  # a bad knob is named here, not failed on the workers cell by cell
     # Kept in the session: the driver forgets a handle when it ends, and the page still shows how.
     st.session_state["exp-handle"] = driver.launch(experiment, store)
     st.session_state["exp-recent"] = {}
@@ -140,10 +116,10 @@ with st.expander("Define your own experiment", expanded=False):
                 doc = {"name": name.strip(), "data": "preset:" + head + (f"?{options.strip()}" if options.strip()
                                                                           else ""),
                        "loss": loss, "iterations": int(iterations), "seeds": int(seeds), "target": eps,
-                       "algorithm": [{"name": n, "step": m, **({"values": _values(v, f"{n} values")}
+                       "algorithm": [{"name": n, "step": m, **({"values": parse_values(v, f"{n} values")}
                                                               if m in ("grid", "scales") else {})}
                                      for n, m, v in arms],
-                       "axis": [{"key": k, "values": _values(v, f"axis {k} values")} for k, v in axes]}
+                       "axis": [{"key": k, "values": parse_values(v, f"axis {k} values")} for k, v in axes]}
                 if partition.strip():
                     doc["partition"] = partition.strip()
                 _launch(from_mapping(doc, where="form"))

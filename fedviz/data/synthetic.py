@@ -355,7 +355,9 @@ FEDPROX_PARAMS = param_table(
     Param("n_features", "int", _F.n_features, "Dimension of x (before the bias column).", low=1, high=10_000),
     Param("n_classes", "int", _F.n_classes, "Classes of the softmax model; +1 is the first half.",
           low=2, high=1000),
-    Param("alpha", "float", _F.alpha, "How much the nodes' models differ (the spread of u_k).", low=0, high=100,
+    Param("alpha", "float", _F.alpha, "How much the nodes' models differ (the spread of u_k).  With the argmax "
+          "labels it changes nothing: u_k shifts every class's logit by the same amount (as in Li et al.'s "
+          "generator); β is the knob that makes nodes differ.", low=0, high=100,
           label="α (model heterogeneity)"),
     Param("beta", "float", _F.beta, "How much the nodes' inputs differ (the spread of B_k).", low=0, high=100,
           label="β (data heterogeneity)"),

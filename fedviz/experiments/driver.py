@@ -27,7 +27,7 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..errors import FedvizError, ParameterError
@@ -353,6 +353,7 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
     """Start (or resume) ``experiment`` in a driver thread; refuses a name already running here."""
     if not isinstance(experiment, Experiment):
         raise ParameterError("experiment", type(experiment).__name__, "an Experiment")
+    experiment.check()
     with _RUNNING_LOCK:
         current = _RUNNING.get(experiment.name)
         if current is not None and not current.done:

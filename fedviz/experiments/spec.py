@@ -29,7 +29,7 @@ import json
 import math
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..algorithms.spec import AlgorithmSpec
@@ -367,6 +367,22 @@ class Experiment:
                                         arm.label, step, seed, job))
         return out
 
+    def check(self, *, presets_only: bool = False) -> None:
+        """Refuse, before anything starts, a setting every cell of it would fail on (a preset knob or
+        a partitioner option out of range), naming it; with ``presets_only`` also any data that is
+        not a preset (a page opens no path a user types; a file runs from the command line)."""
+        from ..data.partition import make_partitioner
+
+        for data in {c.job.make_problem.data for c in self.cells()}:
+            for name, source in (("data", data.source), ("test", data.test)):
+                if presets_only and source is not None and not (isinstance(source, str) and source.startswith("preset:")):
+                    raise ParameterError(name, source, "a preset (preset:<name>) on this page",
+                                         hint="a data file runs from a terminal: python -m fedviz experiment FILE.toml")
+            if data.is_preset:
+                parse_preset_spec(data.source)
+            if data.partition:
+                make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its options, K aside
+
     # -- text forms -----------------------------------------------------------------------------------
     def as_json(self) -> dict:
         data = {k: v for k, v in vars(self.data).items()
@@ -521,6 +537,23 @@ def _located(where: str):
         raise ParameterError(f"{where}: {e.name}", e.value, e.allowed) from None
 
 
+def parse_values(text: str, where: str) -> list:
+    """An axis's values typed as a comma list: numbers and booleans where they read as TOML values
+    (``"0.1, 1, 10"``, ``"true, false"``), words otherwise (``"logistic, squared"``)."""
+    import tomllib
+
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise ParameterError(where, text, "a comma list of values, e.g. 0.1, 1, 10")
+    out = []
+    for t in items:
+        try:
+            out.append(tomllib.loads(f"v = {t}")["v"])
+        except tomllib.TOMLDecodeError:
+            out.append(t)
+    return out
+
+
 def _tables(value, where: str) -> list[Mapping]:
     if isinstance(value, Mapping):
         value = [value]
@@ -534,4 +567,4 @@ def finite(x: float) -> bool:
 
 
 __all__ = ["Arm", "Axis", "Cell", "DEFAULT_TARGET", "Experiment", "MAX_CELLS", "STEP_MODES", "apply_settings",
-           "cell_key", "from_json", "from_mapping", "from_toml"]
+           "cell_key", "from_json", "from_mapping", "from_toml", "parse_values"]

@@ -231,3 +231,37 @@ def test_the_fedprox_verdict_reads_the_medians():
     fails = _store_results(e, lambda c: 0.1 * (2 if c.arm == "FedProx" else 1))
     v = BUILTINS["fedprox-figure2"].verdict(fails)
     assert v.held is False and "did not hold" in " ".join(v.lines())
+
+
+def test_check_names_a_bad_knob_before_anything_starts():
+    bad_partition = _exp(axes=(Axis.of("partition.alpha", (0.1, -1.0)),))
+    with pytest.raises(ParameterError, match="alpha"):
+        bad_partition.check()
+    bad_preset = _exp(axes=(Axis.of("data.beta", (1.0, 500.0)),))
+    with pytest.raises(ParameterError, match="beta"):
+        bad_preset.check()
+    _exp().check()
+    a_file = Experiment("f", DataSpec("/srv/data/a9a"), (Arm.of("gd"),))
+    a_file.check()  # a file is fine from a terminal; a page refuses it
+    with pytest.raises(ParameterError, match="preset"):
+        a_file.check(presets_only=True)
+
+
+def test_comma_lists_read_numbers_booleans_and_words():
+    from fedviz.experiments.spec import parse_values
+
+    assert parse_values("0.1, 1, 1e2", "v") == [0.1, 1, 100.0]
+    assert parse_values("true,false", "v") == [True, False]
+    assert parse_values("logistic, squared", "v") == ["logistic", "squared"]
+    with pytest.raises(ParameterError, match="comma list"):
+        parse_values(" , ", "axis values")
+
+
+def test_synthetic_alpha_leaves_the_labels_as_they_are_and_beta_moves_them():
+    """u_k ~ N(0, α²) is added to every entry of W_k and b_k, hence to every class's logit
+    (the same shift, u_k (Σ_j x_j + 1)), which an argmax does not see; β moves the inputs."""
+    base = dict(n_nodes=8, seed=3)
+    a0, a5 = make_preset("fedprox-synthetic", alpha=0.0, **base), make_preset("fedprox-synthetic", alpha=5.0, **base)
+    assert np.array_equal(a0.y, a5.y) and (a0.X != a5.X).nnz == 0
+    b5 = make_preset("fedprox-synthetic", beta=5.0, **base)
+    assert not np.array_equal(a0.X.toarray(), b5.X.toarray())
