@@ -301,6 +301,7 @@ def run_job(job: RunJob, *, topic: str | None = None, stop_event: str | None = N
     finally:
         if watcher is not None:
             watcher.set()
+            watcher.thread.join(2 * STOP_POLL + 1)
     recorder.flush()
     return {"calls": recorder.calls, "worker": worker, "seconds": time.perf_counter() - began,
             "optimum": optimum, "attempt": recorder.attempt}
@@ -348,15 +349,19 @@ def _watch(name: str | None, stop: Stop) -> threading.Event | None:
     finished = threading.Event()
 
     def watch():
-        while not finished.is_set():
+        # Ask, then sleep on a local event: the task's end wakes the watcher at once (a blocking
+        # Event.wait on the scheduler would hold the task's end up to STOP_POLL).
+        while not finished.wait(STOP_POLL):
             try:
-                if event.wait(STOP_POLL):
+                if event.is_set():
                     stop.request()
                     return
             except Exception:  # noqa: BLE001 - a scheduler gone: the task is lost anyway
                 return
 
-    threading.Thread(target=watch, daemon=True, name="fedviz-stop-watch").start()
+    thread = threading.Thread(target=watch, daemon=True, name="fedviz-stop-watch")
+    thread.start()
+    finished.thread = thread  # joined by the task, so no question to the scheduler outlives it
     return finished
 
 
