@@ -61,6 +61,22 @@ class _LRU:
                     self._values.popitem(last=False)
             return value
 
+    def setdefault(self, key: Hashable, value: T) -> T:
+        """The value kept for ``key``, or ``value`` kept from now on (most recently used either way)."""
+        with self._lock:
+            kept = self._values.setdefault(key, value)
+            self._values.move_to_end(key)
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+            return kept
+
+    def put(self, key: Hashable, value: T) -> None:
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
@@ -82,8 +98,18 @@ def dataset(spec: DataSpec) -> FederatedDataset:
 
 
 def problem(spec: DataSpec, loss: str = "logistic", lam: float | None = None) -> Problem:
-    """The problem of (data set, loss, λ) on the shared data set of ``spec``."""
-    return _PROBLEMS.get((spec, loss, lam), lambda: Problem(dataset(spec), loss, lam))
+    """The problem of (data set, loss, λ) on the shared data set of ``spec``.
+
+    The two caches stay coherent, so one spec has one data set in memory: a problem whose data set
+    was evicted (problems outnumber data sets) puts it back, and a problem built on a copy since
+    replaced is rebuilt on the shared one."""
+    key = (spec, loss, lam)
+    p = _PROBLEMS.get(key, lambda: Problem(dataset(spec), loss, lam))
+    shared = _DATASETS.setdefault(spec, p.data)
+    if shared is not p.data:
+        p = Problem(shared, loss, lam)
+        _PROBLEMS.put(key, p)
+    return p
 
 
 def optimum(spec: DataSpec, loss: str = "logistic", lam: float | None = None) -> Optimum:

@@ -629,3 +629,17 @@ def test_an_algorithm_outside_the_registry_stays_in_this_process(managers):
     assert local.wait(WAIT) and remote.wait(WAIT)
     assert Remote.started == [remote.id]
     assert (local.status, remote.status) == ("done", "done")
+
+
+def test_the_caches_keep_one_data_set_per_spec_when_data_sets_are_evicted(monkeypatch):
+    """Problems outnumber data sets in the caches: a problem whose data set was evicted (or rebuilt
+    since) must share the data set the dataset cache holds, never keep a second copy."""
+    cache.clear()
+    monkeypatch.setattr(cache._DATASETS, "size", 1)
+    p = cache.problem(TINY, "logistic", None)
+    cache.dataset(DataSpec(source="preset:identical-nodes", seed=5))  # evicts TINY's data set
+    assert cache.problem(TINY, "logistic", None).data is cache.dataset(TINY)
+    cache.dataset(DataSpec(source="preset:identical-nodes", seed=5))  # evicts it again
+    rebuilt = cache.dataset(TINY)                                       # a second build of TINY
+    assert cache.problem(TINY, "logistic", None).data is rebuilt and p.data is not rebuilt
+    cache.clear()
