@@ -1,4 +1,4 @@
-"""How a round's local work is cut into chunks (one per thread) and batches (between Stop checks).
+"""How a round's local work is cut into chunks (:data:`CHUNKS` of them) and batches (between Stop checks).
 
 Every compiled local loop (:mod:`._svrg_kernels`, :mod:`._sdca_kernels`,
 :mod:`._local_sgd_kernels`) spreads nodes over the threads in *chunks*: contiguous ranges of
@@ -21,7 +21,21 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
+
+#: The chunks a round's nodes are cut into: a fixed number, not the thread count, so that the
+#: grouping of every floating-point sum, hence every result, is the same bit for bit whatever the
+#: thread count (a cluster worker pinned to one thread, a laptop, a server with many).  Eight keep
+#: up to eight threads busy, as the products' eight row blocks do (:mod:`fedviz.problems._blocks`).
+CHUNKS = 8
+
+
+def batch_target(target: float) -> float:
+    """Work per chunk per batch for a ``target`` meant per thread: the threads then share the
+    :data:`CHUNKS` chunks and a batch takes the same wall time, hence the same Stop latency, as
+    with one chunk per thread.  (The batch size never changes a result; see the module docstring.)"""
+    return target * min(CHUNKS, max(1, numba.get_num_threads())) / CHUNKS
 
 
 def chunk_bounds(work: np.ndarray, n_chunks: int) -> np.ndarray:

@@ -31,10 +31,11 @@ where a dense K × d array would take 1.6 GB.  Then c − c_k = s − s_k, with 
 s = Σ_k (n_k/n) s_k kept by the server.
 
 Threads.  :meth:`LocalSGD.round` spreads the sampled nodes over the cores with
-``numba.prange`` over contiguous chunks balanced by work, and the chunks advance in
-batches between which the runner's Stop is checked (:mod:`._batches`).  Every chunk owns
-its scratch and accumulators and the row orders are drawn node by node from one stream,
-so results depend neither on thread timing nor on the batch size.
+``numba.prange`` over :data:`~._batches.CHUNKS` contiguous chunks balanced by work (a fixed
+number, not the thread count), and the chunks advance in batches between which the
+runner's Stop is checked (:mod:`._batches`).  Every chunk owns its scratch and accumulators
+and the row orders are drawn node by node from one stream, so results depend neither on
+thread timing, nor on the thread count, nor on the batch size.
 """
 
 from __future__ import annotations
@@ -42,13 +43,12 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-import numba
 import numpy as np
 from numba import njit, prange
 
 from ..problems._compiled import dphi, loss_code
 from ..problems.objective import Problem
-from ._batches import plan
+from ._batches import CHUNKS, batch_target, plan
 
 
 #: Work units (entries visited) per thread and batch, between two checks of the Stop
@@ -357,9 +357,9 @@ class LocalSGD:
         per_epoch = np.ones_like(self.sizes) if full else -(-self.sizes // np.minimum(B, self.sizes))
         #: T_k, the number of local steps of node k per round.
         self.steps = self.epochs * per_epoch
-        self.threads = max(1, numba.get_num_threads())
+        self.chunks = CHUNKS  # not the thread count: the same sums, bit for bit, on every machine
         d = problem.d
-        C = self.threads
+        C = self.chunks
         self._Y = np.zeros((C, d))
         self._LAST = np.zeros((C, d), dtype=np.int64)
         self._A = np.zeros((C, d))
@@ -387,7 +387,7 @@ class LocalSGD:
         if nodes.size == 0:
             return []
         return [(lo[:, 0].copy(), hi[:, 0].copy())
-                for lo, hi in plan(self.work[nodes], self.threads, BATCH_WORK)]
+                for lo, hi in plan(self.work[nodes], self.chunks, batch_target(BATCH_WORK))]
 
     def orders(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Local row orders for ``nodes``: E permutations per node (empty for full batch).

@@ -31,7 +31,8 @@ array with one cache line per coordinate.
 A step evaluates one new example gradient: φ'(x_iᵀw̃) comes from the snapshot margins
 computed with the full gradient.  That is how the algorithms count their work.
 
-``numba.prange`` spreads contiguous chunks of nodes balanced by work over the threads,
+``numba.prange`` spreads :data:`~._batches.CHUNKS` contiguous chunks of nodes balanced by
+work (a fixed number, so the thread count never changes a result) over the threads,
 each chunk with its own accumulator and work arrays, and the chunks advance in batches
 between which the caller checks Stop (:mod:`._batches`).  A node's loop can stop after
 any step and resume in the next batch, so even the centralised SVRG, one node with n
@@ -50,7 +51,7 @@ from numba import prange
 from ..data.dataset import NodeSupport
 from ..problems._compiled import dphi, loss_code
 from ..problems.objective import Problem
-from ._batches import plan
+from ._batches import CHUNKS, batch_target, plan
 
 #: The stream of :meth:`Algorithm.rng` every algorithm of this family draws its samples from,
 #: so that two algorithms with the same seed see the same examples (Proposition 1).
@@ -386,7 +387,7 @@ class LocalSVRG:
         self._work = None
 
     def _workspace(self, max_steps: int):
-        T = numba.get_num_threads()
+        T = CHUNKS  # not the thread count: the same sums, bit for bit, on every machine
         w = self._work
         if w is None or w[0].shape[0] != T or w[2].shape[1] < max_steps + 1:
             w = (np.zeros((T, self.support.max_size, _FIELDS)), np.zeros((T, int(self.sizes.max()))),
@@ -439,7 +440,7 @@ class LocalSVRG:
         row_len = self.node_nnz / np.maximum(self.sizes, 1)
         total_steps = steps * passes
         work = self.node_nnz * passes + 2.0 * total_steps * row_len + self.support.sizes + 1.0
-        batches = plan(work, T, BATCH_WORK, steps=total_steps, step_work=2.0 * row_len)
+        batches = plan(work, T, batch_target(BATCH_WORK), steps=total_steps, step_work=2.0 * row_len)
         for lo, hi in batches:
             _batch(lo, hi, self.data, snap, plan_, rule, work_)
             # Also after the last batch: Stop pressed during it need not wait for the metrics.

@@ -31,10 +31,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numba
 import numpy as np
 
-from ._batches import plan
+from ._batches import CHUNKS, batch_target, plan
 from ..problems._compiled import loss_code
 from ._sdca_kernels import (
     DualData,
@@ -112,10 +111,12 @@ class CoCoAPlus(DualAlgorithm):
         self._data = DualData(indptr=X.indptr, indices=X.indices, data=X.data, y=p.y,
                               sqnorm=p.row_norms_sq, offsets=ds.offsets, loss=code, smoothing=smoothing)
         work = self.passes * (np.diff(X.indptr[ds.offsets]) + ds.node_sizes)
-        self._n_chunks = max(1, numba.get_num_threads()) if work.sum() >= _PARALLEL_MIN_WORK else 1
+        # A fixed number of chunks, not the thread count: the same sums, bit for bit, on every machine.
+        self._n_chunks = CHUNKS if work.sum() >= _PARALLEL_MIN_WORK else 1
         # Per batch, the first and the end node of every chunk.
         self._batches = [(lo[:, 0].copy(), hi[:, 0].copy())
-                         for lo, hi in plan(work, self._n_chunks, _BATCH_WORK)]
+                         for lo, hi in plan(work, self._n_chunks,
+                                            batch_target(_BATCH_WORK) if self._n_chunks > 1 else _BATCH_WORK)]
         C, nk_max = self._n_chunks, int(ds.node_sizes.max())
         self._scratch = DualScratch(acc=np.zeros((C, p.d)), dw=np.zeros((C, p.d)),
                                     a_loc=np.zeros((C, nk_max)), perm=np.zeros((C, nk_max), dtype=np.int64))

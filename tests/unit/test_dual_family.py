@@ -8,14 +8,13 @@ Lemma 1 as exact identities, weak duality, and w* from Newton-CG or a dense ridg
 
 import math
 
-import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import brentq, minimize_scalar
 
 from problems import sparse_problem
-from fedviz.algorithms._batches import chunk_bounds, plan
+from fedviz.algorithms._batches import CHUNKS, chunk_bounds, plan
 from fedviz.algorithms import _sdca_kernels as sdca_kernels
 from fedviz.algorithms._sdca_kernels import NodeBlocks, node_permutations, sdca_step
 from fedviz.problems._compiled import LOSS_CODES
@@ -224,14 +223,14 @@ def test_cocoa_matches_a_dense_reference(loss, cls):
 @pytest.mark.parametrize("loss", ["logistic", "smoothed-hinge"])
 def test_threaded_batched_kernel_matches_the_dense_reference(loss, monkeypatch):
     """Small problems run on one thread in one batch; force the paper-scale path (nodes in
-    several batches, each split into chunks over the threads) and compare again."""
+    several batches, each split into the fixed CHUNKS chunks the threads share) and compare again."""
     import fedviz.algorithms.cocoa_plus as cp
 
     monkeypatch.setattr(cp, "_PARALLEL_MIN_WORK", 0)
-    monkeypatch.setattr(cp, "_BATCH_WORK", 150)
-    p = _problem(loss, n=120, d=15, K=8, partition="iid", seed=6)
+    monkeypatch.setattr(cp, "_BATCH_WORK", 40)
+    p = _problem(loss, n=320, d=15, K=32, partition="iid", seed=6)  # four nodes a chunk
     algo = CoCoAPlus(p, local_passes=2)
-    assert len(algo._batches) >= 3 and algo._n_chunks == max(1, numba.get_num_threads())
+    assert len(algo._batches) >= 3 and algo._n_chunks == CHUNKS
     alpha, w = np.zeros(p.n), np.zeros(p.d)
     for _ in range(2):
         alpha, w = _reference_cocoa_step(p, alpha, w, algo.visit_orders(), p.data.n_nodes, 1.0)
@@ -254,9 +253,9 @@ def test_iterates_do_not_depend_on_the_batch_size(cls, monkeypatch):
     import fedviz.algorithms.cocoa_plus as cp
 
     monkeypatch.setattr(cp, "_PARALLEL_MIN_WORK", 0)
-    p = _problem("logistic", n=240, d=15, K=9, partition="iid", seed=8)
+    p = _problem("logistic", n=400, d=15, K=40, partition="iid", seed=8)  # five nodes a chunk
     runs = []
-    for target in (1e18, 150, 1):
+    for target in (1e18, 2000, 1):
         monkeypatch.setattr(cp, "_BATCH_WORK", target)
         algo = cls(p, seed=1, local_passes=2)
         for _ in range(2):
