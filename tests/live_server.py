@@ -191,3 +191,19 @@ def run_button(page):
     import re
 
     return page.get_by_role("button").filter(has_text=re.compile(r"\bRun$"))
+
+
+def screenshot(page, name: str, *, height: int = 1000, settle: int = 1500, restore: bool = False) -> None:
+    """Save ``name``.png into ``$FEDVIZ_SCREENSHOTS`` (nothing when unset).  Streamlit scrolls inside
+    its own container, so a full-page shot is the viewport: it is made ``height`` tall first (and
+    given its size back after, with ``restore``)."""
+    shots = os.environ.get("FEDVIZ_SCREENSHOTS")
+    if not shots:
+        return
+    Path(shots).mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size or {"width": 1400, "height": height}
+    page.set_viewport_size({"width": size["width"], "height": height})
+    page.wait_for_timeout(settle)
+    page.screenshot(path=str(Path(shots) / f"{name}.png"), full_page=True)
+    if restore:
+        page.set_viewport_size(size)

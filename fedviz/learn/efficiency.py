@@ -219,10 +219,8 @@ def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
     return Paradigm(epsilon, entries, (lo, hi), tuple(crossovers), tuple(switches), tuple(regimes))
 
 
-def default_epsilon(runs: Mapping[str, Mapping[str, Sequence]], *, at_least: int = 2) -> float | None:
-    """The smallest ε on the scale of :func:`epsilon_scale` that ``at_least`` runs reach (all of them if fewer), below
-    their common start: the hardest target on which eq. (3) still compares two runs.  None when no
-    run has a finite suboptimality after its start."""
+def _best_and_start(runs: Mapping[str, Mapping[str, Sequence]]) -> tuple[list[float], list[float]]:
+    """Each run's lowest and first finite suboptimality (runs without one left out)."""
     best, start = [], []
     for cols in runs.values():
         sub = np.asarray(cols["suboptimality"], dtype=float)
@@ -230,6 +228,14 @@ def default_epsilon(runs: Mapping[str, Mapping[str, Sequence]], *, at_least: int
         if fin.size:
             best.append(float(fin.min()))
             start.append(float(fin[0]))
+    return best, start
+
+
+def default_epsilon(runs: Mapping[str, Mapping[str, Sequence]], *, at_least: int = 2) -> float | None:
+    """The smallest ε on the scale of :func:`epsilon_scale` that ``at_least`` runs reach (all of them if fewer), below
+    their common start: the hardest target on which eq. (3) still compares two runs.  None when no
+    run has a finite suboptimality after its start."""
+    best, start = _best_and_start(runs)
     if not best:
         return None
     need = min(max(1, at_least), len(best))
@@ -253,13 +259,7 @@ def suggested_epsilon(runs: Mapping[str, Mapping[str, Sequence]]) -> float | Non
 def epsilon_choices(runs: Mapping[str, Mapping[str, Sequence]]) -> list[float]:
     """The values of ε (:func:`epsilon_scale`) worth asking for: from the best value any run reached up to the
     largest start (a smaller ε no run reaches, a larger one every run holds at its start)."""
-    best, start = [], []
-    for cols in runs.values():
-        sub = np.asarray(cols["suboptimality"], dtype=float)
-        fin = sub[np.isfinite(sub)]
-        if fin.size:
-            best.append(float(fin.min()))
-            start.append(float(fin[0]))
+    best, start = _best_and_start(runs)
     if not best:
         return []
     lo = max(min(best), 1e-14)

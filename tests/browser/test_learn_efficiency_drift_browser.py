@@ -6,11 +6,10 @@ FEDVIZ_SCREENSHOTS=DIR keeps docs/screenshots' learn-efficiency.png and learn-dr
 
 import os
 import re
-from pathlib import Path
 
 import pytest
 
-from live_server import StreamlitServer, browser_page, idle
+from live_server import StreamlitServer, browser_page, idle, screenshot
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 
@@ -23,11 +22,7 @@ def server(tmp_path_factory):
 
 
 def _shot(page, name, height=1000):
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.set_viewport_size({"width": 1400, "height": height})  # Streamlit scrolls inside: the view is the page
-        page.wait_for_timeout(1500)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+    screenshot(page, name, height=height)
 
 
 def _figure(page, index: int = 0) -> dict:

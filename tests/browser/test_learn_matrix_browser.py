@@ -7,11 +7,10 @@ Set FEDVIZ_SCREENSHOTS=DIR to keep docs/screenshots/learn-properties.png and lea
 
 import os
 import re
-from pathlib import Path
 
 import pytest
 
-from live_server import StreamlitServer, browser_page, idle
+from live_server import StreamlitServer, browser_page, idle, screenshot
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 
@@ -25,13 +24,7 @@ def server(tmp_path_factory):
 
 def _shot(page, name, height: int = 2000):
     """Streamlit scrolls inside its own container, so a full-page shot is the viewport: make it tall."""
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        size = page.viewport_size
-        page.set_viewport_size({"width": size["width"], "height": height})
-        page.wait_for_timeout(1200)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
-        page.set_viewport_size(size)
+    screenshot(page, name, height=height, settle=1200, restore=True)
 
 
 def _click_cell(page, algorithm: str, prop: str) -> None:

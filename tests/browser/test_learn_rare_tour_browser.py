@@ -7,13 +7,12 @@ FEDVIZ_SCREENSHOTS=DIR keeps docs/screenshots' learn-tour.png, learn-rare.png an
 import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from fedviz.learn.rare_features import VARIANTS
 from fedviz.learn.tour import AXIS_NOTES, LESSONS, lesson
-from live_server import StreamlitServer, browser_page, idle, run_button
+from live_server import StreamlitServer, browser_page, idle, run_button, screenshot
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 
@@ -26,11 +25,7 @@ def server(tmp_path_factory):
 
 
 def _shot(page, name, height=1000):
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.set_viewport_size({"width": 1400, "height": height})  # Streamlit scrolls inside: the view is the page
-        page.wait_for_timeout(1500)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+    screenshot(page, name, height=height)
 
 
 def _names(page, index: int = 0) -> list[str]:

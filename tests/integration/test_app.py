@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from fedviz.data.build import DataSpec
 from fedviz.runner.config import RunConfig
 
+from apptest import open_page
 from conftest import DATA, ROOT
 
 APP = str(ROOT / "app.py")
@@ -26,15 +27,7 @@ def _no_heartbeat_timeout(monkeypatch):
 
 
 def _app(config: RunConfig | None = None, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    if config is not None:
-        at.session_state["config"] = config
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(page, config)
 
 
 def _wait_for_run(at: AppTest, key: str = "run", timeout: float = 120.0):
