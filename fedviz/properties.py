@@ -41,8 +41,8 @@ from .errors import ParameterError
 __all__ = [
     "MassivelyDistributed", "NonIID", "Unbalanced", "Sparse",
     "massively_distributed", "non_iid", "unbalanced", "sparse",
-    "OneNode", "DisjointFeatures", "IdenticalNodes", "StaysAtOptimum", "FewRounds",
-    "one_node", "disjoint_features", "identical_nodes", "stays_at_optimum",
+    "OneNode", "DominantNode", "DisjointFeatures", "IdenticalNodes", "StaysAtOptimum", "FewRounds",
+    "one_node", "dominant_node", "disjoint_features", "identical_nodes", "stays_at_optimum",
     "converges_in_few_rounds",
     "Proposition1", "proposition_1", "SigmaBound", "sigma_bound", "Theorem5", "theorem_5",
 ]
@@ -270,6 +270,52 @@ class OneNode:
 def one_node(ds: FederatedDataset) -> OneNode:
     """Property (B)'s condition, Section 3.1: K = 1."""
     return OneNode(n_nodes=ds.n_nodes, holds=ds.n_nodes == 1)
+
+
+@dataclass(frozen=True)
+class DominantNode:
+    """Property (B)'s case with K ≥ 2 nodes: Section 3.1 calls (B) and (C) "extreme cases of
+    the federated optimization setting (non-IID, unbalanced, and sparse)", and (B)'s
+    "all the data is on a single node" is the limit of one node holding nearly every row
+    while the others hold a few (with K = 1 there is nothing to distribute: every method's
+    local problem is f itself).
+
+    Attributes
+    ----------
+    n_nodes : int       K
+    n : int             training rows
+    largest : int       max_k n_k
+    share : float       max_k n_k / n
+    threshold : float   the share asked for
+    holds : bool        K ≥ 2 and share ≥ threshold
+    """
+
+    n_nodes: int
+    n: int
+    largest: int
+    share: float
+    threshold: float
+    holds: bool
+
+    def describe(self) -> str:
+        rest = self.n - self.largest
+        text = (f"one of {_nodes(self.n_nodes)} holds {self.largest:,} of the {self.n:,} rows ({self.share:.1%}), "
+                f"the other {self.n_nodes - 1:,} hold {rest:,}")
+        if self.holds:
+            return (f"Property (B)'s case on K ≥ 2 nodes (Section 3.1, all the data on a single node, approached): "
+                    f"{text}.")
+        return f"Not property (B)'s case on K ≥ 2 nodes: {text} (asked: K ≥ 2 and at least {self.threshold:.1%})."
+
+
+def dominant_node(ds: FederatedDataset, *, share: float = 0.99) -> DominantNode:
+    """Property (B)'s case on K ≥ 2 nodes: one node holds at least ``share`` of the rows."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ParameterError("share", share, "a number in (0, 1]")
+    sizes = ds.node_sizes
+    largest = int(sizes.max())
+    frac = largest / ds.n
+    return DominantNode(n_nodes=ds.n_nodes, n=ds.n, largest=largest, share=frac, threshold=float(share),
+                        holds=bool(ds.n_nodes >= 2 and frac >= share))
 
 
 @dataclass(frozen=True)

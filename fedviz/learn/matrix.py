@@ -8,19 +8,31 @@ Section 3.1 lists four properties an algorithm for federated optimization should
 (C) "If each feature occurs on a single node [...] the algorithm should converge in O(1) rounds."
 (D) "If each node contains an identical dataset, the algorithm should converge in O(1) rounds."
 
-A cell is measured, never looked up:
+A cell is measured, never looked up, and names what it ran (:attr:`Cell.ran`):
 
 - (A) on the paper's setting in miniature (``google-plus-small`` with 40 nodes: non-IID, unbalanced,
   sparse): the algorithm starts at w* with its state at its fixed point
   (:func:`fedviz.properties.fixed_point_start`: duals α*, control variates ∇F_k(w*)) and the cell
-  is the drift ‖w^1 − w*‖₂ after its first iteration (the issue's "drift after one round"); it stays if
-  no iterate of a few moves more than a tolerance (:func:`fedviz.properties.stays_at_optimum`), so a drift
-  that grows iteration after iteration is caught too;
-- (B), (C), (D) on the presets built for them (``one-node``, ``disjoint-features``,
-  ``identical-nodes``, whose conditions :func:`fedviz.properties.one_node` and its siblings check):
-  the algorithm starts at 0 and the cell is the number of communication rounds until
-  f(w) − f* ≤ ε, within a budget; "O(1)" is read as at most ``o1_rounds`` rounds (two iterations
-  of a two-round method such as DANE or FSVRG: "ideally exactly one round", Section 3.1).
+  is the drift ‖w^1 − w*‖₂ after its first iteration; it stays if no iterate of a few moves more than
+  a tolerance (:func:`fedviz.properties.stays_at_optimum`).  A method that samples nodes and
+  minibatches (FedAvg, FedProx, SCAFFOLD) runs first with every node, full local batches and
+  ``drift_epochs`` ≥ 2 local epochs — the deterministic drift, client drift proper — and then with
+  its defaults, whose extra drift is sampling noise (:attr:`Cell.runs`).  SCAFFOLD's fixed-point
+  start c_k = ∇F_k(w*) is not one a user can set, so it also runs from w* with its default controls;
+- (B) on ``one-node``'s 3,000 rows dealt to 10 nodes, one holding 2,991 (:func:`dominant_node_data`):
+  with K = 1 every method's local problem is f itself, so the property is trivial there; Section 3.1
+  calls (B) an extreme case of the unbalanced federated setting, which K ≥ 2 keeps;
+- (C) on ``disjoint-features``: the Appendix's methods at σ = max_j ω^j (= 1 here, the smallest
+  σ the Appendix admits: XᵀX ⪯ σB holds with equality of blocks) and CoCoA+/CoCoA at
+  σ' = γ·max_j ω^j with an essentially exact local solve (:data:`DUAL_LOCAL_PASSES` passes), each
+  beside its default σ = K;
+- (D) on ``identical-nodes``;
+
+(B)–(D) start at 0 and the cell is the number of communication rounds until f(w) − f* ≤ ε,
+within a budget; "O(1)" is read as at most ``o1_rounds`` rounds (two iterations of a two-round
+method such as DANE or FSVRG: "ideally exactly one round", Section 3.1).  Every run passes the
+hyperparameters its result depends on explicitly (FSVRG's stepsize is pinned at
+:func:`fsvrg_stepsize`), so a changed default does not silently change a cell.
 
 :data:`PAPER` records, per algorithm and property, what the paper says — with the place it says
 it — or that it says nothing; :func:`paper_claim` answers for algorithms added to the registry
@@ -31,6 +43,7 @@ gives the rows, so a new algorithm gets a row and a test without a change here.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import time
 import types
@@ -47,9 +60,10 @@ from ..problems.losses import LOSSES
 from ..problems.objective import Problem
 from ..problems.optimum import solve
 
-__all__ = ["one_thread", "PROPERTIES", "PROPERTY_TEXT", "CASE_DATA", "Claim", "PAPER", "paper_claim", "MatrixConfig",
-           "CaseProblem", "Cell", "Matrix", "case_problem", "measure_cell", "properties_matrix",
-           "curve_until", "Curve"]
+__all__ = ["one_thread", "PROPERTIES", "PROPERTY_TEXT", "PROPERTY_QUOTE", "CASE_DATA", "CASE_TEXT", "DOMINANT_NODES",
+           "DUAL_LOCAL_PASSES", "Claim", "PAPER", "paper_claim", "MatrixConfig", "CaseProblem", "RunSpec", "Run",
+           "Cell", "Matrix", "case_problem", "dominant_node_data", "fsvrg_stepsize", "run_specs", "measure_cell",
+           "properties_matrix", "curve_until", "Curve"]
 
 #: The properties of Section 3.1, in the paper's order.
 PROPERTIES = ("A", "B", "C", "D")
@@ -57,12 +71,24 @@ PROPERTIES = ("A", "B", "C", "D")
 #: Section 3.1's wording of each property (the matrix's column help).
 PROPERTY_TEXT: Mapping[str, str] = types.MappingProxyType({
     "A": "Started at the optimum, it stays there.",
-    "B": "All data on one node: converges in O(1) rounds.",
+    "B": "All data on one node (here: one of 10 holds 99.7%): converges in O(1) rounds.",
     "C": "Each feature on a single node: converges in O(1) rounds.",
     "D": "Identical data on every node: converges in O(1) rounds.",
 })
 
-#: Each property's own data set (a preset spec, :mod:`fedviz.data.presets`).
+#: Section 3.1's own sentence for each property (the LaTeX source's words, macros expanded).
+PROPERTY_QUOTE: Mapping[str, str] = types.MappingProxyType({
+    "A": "If the algorithm is initialized to the optimal solution, it stays there.",
+    "B": "If all the data is on a single node, the algorithm should converge in O(1) rounds of communication.",
+    "C": ("If each feature occurs on a single node, so the problems are fully decomposable (each machine is "
+          "essentially learning a disjoint block of parameters), then the algorithm should converge in O(1) "
+          "rounds of communication."),
+    "D": ("If each node contains an identical dataset, then the algorithm should converge in O(1) rounds of "
+          "communication."),
+})
+
+#: Each property's own data set (a preset spec, :mod:`fedviz.data.presets`); (B)'s rows are then
+#: dealt to :data:`DOMINANT_NODES` nodes (:func:`dominant_node_data`).
 CASE_DATA: Mapping[str, str] = types.MappingProxyType({
     "A": "google-plus-small?nodes=40",
     "B": "one-node",
@@ -70,8 +96,24 @@ CASE_DATA: Mapping[str, str] = types.MappingProxyType({
     "D": "identical-nodes",
 })
 
+#: (B)'s nodes: one keeps every row but DOMINANT_NODES − 1, which go one to each other node.
+DOMINANT_NODES = 10
+
+#: CoCoA+'s and CoCoA's local SDCA passes on (C): enough for an essentially exact local solve
+#: (30 passes leave 8e-14 in one round of CoCoA+ with the logistic loss, 100 leave 0).
+DUAL_LOCAL_PASSES = 100
+
+#: Each property's data, in words (the page's caption).
+CASE_TEXT: Mapping[str, str] = types.MappingProxyType({
+    "A": "`preset:google-plus-small?nodes=40` (non-IID, unbalanced, sparse)",
+    "B": (f"`preset:one-node` dealt to {DOMINANT_NODES} nodes: all rows but {DOMINANT_NODES - 1} on one node, "
+          f"one row on each of the other {DOMINANT_NODES - 1} (seed 0)"),
+    "C": "`preset:disjoint-features`",
+    "D": "`preset:identical-nodes`",
+})
+
 #: The data condition each of (B)–(D) needs (Section 3.1), checked on the case's data.
-_CONDITION = {"B": P.one_node, "C": P.disjoint_features, "D": P.identical_nodes}
+_CONDITION = {"B": P.dominant_node, "C": P.disjoint_features, "D": P.identical_nodes}
 
 
 @contextlib.contextmanager
@@ -196,7 +238,9 @@ class MatrixConfig:
     o1_rounds : (B)–(D): a run that reaches eps within this many rounds has the property
     drift_iterations : (A): iterations run from w*
     drift_tol : (A): it stays if max_t ‖w^t − w*‖₂ ≤ drift_tol · max(1, ‖w*‖₂)
-    seed : seeds every algorithm's random choices
+    drift_epochs : (A): E, the local epochs of the deterministic run of a method that samples
+                   (every node, full batch); E = 1 would be one gradient step of f, which stays
+    seed : seeds every algorithm's random choices (and (B)'s deal of rows)
     """
 
     loss: str = "logistic"
@@ -205,6 +249,7 @@ class MatrixConfig:
     o1_rounds: int = 4
     drift_iterations: int = 3
     drift_tol: float = 1e-8
+    drift_epochs: int = 10
     seed: int = 0
 
     def __post_init__(self):
@@ -218,6 +263,7 @@ class MatrixConfig:
                                  f"an integer in [1, max_rounds = {self.max_rounds}] (the budget must reach it)")
         _check("drift_iterations", self.drift_iterations, 1, 50, int)
         _check("drift_tol", self.drift_tol, 1e-15, 1.0, float)
+        _check("drift_epochs", self.drift_epochs, 2, 100, int)
         _check("seed", self.seed, 0, 2**32 - 1, int)
 
 
@@ -245,12 +291,27 @@ class CaseProblem:
     condition_holds: bool
 
 
-def case_problem(prop: str, loss: str = "logistic") -> CaseProblem:
-    """The problem of property ``prop``'s own data (:data:`CASE_DATA`), λ = 1/n as in Section 4."""
+def dominant_node_data(ds, *, nodes: int = DOMINANT_NODES, seed: int = 0):
+    """``ds``'s training rows dealt to ``nodes`` nodes: ``nodes − 1`` rows drawn at random (seeded)
+    go one to each of nodes 1, …, nodes − 1, every other row to node 0.  Property (B)'s data on
+    K ≥ 2 nodes (:func:`fedviz.properties.dominant_node`)."""
+    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or not 2 <= nodes <= ds.n:
+        raise ParameterError("nodes", nodes, f"an integer in [2, n = {ds.n}]")
+    node = np.zeros(ds.n, dtype=np.int64)
+    small = np.random.default_rng(seed).choice(ds.n, nodes - 1, replace=False)
+    node[small] = np.arange(1, nodes)
+    return ds.with_nodes(node)
+
+
+def case_problem(prop: str, loss: str = "logistic", *, seed: int = 0) -> CaseProblem:
+    """The problem of property ``prop``'s own data (:data:`CASE_DATA`; (B)'s dealt by
+    :func:`dominant_node_data` with ``seed``), λ = 1/n as in Section 4."""
     if prop not in PROPERTIES:
         raise ParameterError("property", prop, "one of A, B, C, D (Section 3.1)")
     name, overrides = parse_preset_spec(CASE_DATA[prop])
     ds = make_preset(name, **overrides)
+    if prop == "B":
+        ds = dominant_node_data(ds, seed=seed)
     problem = Problem(ds, loss)
     opt = solve(problem, gtol=1e-12, use_cache=False)
     if prop == "A":
@@ -261,6 +322,100 @@ def case_problem(prop: str, loss: str = "logistic") -> CaseProblem:
         condition, holds = check.describe(), bool(check.holds)
     return CaseProblem(prop=prop, spec=CASE_DATA[prop], problem=problem, w_star=opt.w,
                        f_star=float(opt.objective), condition=condition, condition_holds=holds)
+
+
+# =======================================================================================
+# What each cell runs
+# =======================================================================================
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a cell: its label, the hyperparameters passed to the constructor, and its
+    start: "fixed point" (w* with the state at its fixed point, :func:`fixed_point_start`),
+    "w*" (w0 = w*, every other state at its default) or "0" (the default start)."""
+
+    label: str
+    hyper: Mapping
+    start: str
+
+
+def fsvrg_stepsize(problem) -> float:
+    """The FSVRG stepsize every cell runs: h = min(n̄/(2L̄), 4/L) (no cap for K = 1), the default of
+    fedviz 0.x written out here so that the cells do not follow a later change of the default."""
+    K = problem.data.n_nodes
+    h = (problem.n / K) / (2.0 * problem.average_example_smoothness)
+    return float(min(h, 4.0 / problem.smoothness) if K > 1 else h)
+
+
+def _pinned(cls, problem) -> dict:
+    """The hyperparameters every run of ``cls`` passes explicitly, whatever the property."""
+    return {"stepsize": fsvrg_stepsize(problem)} if cls.name == "fsvrg" else {}
+
+
+def _omega_max(problem) -> int:
+    return int(problem.data.stats.omega.max(initial=0))
+
+
+def run_specs(name: str, prop: str, problem, config: MatrixConfig) -> tuple[RunSpec, ...]:
+    """The runs of cell ``name`` × ``prop``: the first gives the verdict, the others are shown beside it."""
+    cls = ALGORITHMS[name]
+    accepts = {p.name for p in cls.params}
+    base = _pinned(cls, problem)
+    if prop == "A":
+        if {"client_fraction", "batch_size", "local_epochs"} <= accepts:
+            E = config.drift_epochs
+            det = dict(base, client_fraction=1.0, batch_size=0, local_epochs=E)
+            specs = [RunSpec(f"every node, full local batches, E = {E} local epochs (no sampling): the "
+                             "deterministic drift", det, "fixed point"),
+                     RunSpec("its defaults (sampled nodes and minibatches): deterministic drift plus sampling "
+                             "noise", dict(base), "fixed point")]
+            if "control0" in inspect.signature(cls.__init__).parameters:
+                specs.append(RunSpec(f"every node, full batch, E = {E}, from w* with the default control "
+                                     "variates (c_k = c = λw*: a start a user can make)", det, "w*"))
+            return tuple(specs)
+        return (RunSpec("its defaults", dict(base), "fixed point"),)
+    if prop == "C" and ("sigma" in accepts or "sigma_prime" in accepts):
+        omega = _omega_max(problem)
+        K = problem.data.n_nodes
+        if "sigma" in accepts:
+            sigma = float(min(max(omega, 1), K))
+            return (RunSpec(f"σ = max_j ω^j = {sigma:g}, the smallest σ admissible on this data", {"sigma": sigma},
+                            "0"),
+                    RunSpec(f"its default σ = K = {K}", {}, "0"))
+        gamma = 1.0 / K if getattr(cls, "averaging", False) else 1.0
+        sigma_p = gamma * max(omega, 1)
+        return (RunSpec(f"σ' = γ·max_j ω^j = {sigma_p:g} (γ = {gamma:g}), {DUAL_LOCAL_PASSES} local passes "
+                        "(an essentially exact local solve)",
+                        {"sigma_prime": sigma_p, "local_passes": DUAL_LOCAL_PASSES}, "0"),
+                RunSpec(f"σ' = {sigma_p:g}, one local pass (the default solver)", {"sigma_prime": sigma_p}, "0"),
+                RunSpec(f"its defaults (σ' = γK = {gamma * K:g}, one local pass)", {}, "0"))
+    return (RunSpec("its defaults", dict(base), "0"),)
+
+
+def _ran(algorithm, pinned=()) -> str:
+    """The hyperparameters ``algorithm`` runs with, derived defaults filled in (those it does not use
+    are left out); those in ``pinned`` are marked as fixed here (:func:`fsvrg_stepsize`)."""
+    cls = type(algorithm)
+    derived = algorithm.derived
+    parts = []
+    for p in cls.params:
+        value = algorithm.hp[p.name]
+        tag = ""
+        if value is None:
+            if p.name not in derived:
+                continue
+            value, tag = derived[p.name], " (derived)"
+        if p.name == "batch_size" and value == 0:
+            text = "full"
+        elif isinstance(value, bool):
+            text = "on" if value else "off"
+        elif isinstance(value, float):
+            text = f"{value:.4g}"
+        else:
+            text = str(value)
+        if p.name in pinned:
+            tag = " (fixed here: min(n̄/(2L̄), 4/L))"
+        parts.append(f"{p.name} = {text}{tag}")
+    return ", ".join(parts) if parts else "no hyperparameters"
 
 
 # =======================================================================================
@@ -307,14 +462,39 @@ def curve_until(algorithm, f_star: float, *, eps: float, max_rounds: int, diverg
 
 
 @dataclass(frozen=True)
+class Run:
+    """One run of a cell, measured: (A) the drift from w* at every iteration; (B)–(D) f − f*
+    against rounds.
+
+    label, start : as in :class:`RunSpec`
+    ran : the hyperparameters it ran with, derived defaults filled in (:attr:`Cell.ran`)
+    x, y : the curve
+    value : (A) the drift after the first iteration; (B)–(D) the rounds to reach eps (None: not reached)
+    has : the verdict this run alone would give
+    text : its short label
+    peak : (B)–(D) the largest f − f* after the start; a run that ends above its start "climbs"
+    """
+
+    label: str
+    start: str
+    ran: str
+    x: tuple
+    y: tuple
+    value: float | None
+    has: bool
+    text: str
+    peak: float | None = None
+
+
+@dataclass(frozen=True)
 class Cell:
     """One algorithm × one property, measured.
 
     status : "measured", "unsupported" (the algorithm cannot run this loss) or "failed"
     value : (A) the drift ‖w^1 − w*‖₂ after the first iteration; (B)–(D) the rounds to reach eps
             (None: not within the budget, or not measured)
-    has : the measured verdict (None when not measured)
-    x, y : the cell's curve: (A) iterations and ‖w^t − w*‖₂; (B)–(D) rounds and f(w) − f*
+    has : the measured verdict (None when not measured), from the first run
+    x, y : the first run's curve: (A) iterations and ‖w^t − w*‖₂; (B)–(D) rounds and f(w) − f*
     x_label : what x counts
     text : the cell's short label in the matrix
     detail : one line for people
@@ -323,6 +503,9 @@ class Cell:
                 opposite), "recorded" (the paper says nothing or only designs for it), or "—"
     seconds : the measurement's wall time
     threshold : the line the curve is judged by: (A) the drift tolerance, (B)–(D) eps
+    label, ran, start : the first run's label, hyperparameters and start (:class:`Run`)
+    runs : every run, the first included (the others are shown beside it: the sampling noise of
+           (A), SCAFFOLD from its default controls, (C)'s default σ)
     """
 
     algorithm: str
@@ -340,6 +523,10 @@ class Cell:
     agreement: str = "—"
     seconds: float = 0.0
     threshold: float | None = None
+    label: str = ""
+    ran: str = ""
+    start: str = ""
+    runs: tuple = ()
 
 
 def _agreement(claim: Claim, has: bool | None) -> str:
@@ -353,7 +540,8 @@ def _agreement(claim: Claim, has: bool | None) -> str:
 
 
 def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
-    """Measure algorithm ``name`` (a registry key) on property ``case.prop``'s data."""
+    """Measure algorithm ``name`` (a registry key) on property ``case.prop``'s data: every run of
+    :func:`run_specs`, the first giving the verdict."""
     cls = ALGORITHMS[name]
     prop = case.prop
     claim = paper_claim(name, prop)
@@ -367,52 +555,90 @@ def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
     start = time.perf_counter()
     try:
         with one_thread():
-            return _measure(cls, case, config, claim, base, start)
+            runs = tuple(_run(cls, case, config, spec) for spec in run_specs(name, prop, problem, config))
     except FedvizError as e:
         return Cell(status="failed", value=None, has=None, text="could not run", detail=str(e), **base)
-
-
-def _measure(cls, case, config, claim, base, start) -> Cell:
-    """The measurement of :func:`measure_cell` (its algorithm can run the case)."""
-    problem, prop = case.problem, case.prop
+    seconds = time.perf_counter() - start
+    main = runs[0]
     if prop == "A":
-        algorithm = P.fixed_point_start(cls, problem, case.w_star, seed=config.seed)
+        x_label = "iterations from w*"
+        threshold = config.drift_tol * max(1.0, float(np.linalg.norm(case.w_star)))
+    else:
+        x_label = "rounds" if cls.federated else "iterations (centralised: no rounds)"
+        threshold = config.eps
+    return Cell(status="measured", value=main.value, has=main.has, x=main.x, y=main.y, x_label=x_label,
+                text=main.text, detail=_detail(cls, case, config, runs), agreement=_agreement(claim, main.has),
+                seconds=seconds, threshold=threshold, label=main.label, ran=main.ran, start=main.start,
+                runs=runs, **base)
+
+
+_STARTS = {"fixed point": "w* with its state at its fixed point", "w*": "w* with its default state",
+           "0": "0"}
+
+
+def _run(cls, case, config, spec: RunSpec) -> Run:
+    """One run of a cell (:class:`RunSpec`), measured."""
+    problem = case.problem
+    if case.prop == "A":
+        if spec.start == "fixed point":
+            algorithm = P.fixed_point_start(cls, problem, case.w_star, seed=config.seed, **spec.hyper)
+        else:
+            algorithm = cls(problem, seed=config.seed, w0=case.w_star, **spec.hyper)
+        ran = _ran(algorithm, _pinned(cls, problem))
         tol = config.drift_tol * max(1.0, float(np.linalg.norm(case.w_star)))
         r = P.stays_at_optimum(algorithm, case.w_star, iterations=config.drift_iterations, tol=tol)
-        seconds = time.perf_counter() - start
-        has = bool(r.holds)
         first = r.drifts[1]
-        return Cell(status="measured", value=first, has=has,
-                    x=tuple(range(len(r.drifts))), y=r.drifts, x_label="iterations from w*",
-                    text=f"drift {first:.1e}",
-                    detail=(f"Started at w* (‖w*‖ = {np.linalg.norm(case.w_star):.3g}) with its state at its "
-                            f"fixed point, {cls.title} moved {first:.2g} in its first iteration and at most "
-                            f"{r.max_drift:.2g} in {r.iterations} — "
-                            + ("it stays." if has else "it does not stay.")),
-                    claim=claim, agreement=_agreement(claim, has), seconds=seconds, threshold=tol,
-                    **{k: v for k, v in base.items() if k != "claim"})
-    algorithm = cls(problem, seed=config.seed)
+        return Run(label=spec.label, start=spec.start, ran=ran, x=tuple(range(len(r.drifts))), y=r.drifts,
+                   value=first, has=bool(r.holds), text=f"drift {first:.1e}")
+    algorithm = cls(problem, seed=config.seed, **spec.hyper)
+    ran = _ran(algorithm, _pinned(cls, problem))
     c = curve_until(algorithm, case.f_star, eps=config.eps, max_rounds=config.max_rounds)
-    seconds = time.perf_counter() - start
-    unit = "rounds" if cls.federated else "iterations (centralised: no rounds)"
     has = c.reached is not None and c.reached <= config.o1_rounds
+    peak = max(c.gaps[1:], default=None)
     if c.reached is not None:
         text = f"{c.reached} round{'s' * (c.reached != 1)}" if cls.federated else f"{c.reached} it."
-        detail = f"{cls.title} reached f − f* ≤ {config.eps:g} after {c.reached} {unit}"
     elif c.diverged:
         text = "diverged"
-        detail = f"{cls.title} diverged (f − f* = {c.gaps[-1]:.2g} after {c.x[-1]} {unit})"
+    elif c.gaps[-1] > c.gaps[0]:                     # it ends above where it started
+        text = f"> {config.max_rounds}, climbs"
     else:
         text = f"> {config.max_rounds}"
-        detail = f"{cls.title} was still {c.gaps[-1]:.2g} above f* after {c.x[-1]} {unit}"
-    detail += (f"; O(1) here means at most {config.o1_rounds} — "
-               + ("it has the property." if has else "it does not have it."))
+    return Run(label=spec.label, start=spec.start, ran=ran, x=c.x, y=c.gaps,
+               value=None if c.reached is None else float(c.reached), has=has, text=text, peak=peak)
+
+
+def _outcome(cls, run: Run, config) -> str:
+    """What a (B)–(D) run did, in words."""
+    unit = "rounds" if cls.federated else "iterations"
+    if run.value is not None:
+        return f"reached f − f* ≤ {config.eps:g} after {run.value:g} {unit}"
+    if run.text == "diverged":
+        return f"diverged (f − f* = {run.y[-1]:.2g} after {run.x[-1]} {unit})"
+    if run.y[-1] > run.y[0]:
+        return (f"climbed: f − f* went from {run.y[0]:.2g} at the start to {run.peak:.2g} and was {run.y[-1]:.2g} "
+                f"after {run.x[-1]} {unit}")
+    return f"was still {run.y[-1]:.2g} above f* after {run.x[-1]} {unit}"
+
+
+def _detail(cls, case, config, runs) -> str:
+    """The cell's sentence for people: what its runs did, with what they ran."""
+    main = runs[0]
+    if case.prop == "A":
+        norm = float(np.linalg.norm(case.w_star))
+        parts = [f"Started at {_STARTS[main.start]} (‖w*‖ = {norm:.3g}), with {main.label}, {cls.title} moved "
+                 f"{main.value:.2g} in its first iteration and at most {max(main.y):.2g} in {len(main.y) - 1} — "
+                 + ("it stays." if main.has else "it does not stay.")]
+        for r in runs[1:]:
+            parts.append(f"Started at {_STARTS[r.start]}, with {r.label}: {r.value:.2g} in the first iteration, "
+                         f"at most {max(r.y):.2g}.")
+        return " ".join(parts)
+    parts = [f"With {main.label}, {cls.title} {_outcome(cls, main, config)}; O(1) here means at most "
+             f"{config.o1_rounds} — " + ("it has the property." if main.has else "it does not have it.")]
+    for r in runs[1:]:
+        parts.append(f"With {r.label}: {_outcome(cls, r, config)}.")
     if not case.condition_holds:
-        detail += " (The data are not in the property's case.)"
-    return Cell(status="measured", value=None if c.reached is None else float(c.reached), has=has,
-                x=c.x, y=c.gaps, x_label=unit, text=text, detail=detail, claim=claim,
-                agreement=_agreement(claim, has), seconds=seconds, threshold=config.eps,
-                **{k: v for k, v in base.items() if k != "claim"})
+        parts.append("(The data are not in the property's case.)")
+    return " ".join(parts)
 
 
 # =======================================================================================
@@ -426,7 +652,7 @@ class Matrix:
     algorithms: tuple[str, ...]
     cells: tuple[Cell, ...]
     cases: dict                         # property → its data condition, described
-    specs: dict                         # property → its data set (preset spec)
+    specs: dict                         # property → its data set, in words (:data:`CASE_TEXT`)
     seconds: float
 
     def cell(self, algorithm: str, prop: str) -> Cell:
@@ -448,8 +674,8 @@ def properties_matrix(config: MatrixConfig = MatrixConfig(), algorithms=None) ->
             raise ParameterError("algorithm", name, "one of " + ", ".join(ALGORITHMS))
     start = time.perf_counter()
     with one_thread():
-        cases = {prop: case_problem(prop, config.loss) for prop in PROPERTIES}
+        cases = {prop: case_problem(prop, config.loss, seed=config.seed) for prop in PROPERTIES}
         cells = tuple(measure_cell(name, cases[prop], config) for name in names for prop in PROPERTIES)
     return Matrix(config=config, algorithms=names, cells=cells,
-                  cases={p: c.condition for p, c in cases.items()}, specs=dict(CASE_DATA),
+                  cases={p: c.condition for p, c in cases.items()}, specs=dict(CASE_TEXT),
                   seconds=time.perf_counter() - start)
