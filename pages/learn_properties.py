@@ -5,7 +5,7 @@ import streamlit as st
 
 from fedviz import ui
 from fedviz.errors import FedvizError
-from fedviz.learn.matrix import CASE_DATA, PROPERTIES, PROPERTY_TEXT, MatrixConfig, properties_matrix
+from fedviz.learn.matrix import PROPERTIES, PROPERTY_QUOTE, PROPERTY_TEXT, START_TEXT, MatrixConfig, properties_matrix
 from fedviz.plots.learn_matrix import COLUMN_TITLES, cell_at, cell_figure, matrix_figure
 from fedviz.problems.losses import LOSSES
 
@@ -22,8 +22,12 @@ st.markdown(
     "Section 3.1 of the paper asks four things of an algorithm for federated optimization: **(A)** started at "
     "the optimum, it stays there; it converges in O(1) rounds of communication when **(B)** all data are on one "
     "node, **(C)** each feature occurs on a single node, **(D)** every node holds the same data. Each cell below "
-    "is *measured* now, on the property's own data, with the algorithm's default hyperparameters — and set "
-    "beside what the paper says (or that it says nothing). **Click a cell** for its curve.")
+    "is *measured* now, on the property's own data, and names the hyperparameters it ran (hover a cell, or "
+    "click it) — and is set beside what the paper says (or that it says nothing). (A) runs the methods that "
+    "sample nodes with every node and full batches (their drift alone) and then with their defaults (drift "
+    "plus sampling noise); (B) deals one node's data to 10 nodes, one keeping 99.7% of the rows (with a single "
+    "node every method's local problem is f itself); (C) runs the dual methods at σ = max ω^j. "
+    "**Click a cell** for its curves.")
 
 with st.expander("Settings", expanded=False):
     c1, c2, c3, c4, c5 = st.columns(5)
@@ -84,12 +88,19 @@ if matrix is not None:
     verdict = {True: ":green[**Measured: has it.**]", False: ":red[**Measured: lacks it.**]",
                None: "**Not measured.**"}[cell.has]
     st.markdown(f"{verdict} {cell.detail}")
+    if cell.runs:
+        st.markdown("**Ran** (the verdict is the first run's):\n"
+                    + "\n".join(f"{i}. {run.label}; from {START_TEXT[run.start]}; {run.ran} → **{run.text}**"
+                                 for i, run in enumerate(cell.runs, 1)))
+    if cell.why:
+        st.markdown(f"**Why**: {cell.why}")
+    st.markdown(f"**Section 3.1, property ({prop})**: *\"{PROPERTY_QUOTE[prop]}\"*")
     where = f" ({cell.claim.where})" if cell.claim.where != "—" else ""
     st.markdown(f"**What the paper says**{where}: *{cell.claim.words}* — {cell.claim.note}"
                 + ("  \n:orange[**The measurement contradicts the paper here.**]"
                    if cell.agreement == "disagrees" else ""))
     st.plotly_chart(cell_figure(cell, o1_rounds=config.o1_rounds), key="learn-props-curve",
                     config={"displayModeBar": False})
-    st.caption(f"Data of ({prop}): `preset:{CASE_DATA[prop]}` — {matrix.cases[prop]}")
+    st.caption(f"Data of ({prop}): {matrix.specs[prop]} — {matrix.cases[prop]}")
 
 ui.sync_link()

@@ -61,9 +61,9 @@ from ..problems.objective import Problem
 from ..problems.optimum import solve
 
 __all__ = ["one_thread", "PROPERTIES", "PROPERTY_TEXT", "PROPERTY_QUOTE", "CASE_DATA", "CASE_TEXT", "DOMINANT_NODES",
-           "DUAL_LOCAL_PASSES", "Claim", "PAPER", "paper_claim", "MatrixConfig", "CaseProblem", "RunSpec", "Run",
-           "Cell", "Matrix", "case_problem", "dominant_node_data", "fsvrg_stepsize", "run_specs", "measure_cell",
-           "properties_matrix", "curve_until", "Curve"]
+           "DUAL_LOCAL_PASSES", "WHY", "START_TEXT", "Claim", "PAPER", "paper_claim", "MatrixConfig", "CaseProblem",
+           "RunSpec", "Run", "Cell", "Matrix", "case_problem", "dominant_node_data", "fsvrg_stepsize", "run_specs",
+           "measure_cell", "properties_matrix", "curve_until", "Curve"]
 
 #: The properties of Section 3.1, in the paper's order.
 PROPERTIES = ("A", "B", "C", "D")
@@ -224,6 +224,29 @@ def paper_claim(algorithm: str, prop: str) -> Claim:
     return PAPER.get(algorithm, {}).get(prop) or _silent(_NOT_IN_PAPER + ".")
 
 
+#: Why a cell measures what it does, where the reason is not the paper's own: each sentence is a
+#: checked statement (tests/unit/test_learn_matrix.py holds each against a dense computation).
+WHY: Mapping[tuple[str, str], str] = types.MappingProxyType({
+    **{(name, "A"): ("Two parts. With every node, full batches and one local epoch a round is one gradient step of f, "
+                     "which stays at w* up to rounding; with E ≥ 2 epochs each node follows its own ∇F_k, not ∇f, "
+                     "away from w*: client drift, the first run. The defaults' sampled nodes and minibatches add "
+                     "sampling noise, most of the second run's drift.") for name in ("fedavg", "fedprox")},
+    ("scaffold", "A"): ("SCAFFOLD stays when its control variates start at their fixed point c_k = ∇F_k(w*), "
+                        "c = ∇f(w*), a start fedviz's Run page does not offer. From w* with its default controls "
+                        "(c − c_k = 0) its first round is FedAvg's with the same step: it moves (the last run)."),
+    ("dane", "B"): ("A node with one row has a subproblem (10) curved only by λ = 1/n away from its row: its "
+                    "minimiser steps −∇f(wᵗ)/λ there, n gradient steps at once, and Algorithm 2's plain average "
+                    "1/K gives the nine such nodes 9/10 of the weight. Section 3.4: DANE's analysis \"relies on "
+                    "the assumption that each node has access to iid samples\"."),
+    ("fsvrg", "B"): ("Most features appear on the dominant node alone (ω^j = 1), where a^j = K/ω^j = 10 "
+                     "multiplies that node's update (weight n_k/n ≈ 1) tenfold; with aggregate_scaling off "
+                     "f − f* falls instead."),
+    **{(name, "C"): ("With each feature on one node, XᵀX = B (σ = 1): the nodes' dual blocks are independent, so "
+                     "exact block solves added up are the optimum in one round; σ = K shrinks every block step "
+                     "K-fold.") for name in ("primal-method", "dual-method", "cocoa-plus")},
+})
+
+
 # =======================================================================================
 # The configuration
 # =======================================================================================
@@ -370,7 +393,7 @@ def run_specs(name: str, prop: str, problem, config: MatrixConfig) -> tuple[RunS
                              "noise", dict(base), "fixed point")]
             if "control0" in inspect.signature(cls.__init__).parameters:
                 specs.append(RunSpec(f"every node, full batch, E = {E}, from w* with the default control "
-                                     "variates (c_k = c = λw*: a start a user can make)", det, "w*"))
+                                     "variates c_k = c = λw* (a start a user can make)", det, "w*"))
             return tuple(specs)
         return (RunSpec("its defaults", dict(base), "fixed point"),)
     if prop == "C" and ("sigma" in accepts or "sigma_prime" in accepts):
@@ -506,6 +529,7 @@ class Cell:
     label, ran, start : the first run's label, hyperparameters and start (:class:`Run`)
     runs : every run, the first included (the others are shown beside it: the sampling noise of
            (A), SCAFFOLD from its default controls, (C)'s default σ)
+    why : why it measures what it does, where the reason is not the paper's (:data:`WHY`)
     """
 
     algorithm: str
@@ -527,6 +551,7 @@ class Cell:
     ran: str = ""
     start: str = ""
     runs: tuple = ()
+    why: str = ""
 
 
 def _agreement(claim: Claim, has: bool | None) -> str:
@@ -569,11 +594,12 @@ def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
     return Cell(status="measured", value=main.value, has=main.has, x=main.x, y=main.y, x_label=x_label,
                 text=main.text, detail=_detail(cls, case, config, runs), agreement=_agreement(claim, main.has),
                 seconds=seconds, threshold=threshold, label=main.label, ran=main.ran, start=main.start,
-                runs=runs, **base)
+                runs=runs, why=WHY.get((name, prop), ""), **base)
 
 
-_STARTS = {"fixed point": "w* with its state at its fixed point", "w*": "w* with its default state",
-           "0": "0"}
+#: A run's start, in words.
+START_TEXT: Mapping[str, str] = types.MappingProxyType({
+    "fixed point": "w* with its state at its fixed point", "w*": "w* with its default state", "0": "w = 0"})
 
 
 def _run(cls, case, config, spec: RunSpec) -> Run:
@@ -625,11 +651,11 @@ def _detail(cls, case, config, runs) -> str:
     main = runs[0]
     if case.prop == "A":
         norm = float(np.linalg.norm(case.w_star))
-        parts = [f"Started at {_STARTS[main.start]} (‖w*‖ = {norm:.3g}), with {main.label}, {cls.title} moved "
+        parts = [f"Started at {START_TEXT[main.start]} (‖w*‖ = {norm:.3g}), with {main.label}, {cls.title} moved "
                  f"{main.value:.2g} in its first iteration and at most {max(main.y):.2g} in {len(main.y) - 1} — "
                  + ("it stays." if main.has else "it does not stay.")]
         for r in runs[1:]:
-            parts.append(f"Started at {_STARTS[r.start]}, with {r.label}: {r.value:.2g} in the first iteration, "
+            parts.append(f"Started at {START_TEXT[r.start]}, with {r.label}: {r.value:.2g} in the first iteration, "
                          f"at most {max(r.y):.2g}.")
         return " ".join(parts)
     parts = [f"With {main.label}, {cls.title} {_outcome(cls, main, config)}; O(1) here means at most "

@@ -18,7 +18,7 @@ __all__ = ["COLUMN_TITLES", "matrix_figure", "cell_figure", "overlay_figure", "c
 #: Column titles of the matrix, Section 3.1's properties in a few words.
 COLUMN_TITLES = {
     "A": "(A) started at w*, stays",
-    "B": "(B) one node: O(1) rounds",
+    "B": "(B) one node holds 99.7%: O(1)",
     "C": "(C) disjoint features: O(1)",
     "D": "(D) identical nodes: O(1)",
 }
@@ -50,8 +50,9 @@ def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figu
                   + (" ≠" if c.agreement == "disagrees" else "") for c in cells],
             textposition="middle right", textfont=dict(size=12),
             customdata=[[c.algorithm, c.prop] for c in cells],
-            hovertext=[f"<b>{c.title} × ({c.prop})</b><br>{_wrap(c.detail)}<br><i>{c.claim.words}"
-                       f"</i> ({c.claim.where}): {_wrap(c.claim.note)}" for c in cells],
+            hovertext=[f"<b>{c.title} × ({c.prop})</b><br>{_wrap(c.detail)}"
+                       + (f"<br><i>ran:</i> {_wrap(c.ran)}" if c.ran else "")
+                       + f"<br><i>{c.claim.words}</i> ({c.claim.where}): {_wrap(c.claim.note)}" for c in cells],
             hoverinfo="text"))
     if selected is not None and selected[1] in props and selected[0] in titles:
         fig.add_trace(go.Scatter(x=[props.index(selected[1])], y=[titles[selected[0]]], mode="markers",
@@ -98,8 +99,16 @@ def cell_figure(cell, *, o1_rounds: int | None = None) -> go.Figure:
     shown = np.where(np.isfinite(y), np.maximum(y, floor), np.nan)
     colour = _COLOURS[cell.has]
     what = "‖w<sup>t</sup> − w*‖₂" if cell.prop == "A" else "f(w) − f*"
-    fig.add_trace(go.Scatter(x=list(cell.x), y=shown, mode="lines+markers", name=f"{cell.title}: {what}",
-                             line=dict(color=colour, width=2), marker=dict(size=7)))
+    fig.add_trace(go.Scatter(x=list(cell.x), y=shown, mode="lines+markers", name=_short(cell.label or cell.title),
+                             line=dict(color=colour, width=2), marker=dict(size=7),
+                             hovertext=f"ran: {cell.ran}", hoverinfo="x+y+text"))
+    # The cell's other runs (sampling noise, another start, the default σ), dashed beside it.
+    for run, dash in zip(cell.runs[1:], ("dash", "dot", "dashdot")):
+        other = np.asarray(run.y, dtype=float)
+        fig.add_trace(go.Scatter(x=list(run.x), y=np.where(np.isfinite(other), np.maximum(other, floor), np.nan),
+                                 mode="lines+markers", name=_short(run.label), hovertext=f"ran: {run.ran}",
+                                 hoverinfo="x+y+text", line=dict(color="#7f7f7f", width=1.5, dash=dash),
+                                 marker=dict(size=5)))
     line = cell.threshold
     if line is not None:
         fig.add_hline(y=line, line=dict(color="#555555", dash="dash"))
@@ -108,11 +117,12 @@ def cell_figure(cell, *, o1_rounds: int | None = None) -> go.Figure:
         fig.add_vline(x=o1_rounds, line=dict(color="#888888", dash="dot"),
                       annotation_text=f"O(1): ≤ {o1_rounds} rounds", annotation_position="top left")
     fig.update_yaxes(type="log", title=what, exponentformat="power")
-    right = max(list(cell.x) + ([o1_rounds] if o1_rounds is not None and cell.prop != "A" else []))
+    xs = [x for run in (cell.runs or [cell]) for x in run.x]
+    right = max(xs + ([o1_rounds] if o1_rounds is not None and cell.prop != "A" else []))
     fig.update_xaxes(title=cell.x_label, range=[-0.3, right + 0.5], dtick=1 if right <= 30 else None)
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10), showlegend=True,
-                      title=dict(text=f"{cell.title} × ({cell.prop}): {cell.text}", font=dict(size=15)),
-                      legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(height=360 + 22 * max(0, len(cell.runs) - 1), margin=dict(l=10, r=10, t=40, b=10),
+                      showlegend=True, title=dict(text=f"{cell.title} × ({cell.prop}): {cell.text}", font=dict(size=15)),
+                      legend=dict(orientation="h", y=-0.25, yanchor="top"))
     return fig
 
 
@@ -146,6 +156,12 @@ def _log_label(fig, y: float, text: str, *, yref: str, xref: str = "x domain") -
     ``add_hline``'s own annotation at ``y`` in axis units, which on a log axis are log10(y).)"""
     fig.add_annotation(x=0.01, xref=xref, y=float(np.log10(y)), yref=yref, text=text, showarrow=False,
                        xanchor="left", yanchor="bottom", font=dict(size=11, color="#555555"))
+
+
+def _short(label: str, width: int = 80) -> str:
+    """A legend entry: the run's label up to its colon, cut at ``width`` characters."""
+    head = str(label).split(":")[0]
+    return head if len(head) <= width else head[:width - 1] + "…"
 
 
 def _wrap(text: str, width: int = 90) -> str:
