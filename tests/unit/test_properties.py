@@ -364,3 +364,18 @@ def test_fixed_point_start_puts_every_algorithm_at_w_star_with_its_state_there(n
     # Started so, a method with property (A) stays: GD's step at w* is −h∇f(w*) ≈ 0.
     if name == "gd":
         assert P.stays_at_optimum(algo, w_star, iterations=2).holds
+
+
+def test_dominant_node_is_property_b_on_several_nodes():
+    """Property (B)'s case with K ≥ 2: one node's share of the rows, against a count made here."""
+    ds = make_preset("one-node")
+    node = np.zeros(ds.n, dtype=np.int64)
+    node[:4] = [1, 2, 3, 3]                                  # 4 rows on 3 small nodes
+    dealt = ds.with_nodes(node)
+    check = P.dominant_node(dealt, share=0.99)
+    assert check.n_nodes == 4 and check.largest == ds.n - 4 and check.share == (ds.n - 4) / ds.n
+    assert check.holds and f"{ds.n - 4:,} of the {ds.n:,} rows" in check.describe()
+    assert not P.dominant_node(dealt, share=0.9999).holds
+    assert not P.dominant_node(ds).holds                     # K = 1: not the K ≥ 2 case
+    with pytest.raises(ParameterError, match="share"):
+        P.dominant_node(ds, share=1.5)
