@@ -242,8 +242,8 @@ WHY: Mapping[tuple[str, str], str] = types.MappingProxyType({
                      "multiplies that node's update (weight n_k/n ≈ 1) tenfold; with aggregate_scaling off "
                      "f − f* falls instead."),
     **{(name, "C"): ("With each feature on one node, XᵀX = B (σ = 1): the nodes' dual blocks are independent, so "
-                     "exact block solves added up are the optimum in one round; σ = K shrinks every block step "
-                     "K-fold.") for name in ("primal-method", "dual-method", "cocoa-plus")},
+                     "exact block solves added up are the optimum in one round; the default σ = K weighs each "
+                     "block's quadratic term K times more, and its steps fall short.") for name in ("primal-method", "dual-method", "cocoa-plus")},
 })
 
 

@@ -23,6 +23,10 @@ COLUMN_TITLES = {
     "D": "(D) identical nodes: O(1)",
 }
 
+#: The same, on two lines (the matrix's column heads, so that they fit side by side at 1024 px).
+_HEADS = {"A": "(A) started at w*,<br>stays", "B": "(B) one node holds<br>99.7%: O(1) rounds",
+          "C": "(C) disjoint features:<br>O(1) rounds", "D": "(D) identical nodes:<br>O(1) rounds"}
+
 _COLOURS = {True: "#2ca02c", False: "#d62728", None: "#c7c7c7"}
 _NAMES = {True: "has the property (measured)", False: "lacks it (measured)", None: "not measured"}
 _MARK = {"has": "paper: has", "lacks": "paper: lacks", "aims": "paper: aims at it", "silent": ""}
@@ -46,9 +50,10 @@ def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figu
             mode="markers+text", name=_NAMES[has],
             marker=dict(symbol="square", size=22, color=_COLOURS[has],
                         line=dict(width=[3 if c.agreement == "disagrees" else 0 for c in cells], color="#000000")),
-            text=[c.text + (f" · {_MARK[c.claim.verdict]}" if c.claim.verdict != "silent" else "")
+            # The paper's word on a second line, so that a label stays inside its column at 1024 px.
+            text=[c.text + (f"<br>{_MARK[c.claim.verdict]}" if c.claim.verdict != "silent" else "")
                   + (" ≠" if c.agreement == "disagrees" else "") for c in cells],
-            textposition="middle right", textfont=dict(size=12),
+            textposition="middle right", textfont=dict(size=11),
             customdata=[[c.algorithm, c.prop] for c in cells],
             hovertext=[f"<b>{c.title} × ({c.prop})</b><br>{_wrap(c.detail)}"
                        + (f"<br><i>ran:</i> {_wrap(c.ran)}" if c.ran else "")
@@ -58,11 +63,11 @@ def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figu
         fig.add_trace(go.Scatter(x=[props.index(selected[1])], y=[titles[selected[0]]], mode="markers",
                                  marker=dict(symbol="square-open", size=27, color="#1f77b4", line=dict(width=2.5)),
                                  hoverinfo="skip", showlegend=False, name="shown below"))
-    fig.update_xaxes(tickvals=list(range(len(props))), ticktext=[COLUMN_TITLES[p] for p in props],
+    fig.update_xaxes(tickvals=list(range(len(props))), ticktext=[_HEADS[p] for p in props],
                      range=[-0.15, len(props) - 0.05], side="top", showgrid=False, zeroline=False, fixedrange=True)
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), showgrid=True,
                      gridcolor="#eeeeee", fixedrange=True)
-    fig.update_layout(height=90 + 34 * len(rows), margin=dict(l=10, r=10, t=60, b=10),
+    fig.update_layout(height=100 + 36 * len(rows), margin=dict(l=10, r=10, t=70, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.01, xanchor="left", x=0),
                       clickmode="event+select", dragmode=False, hoverlabel=dict(align="left"))
     return fig

@@ -53,17 +53,25 @@ def test_the_properties_page_draws_every_registered_algorithm_and_shows_a_cell()
     measured = M.properties_matrix(M.MatrixConfig())
     for cell in measured.cells:
         assert cells[(cell.algorithm, cell.prop)].startswith(cell.text)
-    # The first cell shown is FedAvg's drift from w*: property (A) fails, as a drift.
+    # The first cell shown is FedAvg's drift from w*: property (A) fails, as a drift, and the page names
+    # both runs (every node and full batches; the defaults' sampling) with their hyperparameters.
     fedavg = measured.cell("fedavg", "A")
-    assert not fedavg.has and fedavg.detail in _text(at)
+    text = _text(at)
+    assert not fedavg.has and fedavg.detail in text and fedavg.why in text
+    for run in fedavg.runs:
+        assert run.ran in text and run.label in text
+    assert M.PROPERTY_QUOTE["A"] in text
     assert _values(curve_fig["data"][0]["x"]) == list(fedavg.x)
-    # Choosing another cell shows it: DANE on one node, which contradicts Section 3.4.
+    assert len(curve_fig["data"]) == len(fedavg.runs)
+    # Choosing another cell shows it: DANE on a dominant node climbs, as Section 3.4 says it would lack (B).
     at.selectbox(key="learn-props-algorithm").set_value("dane").run()
     at.selectbox(key="learn-props-property").set_value("B").run()
     assert not at.exception
     text = _text(at)
-    assert measured.cell("dane", "B").detail in text and "contradicts the paper" in text
-    assert "Unfortunately, DANE does not achieve" in text
+    dane = measured.cell("dane", "B")
+    assert dane.detail in text and "climbed" in dane.detail and dane.why in text
+    assert "contradicts the paper" not in text and "Unfortunately, DANE does not achieve" in text
+    assert "2,991 of the 3,000 rows" in text
 
 
 def test_the_squared_loss_measures_the_appendix_methods_and_a_bad_budget_is_named():
