@@ -371,6 +371,7 @@ def test_b_exact_dane_climbs_on_a_dominant_node_as_a_dense_reference_does(matric
     assert M.paper_claim("dane", "B").verdict == "lacks"
     # WHY: on a one-row node, λ(v − wᵗ) = −∇f(wᵗ) + (φ'(xᵀwᵗ) − φ'(xᵀv))x, so off the row v − wᵗ = −∇f(wᵗ)/λ.
     X, off, lam = sp.csr_matrix(pb.X), pb.data.offsets, pb.lam
+    assert lam == pytest.approx(1 / pb.n)                             # −∇f/λ: n unit gradient steps
     w = iterates[1]
     _, minimisers = _dane_exact_reference(pb, w, 1)
     g = X.T @ _dphi("logistic", X @ w, pb.y) / pb.n + lam * w
