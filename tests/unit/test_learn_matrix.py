@@ -310,12 +310,42 @@ def test_a_scaffold_stays_from_its_fixed_point_and_moves_from_its_default_contro
     assert cell.why == M.WHY[("scaffold", "A")]
 
 
-def _dane_exact_reference(pb, w, iterations):
-    """Algorithm 2 (η = 1, μ = 0): every subproblem (10) minimised here, logistic loss — a node with one
-    row in closed form up to a scalar equation, the others by Newton's method with dense Hessians; the
-    plain average 1/K.  Returns the iterates and the last iteration's node minimisers."""
+def _node_minimiser(Xk, yk, a, lam, v0):
+    """argmin_v (1/n_k) Σ_i φ(x_iᵀv) + (λ/2)‖v‖² − aᵀv for the logistic loss: with one row in closed form up
+    to a scalar equation (v = (a − φ'(z)x)/λ, z = xᵀv), otherwise Newton's method with dense Hessians and
+    Armijo backtracking, to ‖gradient‖ ≤ 1e-11."""
     from scipy.optimize import brentq
 
+    nk = len(yk)
+    if nk == 1:
+        x = Xk.toarray().ravel()
+        s, xa = x @ x, x @ a
+        z = brentq(lambda z: lam * z - xa + _dphi("logistic", z, yk[0]) * s, -1e8, 1e8, xtol=1e-14, rtol=1e-15)
+        return (a - _dphi("logistic", z, yk[0]) * x) / lam
+
+    def value(v):
+        return np.mean(_phi("logistic", Xk @ v, yk)) + 0.5 * lam * v @ v - a @ v
+
+    v = v0.copy()
+    for _ in range(500):
+        z = Xk @ v
+        grad = Xk.T @ _dphi("logistic", z, yk) / nk + lam * v - a
+        if np.linalg.norm(grad) <= 1e-11:
+            break
+        s = expit(z) * expit(-z)
+        H = (Xk.T @ sp.diags(s) @ Xk).toarray() / nk + lam * np.eye(len(v))
+        step = np.linalg.solve(H, grad)
+        t, f0 = 1.0, value(v)
+        while value(v - t * step) > f0 - 1e-4 * t * (grad @ step) and t > 1e-12:
+            t /= 2
+        v = v - t * step
+    assert np.linalg.norm(grad) <= 1e-11, np.linalg.norm(grad)
+    return v
+
+
+def _dane_exact_reference(pb, w, iterations):
+    """Algorithm 2 (η = 1, μ = 0): every subproblem (10) minimised here (:func:`_node_minimiser`), logistic
+    loss; the plain average 1/K.  Returns the iterates and the last iteration's node minimisers."""
     X, off, lam, y = sp.csr_matrix(pb.X), pb.data.offsets, pb.lam, pb.y
     out = [w.copy()]
     for _ in range(iterations):
@@ -323,37 +353,45 @@ def _dane_exact_reference(pb, w, iterations):
         ws = []
         for k in range(pb.data.n_nodes):
             Xk, yk = X[off[k]:off[k + 1]], y[off[k]:off[k + 1]]
-            nk = len(yk)
-            a = Xk.T @ _dphi("logistic", Xk @ w, yk) / nk + lam * w - g     # ∇F_k(wᵗ) − ∇f(wᵗ)
-            if nk == 1:
-                # φ'(xᵀv) x + λv = a  ⇒  v = (a − φ'(z) x)/λ with z = xᵀv, a scalar equation in z.
-                x = Xk.toarray().ravel()
-                s, xa = x @ x, x @ a
-                z = brentq(lambda z: lam * z - xa + _dphi("logistic", z, yk[0]) * s, -1e8, 1e8, xtol=1e-14,
-                           rtol=1e-15)
-                ws.append((a - _dphi("logistic", z, yk[0]) * x) / lam)
-                continue
-            def value(v, Xk=Xk, yk=yk, a=a):
-                return np.mean(_phi("logistic", Xk @ v, yk)) + 0.5 * lam * v @ v - a @ v
-
-            v = w.copy()
-            for _ in range(500):   # Newton's method with Armijo backtracking
-                z = Xk @ v
-                grad = Xk.T @ _dphi("logistic", z, yk) / nk + lam * v - a
-                if np.linalg.norm(grad) <= 1e-11:
-                    break
-                s = expit(z) * expit(-z)
-                H = (Xk.T @ sp.diags(s) @ Xk).toarray() / nk + lam * np.eye(pb.d)
-                step = np.linalg.solve(H, grad)
-                t, f0 = 1.0, value(v)
-                while value(v - t * step) > f0 - 1e-4 * t * (grad @ step) and t > 1e-12:
-                    t /= 2
-                v = v - t * step
-            assert np.linalg.norm(grad) <= 1e-11, np.linalg.norm(grad)
-            ws.append(v)
+            a = Xk.T @ _dphi("logistic", Xk @ w, yk) / len(yk) + lam * w - g     # ∇F_k(wᵗ) − ∇f(wᵗ)
+            ws.append(_node_minimiser(Xk, yk, a, lam, w))
         w = np.mean(ws, axis=0)
         out.append(w)
     return out, ws
+
+
+@pytest.mark.parametrize("prop", M.PROPERTIES)
+def test_gd_in_every_column_as_dense_gradient_steps(matrices, cases, optima, prop):
+    """GD (Section 2.1) written out: w ← w − h∇f(w) with the step the cell names, from the cell's start."""
+    cell = matrices["logistic"].cell("gd", prop)
+    case = cases["logistic"][prop]
+    pb = case.problem
+    h = float(re.search(r"stepsize = ([0-9.e+-]+)", cell.ran).group(1))
+    X = sp.csr_matrix(pb.X)
+    L = 0.25 * scipy.sparse.linalg.svds(X, k=1, return_singular_vectors=False)[0] ** 2 / pb.n + pb.lam
+    assert 1 / (1.011 * L) * (1 - 1e-3) <= h <= 1 / L * (1 + 1e-3)     # 1/L (fedviz rounds L up by 1%)
+    h = 1.0 / pb.smoothness                                               # the unrounded value it ran
+    w = case.w_star.copy() if prop == "A" else np.zeros(pb.d)
+    ys = [0.0 if prop == "A" else _f(pb, w) - optima[("logistic", prop)]]
+    for _ in range(len(cell.y) - 1):
+        w = w - h * (X.T @ _dphi("logistic", X @ w, pb.y) / pb.n + pb.lam * w)
+        ys.append(np.linalg.norm(w - case.w_star) if prop == "A" else _f(pb, w) - optima[("logistic", prop)])
+    np.testing.assert_allclose(cell.y, ys, rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("prop", ["B", "D"])
+def test_one_shot_averaging_as_dense_local_minimisers(matrices, cases, optima, prop):
+    """One-shot averaging (Section 3.4): Σ_k (n_k/n) argmin F_k, minimised here; in one round on (D), where
+    "the local functions are all the same", and not on the dominant node."""
+    cell = matrices["logistic"].cell("one-shot", prop)
+    pb = cases["logistic"][prop].problem
+    X, off = sp.csr_matrix(pb.X), pb.data.offsets
+    w = sum((off[k + 1] - off[k]) / pb.n * _node_minimiser(X[off[k]:off[k + 1]], pb.y[off[k]:off[k + 1]],
+                                                          np.zeros(pb.d), pb.lam, np.zeros(pb.d))
+            for k in range(pb.data.n_nodes))
+    gap = _f(pb, w) - optima[("logistic", prop)]
+    assert cell.y[1] == pytest.approx(gap, rel=1e-6, abs=1e-10)
+    assert cell.has is (prop == "D") and (gap <= CONFIG.eps) is (prop == "D")
 
 
 def test_b_exact_dane_climbs_on_a_dominant_node_as_a_dense_reference_does(matrices, cases, optima):
