@@ -356,7 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", metavar="ADDR",
                    help="a Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: $FEDVIZ_DASK_SCHEDULER, else an "
                         "embedded local cluster)")
-    p.add_argument("--out", metavar="DIR", help="also write results.csv, results.json and report.html to DIR")
+    p.add_argument("--out", metavar="DIR", help="also write results.csv, results.json, report.html and the figures "
+                                                 "curves.png and final.png to DIR")
     p.add_argument("--scale", choices=["small", "full"], default="small",
                    help="for a built-in: small (minutes) or full (the published protocol's length)")
     p.set_defaults(func=lambda args: __import__("fedviz.experiments.command", fromlist=["main"]).main(args))

@@ -180,10 +180,12 @@ def _write(results, verdict, out: Path) -> None:
     written = ["results.csv", "results.json", "report.html"]
     # The two figures a paper shows, as pictures for a README: the curves with their seed bands,
     # and the final f − f* against the varied axis.
+    engines = set()
     for name, fig in (("curves.png", band_figure(results)), ("final.png", axis_figure(results))):
-        write_png(fig, out / name)
+        engines.add(write_png(fig, out / name))
         written.append(name)
-    print(f"wrote {', '.join(str(out / w) for w in written)}", file=sys.stderr)
+    print(f"wrote {', '.join(str(out / w) for w in written)} (PNGs drawn with {', '.join(sorted(engines))})",
+          file=sys.stderr)
 
 
 __all__ = ["main", "reasons", "resolve"]

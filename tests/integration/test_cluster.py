@@ -687,3 +687,29 @@ def test_failed_cells_print_their_reasons_with_counts_and_exit_1(dask_cluster, t
     lines = r.stderr.splitlines()
     head = lines.index("fedviz: 4 of 4 cells failed (one reason):")
     assert lines[head + 1] == f"  4 × {e.value}"
+
+
+def test_experiment_out_writes_its_pngs_without_playwright_and_exits_0(dask_cluster, tmp_path):
+    """``--out`` on a machine with only requirements.txt (playwright cannot be imported): the two
+    figures are drawn with matplotlib, of the figures' layout size; every cell done, exit code 0."""
+    from matplotlib.image import imread
+
+    blocker = tmp_path / "no-playwright"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(NO_FEDVIZ.replace('"fedviz"', '"playwright"').replace('"fedviz."',
+                                                                                                    '"playwright."'))
+    (tmp_path / "small.toml").write_text('name = "small out"\ndata = "preset:fedprox-synthetic?nodes=8"\n'
+                                         'iterations = 5\nseeds = [0, 1]\n\n[[algorithm]]\nname = "gd"\n\n'
+                                         '[[axis]]\nkey = "data.alpha"\nvalues = [0.5, 1.0]\n')
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "fedviz", "experiment", str(tmp_path / "small.toml"), "--scheduler",
+                        dask_cluster.address, "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"),
+                                         "PYTHONPATH": f"{ROOT}{os.pathsep}{blocker}"})
+    assert r.returncode == 0, r.stderr
+    assert "(PNGs drawn with matplotlib)" in r.stderr and "failed" not in r.stderr
+    for name in ("curves.png", "final.png"):
+        img = imread(str(out / name))
+        assert img.shape[1] == 1100 and img.shape[0] >= 340, (name, img.shape)
+    assert {p.name for p in out.iterdir()} == {"results.csv", "results.json", "report.html", "curves.png",
+                                               "final.png"}
