@@ -245,18 +245,18 @@ def check_cluster(client) -> None:
     worker on a stale checkout would compute something else while looking the same) and the same
     numpy and numba as this process.  Otherwise a :class:`ClusterMismatch` says, in one sentence,
     who differs, how, and what to install (a plain :class:`~fedviz.errors.FedvizError` when the
-    workers could not be asked).  Processes found equal are remembered per
-    client, so a later call asks only the workers that joined since (the driver calls it again
-    while an experiment runs).
+    scheduler or the workers could not be asked).  Processes found equal are remembered per client,
+    so a later call asks only the workers that joined since (the driver calls it again while an
+    experiment runs).
     """
     here = environment()
     seen = _CHECKED.setdefault(id(client), set())
     address = getattr(client.scheduler, "address", "?")
     if "scheduler" not in seen:
         try:
-            there = client.run_on_scheduler(probe)
-        except Exception as e:  # noqa: BLE001 - whatever broke, the refusal says it
-            there = {"error": describe(e)}
+            there = client.run_on_scheduler(probe)  # the probe reports its own import errors
+        except Exception as e:  # noqa: BLE001 - the connection, not the scheduler's fedviz
+            raise FedvizError(f"cannot ask the scheduler at {address} which fedviz it runs ({describe(e)})") from None
         problem = _differences(there, here)
         if problem:
             raise ClusterMismatch(_refusal(f"the scheduler at {address}", problem, here))
