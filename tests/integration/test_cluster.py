@@ -580,8 +580,9 @@ def test_an_experiment_on_a_scheduler_without_fedviz_exits_non_zero_saying_why_f
     """The issue's case: ``dask scheduler`` in an environment without fedviz (the workers have it).
     Before, 60 cells were stored as failed in seconds and the command exited 0."""
     blocker = _without_fedviz(tmp_path / "no-fedviz")
-    procs = DaskProcesses(tmp_path, pythonpath=blocker).start(0)  # the scheduler without fedviz
+    procs = DaskProcesses(tmp_path, pythonpath=blocker)
     try:
+        procs.start(0)  # the scheduler without fedviz
         procs.add_worker("w0", pythonpath=ROOT)
         procs.wait_for_workers(1, 60)
         # The oracle: what importing fedviz says in that environment, asked of a plain interpreter.
@@ -619,8 +620,9 @@ def test_workers_without_fedviz_or_on_a_stale_checkout_are_refused_by_name(tmp_p
     same = _fedviz_copy(tmp_path / "same", edit=False)
     stale = _fedviz_copy(tmp_path / "stale", edit=True)
     blocker = _without_fedviz(tmp_path / "no-fedviz")
-    procs = DaskProcesses(tmp_path).start(0)
+    procs = DaskProcesses(tmp_path)
     try:
+        procs.start(0)
         procs.add_worker("copy", pythonpath=same)
         procs.wait_for_workers(1, 60)
         client = cluster.get_client(procs.address)
@@ -650,8 +652,9 @@ def test_a_stale_worker_joining_mid_experiment_stops_it_failed(tmp_path, store):
     """A worker checked on arrival: the experiment stops (its stored cells kept, the rest run on
     resume) and ends 'failed', saying which worker and why."""
     stale = _fedviz_copy(tmp_path / "stale", edit=True)
-    procs = DaskProcesses(tmp_path).start(1)
+    procs = DaskProcesses(tmp_path)
     try:
+        procs.start(1)
         exp = Experiment("joined stale", LONG.data, LONG.arms[:1], LONG.axes, (0, 1, 2, 3), 300)
         handle = launch(exp, store, address=procs.address)
         _wait_running(handle, 1, min_iteration=1)
