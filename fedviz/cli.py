@@ -344,14 +344,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
 
-    p = sub.add_parser("experiment", help="run or resume an experiment (a grid of runs) on a Dask cluster")
+    p = sub.add_parser("experiment", help="run or resume an experiment (a grid of runs) on a Dask cluster",
+                       epilog="Before the first cell the scheduler and every worker must import the same fedviz "
+                              "(and numpy, numba) as this process, else the command refuses in one sentence. "
+                              "Exit code 0: every cell has a result (done or diverged); 1: the experiment could "
+                              "not run, or some cells failed (their distinct reasons are printed with counts); "
+                              "2: bad input; 130: stopped.")
     p.add_argument("target", metavar="FILE.toml|NAME",
                    help="an experiment file, a built-in (fedprox-figure2, dirichlet-sweep, paper-figure2) or the "
                         "name of an experiment in the history (it resumes: only missing cells run)")
     p.add_argument("--scheduler", metavar="ADDR",
                    help="a Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: $FEDVIZ_DASK_SCHEDULER, else an "
                         "embedded local cluster)")
-    p.add_argument("--out", metavar="DIR", help="also write results.csv, results.json and report.html to DIR")
+    p.add_argument("--out", metavar="DIR", help="also write results.csv, results.json, report.html and the figures "
+                                                 "curves.png and final.png to DIR")
     p.add_argument("--scale", choices=["small", "full"], default="small",
                    help="for a built-in: small (minutes) or full (the published protocol's length)")
     p.set_defaults(func=lambda args: __import__("fedviz.experiments.command", fromlist=["main"]).main(args))

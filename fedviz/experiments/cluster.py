@@ -107,6 +107,7 @@ def get_client(address: str | None = None):
                               f"start one with `dask scheduler`, or unset {SCHEDULER_ENV} "
                               "for the embedded local cluster") from None
         _CLIENTS[key] = client
+        _CHECKED[id(client)] = set()
         return client
 
 
@@ -140,6 +141,7 @@ def close() -> None:
             except Exception:  # noqa: BLE001 - closing at exit: nothing left to tell
                 pass
         _CLIENTS.clear()
+        _CHECKED.clear()
         cluster = _LOCAL.pop("cluster", None)
         if cluster is not None:
             try:
@@ -157,6 +159,133 @@ def describe_cluster(client) -> str:
     where = "local cluster" if _LOCAL.get("cluster") is not None and client.cluster is _LOCAL["cluster"] \
         else client.scheduler.address
     return f"{where}, {workers} worker{'s' if workers != 1 else ''}"
+
+
+# -- the cluster's environment -----------------------------------------------------------------------
+#: The probe each process of a cluster runs (:func:`check_cluster`): what it imports as fedviz and the
+#: libraries its numbers depend on.  Compiled from source into a module of its own name, so Dask sends it
+#: *by value*: a scheduler or worker that cannot import fedviz can still run it and say so, where a
+#: task that names ``fedviz.…`` fails to unpickle with nothing but a deserialisation error.
+_PROBE_SOURCE = """
+def probe():
+    import hashlib, importlib, importlib.metadata, os
+    out = {}
+    for dist in ("numpy", "numba"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except Exception:
+            out[dist] = None
+    try:
+        # The module every task names: importing it imports what a task needs (numba, scipy, ...).
+        importlib.import_module("fedviz.experiments.cluster")
+        import fedviz
+    except BaseException as e:
+        out["error"] = "%s: %s" % (type(e).__name__, e)
+        return out
+    root = os.path.dirname(os.path.abspath(fedviz.__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\\0")
+                with open(path, "rb") as f:
+                    digest.update(f.read() + b"\\0")
+    out.update(fedviz=fedviz.__version__, source=digest.hexdigest()[:12], path=root)
+    return out
+"""
+_NAMESPACE: dict = {"__name__": "fedviz_cluster_probe"}  # no such module: pickled by value
+exec(compile(_PROBE_SOURCE, "<fedviz cluster probe>", "exec"), _NAMESPACE)
+probe: Callable[[], dict] = _NAMESPACE["probe"]
+_HERE: dict = {}
+_CHECKED: dict[int, set] = {}  # id(client) -> the scheduler ('scheduler') and worker addresses found equal
+
+
+class ClusterMismatch(FedvizError):
+    """A scheduler or worker that cannot run this process's tasks as they are (see :func:`check_cluster`)."""
+
+
+def environment() -> dict:
+    """This process's probe (computed once: the source it hashes is the source it imported)."""
+    if not _HERE:
+        _HERE.update(probe())
+    return dict(_HERE)
+
+
+def _differences(there: dict, here: dict) -> str | None:
+    """What makes ``there`` unfit to run this process's tasks, in words (None: nothing)."""
+    if there.get("error"):
+        return f"cannot import fedviz ({there['error']})"
+    parts = []
+    if there.get("fedviz") != here.get("fedviz"):
+        parts.append(f"fedviz {there.get('fedviz')} (here {here.get('fedviz')})")
+    elif there.get("source") != here.get("source"):
+        parts.append(f"fedviz {there.get('fedviz')} from other source files ({there.get('path')}: "
+                     f"{there.get('source')}; here {here.get('path')}: {here.get('source')})")
+    for dist in ("numpy", "numba"):
+        if there.get(dist) != here.get(dist):
+            parts.append(f"{dist} {there.get(dist)} (here {here.get(dist)})")
+    return "runs " + ", ".join(parts) if parts else None
+
+
+def _refusal(who: str, problem: str, here: dict, plural: bool = False) -> str:
+    if plural:
+        problem = problem.replace("runs ", "run ", 1)
+    return (f"{who} {problem}: install fedviz {here.get('fedviz')} from the same source as here "
+            f"(numpy {here.get('numpy')}, numba {here.get('numba')}) there — the scheduler unpickles "
+            "every task and the workers run it, so both need it (docs/cluster.md)")
+
+
+def check_cluster(client) -> None:
+    """Refuse a cluster whose scheduler or a worker could not run this process's tasks as they are.
+
+    The scheduler and every worker run :data:`probe`; each must import fedviz with the same version
+    and the same source (a hash of its ``.py`` files: editable installs all say one version, and a
+    worker on a stale checkout would compute something else while looking the same) and the same
+    numpy and numba as this process.  Otherwise a :class:`ClusterMismatch` says, in one sentence,
+    who differs, how, and what to install (a plain :class:`~fedviz.errors.FedvizError` when the
+    scheduler or the workers could not be asked).  Processes found equal are remembered per client,
+    so a later call asks only the workers that joined since (the driver calls it again while an
+    experiment runs).
+    """
+    here = environment()
+    seen = _CHECKED.setdefault(id(client), set())
+    address = getattr(client.scheduler, "address", "?")
+    if "scheduler" not in seen:
+        try:
+            there = client.run_on_scheduler(probe)  # the probe reports its own import errors
+        except Exception as e:  # noqa: BLE001 - the connection, not the scheduler's fedviz
+            raise FedvizError(f"cannot ask the scheduler at {address} which fedviz it runs ({describe(e)})") from None
+        problem = _differences(there, here)
+        if problem:
+            raise ClusterMismatch(_refusal(f"the scheduler at {address}", problem, here))
+        seen.add("scheduler")
+    workers = sorted(set(client.scheduler_info(n_workers=-1).get("workers", {})) - seen)
+    if not workers:
+        return
+    try:
+        answers = client.run(probe, workers=workers, on_error="return")
+    except Exception as e:  # noqa: BLE001 - a worker that left between the two questions, a lost scheduler
+        raise FedvizError(f"cannot ask the workers of {address} which fedviz they run ({describe(e)})") from None
+    bad: dict[str, list[str]] = {}
+    for worker in workers:
+        there = answers.get(worker)
+        if there is None:
+            continue  # it left: it runs nothing
+        if isinstance(there, BaseException):
+            there = {"error": describe(there)}
+        problem = _differences(there, here)
+        if problem:
+            bad.setdefault(problem, []).append(worker)
+        else:
+            seen.add(worker)
+    if bad:
+        problem, who = max(bad.items(), key=lambda kv: len(kv[1]))
+        total = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        names = ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
+        subject = f"the worker at {who[0]}" if len(who) == 1 else f"{len(who)} of {total} workers ({names})"
+        raise ClusterMismatch(_refusal(subject, problem, here, plural=len(who) > 1))
 
 
 # -- uploads -------------------------------------------------------------------------------------------
@@ -435,6 +564,7 @@ class DaskExecutor(Executor):
         replay = Replay(sink, job.labels)
         try:
             client = get_client(self.address)
+            check_cluster(client)  # the run's record says why a cluster cannot run it, not 'deserialization'
             topic, event_name = f"fedviz-run-{run_id}", f"fedviz-stop-{run_id}"
             events: queue.Queue = queue.Queue()
             subscribe(client, topic, events)
@@ -492,6 +622,6 @@ def _end_open(sink: Sink, replay: Replay, stop: Stop, message: str) -> None:
             sink.end(label, "failed", message)
 
 
-__all__ = ["DaskExecutor", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV", "STOP_POLL", "STREAM_INTERVAL",
-           "WORKERS_ENV", "close", "describe_cluster", "get_client", "optimum_of", "run_job", "scatter_uploads",
-           "scheduler_address", "subscribe", "to_run_job"]
+__all__ = ["ClusterMismatch", "DaskExecutor", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV", "STOP_POLL",
+           "STREAM_INTERVAL", "WORKERS_ENV", "check_cluster", "close", "describe_cluster", "environment", "get_client",
+           "optimum_of", "probe", "run_job", "scatter_uploads", "scheduler_address", "subscribe", "to_run_job"]

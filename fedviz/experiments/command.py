@@ -5,6 +5,10 @@ NAME is a built-in (``fedprox-figure2``, ``dirichlet-sweep``, ``paper-figure2``,
 small or full) or an experiment already in the history (it resumes: only its missing cells
 run).  Ctrl-C stops it as the page's Stop does: the cells not started are cancelled, the
 running ones end within seconds, and the next launch resumes.
+
+Exit codes (also in ``--help``): 0 every cell has a result (done or diverged); 1 the experiment
+could not run (a cluster without this fedviz, a lost scheduler) or some cells failed, whose distinct
+reasons are printed with their counts; 2 bad input; 130 stopped (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from .spec import Experiment, from_json, from_toml
 
 #: Seconds between two progress lines on stderr.
 PROGRESS_EVERY = 5.0
+#: The most distinct failure reasons printed, and the longest one (characters).
+MAX_REASONS, REASON_WIDTH = 5, 300
 
 
 def resolve(target: str, store: RunStore, scale: str = "small") -> Experiment:
@@ -80,11 +86,12 @@ def main(args) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     snap = handle.snapshot()
-    _progress(snap)
     cluster.close()
     if snap.status == "failed":
         print(f"fedviz: error: the experiment failed: {snap.message}", file=sys.stderr)
         return 1
+    _progress(snap)
+    failed = _failures(store, snap.experiment_id)
     results = load(store, experiment.name)
     _table(results)
     builtin = builtin_for(experiment.name)
@@ -95,7 +102,9 @@ def main(args) -> int:
             print("  " + line)
     if out is not None:
         _write(results, verdict, out)
-    return 130 if snap.status == "stopped" else 0
+    if snap.status == "stopped":
+        return 130
+    return 1 if failed else 0
 
 
 def _interrupt(signum, frame):
@@ -110,6 +119,38 @@ def _progress(s) -> None:
           + (f", {s.stopped} stopped" if s.stopped else "")
           + (f"; running {running}" if running else "") + (f"; {s.cluster}" if s.cluster else "")
           + (f" — {s.message}" if s.message else ""), file=sys.stderr, flush=True)
+
+
+def reasons(messages) -> list[tuple[int, str]]:
+    """The distinct reasons among failed cells' ``messages``, most frequent first, with their counts
+    (each on one line, cut at :data:`REASON_WIDTH` characters: a traceback's first line says enough)."""
+    counts: dict[str, int] = {}
+    for m in messages:
+        text = " ".join((m or "no reason was recorded").split())
+        if len(text) > REASON_WIDTH:
+            text = text[:REASON_WIDTH - 1] + "…"
+        counts[text] = counts.get(text, 0) + 1
+    return sorted(((n, text) for text, n in counts.items()), key=lambda x: (-x[0], x[1]))
+
+
+def _failures(store: RunStore, exp_id: int | None) -> int:
+    """Print, on stderr, how many stored cells failed and why; returns how many."""
+    if exp_id is None:
+        return 0
+    cells = store.experiment_cells(exp_id)
+    failed = [c.message for c in cells if c.status == "failed"]
+    if not failed:
+        return 0
+    found = reasons(failed)
+    print(f"fedviz: {len(failed)} of {len(cells)} cells failed"
+          + (" (one reason):" if len(found) == 1 else f" ({len(found)} distinct reasons):"), file=sys.stderr)
+    for n, text in found[:MAX_REASONS]:
+        print(f"  {n} × {text}", file=sys.stderr)
+    rest = found[MAX_REASONS:]
+    if rest:
+        print(f"  … and {len(rest)} other reasons over {sum(n for n, _ in rest)} cells "
+              "(each cell's message is in the history and in --out's results.json)", file=sys.stderr)
+    return len(failed)
 
 
 def _table(results) -> None:
@@ -139,10 +180,12 @@ def _write(results, verdict, out: Path) -> None:
     written = ["results.csv", "results.json", "report.html"]
     # The two figures a paper shows, as pictures for a README: the curves with their seed bands,
     # and the final f − f* against the varied axis.
+    engines = set()
     for name, fig in (("curves.png", band_figure(results)), ("final.png", axis_figure(results))):
-        write_png(fig, out / name)
+        engines.add(write_png(fig, out / name))
         written.append(name)
-    print(f"wrote {', '.join(str(out / w) for w in written)}", file=sys.stderr)
+    print(f"wrote {', '.join(str(out / w) for w in written)} (PNGs drawn with {', '.join(sorted(engines))})",
+          file=sys.stderr)
 
 
-__all__ = ["main", "resolve"]
+__all__ = ["main", "reasons", "resolve"]

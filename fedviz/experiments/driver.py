@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 #: How often the driver looks at its futures and events (seconds).
 POLL = 0.1
+#: How often the driver asks workers that joined since the last look which fedviz they run (seconds).
+CHECK_EVERY = 2.0
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,10 @@ class ExperimentHandle:
         try:
             self._run()
         except BaseException as e:  # noqa: BLE001 - the page shows why; the log keeps the traceback
-            log.exception("experiment %s failed", self.experiment.name)
+            if isinstance(e, FedvizError):  # a refusal that says it all (a cluster without this fedviz)
+                log.info("experiment %s failed: %s", self.experiment.name, e)
+            else:
+                log.exception("experiment %s failed", self.experiment.name)
             self._update(status="failed", message=describe(e))
             exp_id = self._state.get("experiment_id")
             if exp_id is not None:
@@ -200,6 +205,9 @@ class ExperimentHandle:
             self._update(status="done", message="every cell was already complete")
             return
         client = cluster.get_client(self.address)
+        # Before the first cell: a scheduler or worker without this fedviz would fail every cell with
+        # nothing but a deserialisation error; refuse it with one sentence instead.
+        cluster.check_cluster(client)
         self._update(status="running", message="", cluster=cluster.describe_cluster(client))
         topic, event_name = f"fedviz-exp-{self.uid}", f"fedviz-exp-stop-{self.uid}"
         events: queue.Queue = queue.Queue()
@@ -236,7 +244,18 @@ class ExperimentHandle:
         lives: dict[str, _Live] = {}
         attempts: dict[str, set] = {}
         stopping = False
+        refused = ""  # why a worker that joined meanwhile cannot run this experiment's cells
+        checked = time.monotonic()
         while pending:
+            if not stopping and time.monotonic() - checked >= CHECK_EVERY:
+                checked = time.monotonic()
+                try:
+                    cluster.check_cluster(client)
+                except cluster.ClusterMismatch as e:  # stop as Stop does: what is stored stays, the rest resumes
+                    refused = str(e)
+                    self.stop(refused)
+                except Exception as e:  # noqa: BLE001 - a scheduler gone: the futures' states say so
+                    log.debug("cannot check the cluster's new workers: %s", e)
             self._drain(events, pending, replays, lives, attempts)
             for fut in [f for f in pending if f.done()]:
                 cell = pending.pop(fut)
@@ -252,7 +271,11 @@ class ExperimentHandle:
             time.sleep(POLL)
         self._drain(events, {}, replays, lives, attempts)
         st = self._state
-        if st["lost"]:
+        if refused:
+            status = "failed"
+            message = (f"{refused}; stopped at {st['reused'] + st['stored']} of {st['total']} cells "
+                       "(launch it again to resume)")
+        elif st["lost"]:
             status = "failed"
             message = (f"lost the Dask cluster ({st['cluster']}): {st['lost']} cells did not run; "
                        "launch the experiment again to resume")

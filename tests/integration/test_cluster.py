@@ -66,18 +66,20 @@ class DaskProcesses:
     group, so that killing one worker (its nanny and the worker process under it) or the
     whole cluster leaves nothing behind."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, pythonpath: Path | str = ROOT):
         self.workdir = Path(workdir)
-        self.env = {**os.environ, **PINNED, "PYTHONPATH": str(ROOT)}
+        self.env = {**os.environ, **PINNED, "PYTHONPATH": str(pythonpath)}
+        self.cwd = Path(pythonpath)  # `python -m` imports from its working directory first
         self.scheduler: subprocess.Popen | None = None
         self.workers: dict[str, subprocess.Popen] = {}
         self.address = ""
         self.pids: set[int] = set()  # every process seen, to check none outlives close()
 
-    def _spawn(self, args, log: str) -> subprocess.Popen:
+    def _spawn(self, args, log: str, pythonpath: Path | str | None = None) -> subprocess.Popen:
+        env = self.env if pythonpath is None else {**self.env, "PYTHONPATH": str(pythonpath)}
         with open(self.workdir / log, "ab") as out:
-            return subprocess.Popen([sys.executable, "-m", "dask", *args], cwd=ROOT, env=self.env, stdout=out,
-                                    stderr=subprocess.STDOUT, process_group=0)
+            return subprocess.Popen([sys.executable, "-m", "dask", *args], cwd=pythonpath or self.cwd, env=env,
+                                    stdout=out, stderr=subprocess.STDOUT, process_group=0)
 
     def start(self, n_workers: int = 2, timeout: float = 90.0) -> "DaskProcesses":
         file = self.workdir / "scheduler.json"
@@ -93,13 +95,15 @@ class DaskProcesses:
                 time.sleep(0.1)
         for k in range(n_workers):
             self.add_worker(f"w{k}")
-        self.wait_for_workers(n_workers, deadline - time.monotonic())
+        if n_workers:
+            self.wait_for_workers(n_workers, deadline - time.monotonic())
         return self
 
-    def add_worker(self, name: str) -> None:
+    def add_worker(self, name: str, pythonpath: Path | str | None = None) -> None:
+        """Start worker ``name`` (with its own PYTHONPATH, if given: another fedviz, or none)."""
         self.workers[name] = self._spawn(["worker", self.address, "--name", name, "--host", "127.0.0.1",
                                           "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
-                                          "--death-timeout", "30"], f"{name}.log")
+                                          "--death-timeout", "30"], f"{name}.log", pythonpath)
 
     def wait_for_workers(self, n: int, timeout: float) -> None:
         from distributed import Client
@@ -523,3 +527,192 @@ def test_an_experiment_whose_scheduler_dies_does_not_end_done(tmp_path, store):
     finally:
         cluster.close()
         procs.close()
+
+
+# -- a cluster that cannot run this fedviz says so (issue 19) ------------------------------------------
+#: A sitecustomize that makes ``import fedviz`` fail in every Python process started with its folder on
+#: PYTHONPATH (Dask's nanny starts the worker in a new interpreter, which reads it again): an environment
+#: without fedviz, although fedviz is installed on this machine.
+NO_FEDVIZ = """
+import sys
+
+
+class _NoFedviz:
+    def find_spec(self, name, path=None, target=None):
+        if name == "fedviz" or name.startswith("fedviz."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NoFedviz())
+"""
+
+
+def _without_fedviz(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(NO_FEDVIZ)
+    return folder
+
+
+def _fedviz_copy(folder: Path, *, edit: bool) -> Path:
+    """A copy of this checkout's fedviz package in ``folder`` (a stale checkout if ``edit``: one line
+    of one module differs), for a PYTHONPATH."""
+    import shutil
+
+    shutil.copytree(ROOT / "fedviz", folder / "fedviz", ignore=shutil.ignore_patterns("__pycache__"))
+    if edit:
+        path = folder / "fedviz" / "errors.py"
+        path.write_text(path.read_text() + "\n# an older checkout\n")
+    return folder
+
+
+def _wait_for_worker(procs: DaskProcesses, name: str, client, timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return procs.worker_address(name, client)
+        except KeyError:
+            assert time.monotonic() < deadline, procs.log(f"{name}.log")
+            time.sleep(0.1)
+
+
+def test_an_experiment_on_a_scheduler_without_fedviz_exits_non_zero_saying_why_first(tmp_path):
+    """The issue's case: ``dask scheduler`` in an environment without fedviz (the workers have it).
+    Before, 60 cells were stored as failed in seconds and the command exited 0."""
+    blocker = _without_fedviz(tmp_path / "no-fedviz")
+    procs = DaskProcesses(tmp_path, pythonpath=blocker)
+    try:
+        procs.start(0)  # the scheduler without fedviz
+        procs.add_worker("w0", pythonpath=ROOT)
+        procs.wait_for_workers(1, 60)
+        # The oracle: what importing fedviz says in that environment, asked of a plain interpreter.
+        r = subprocess.run([sys.executable, "-c", "import fedviz"], env={**procs.env}, capture_output=True,
+                           text=True, cwd=tmp_path)
+        assert r.returncode != 0 and "No module named 'fedviz'" in r.stderr
+        db = tmp_path / "runs.sqlite"
+        r = subprocess.run([sys.executable, "-m", "fedviz", "experiment", "fedprox-figure2", "--scheduler",
+                            procs.address], cwd=ROOT, env={**os.environ, "FEDVIZ_DB": str(db), "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        cluster.close()
+        procs.close()
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    first = r.stderr.splitlines()[:3]
+    why = [line for line in first if line.startswith("fedviz: error:")]
+    assert why, r.stderr
+    assert f"the scheduler at {procs.address} cannot import fedviz" in why[0], why[0]
+    assert "No module named 'fedviz" in why[0] and "docs/cluster.md" in why[0]
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stdout == "", "no table of empty results"
+    s = RunStore(db)
+    try:
+        info = s.get_experiment("fedprox-figure2-small")
+        assert info.status == "failed" and "cannot import fedviz" in info.message
+        assert s.experiment_cells(info.id) == [], "refused before the first cell"
+    finally:
+        s.close()
+
+
+def test_workers_without_fedviz_or_on_a_stale_checkout_are_refused_by_name(tmp_path):
+    """check_cluster names the workers that differ: one that cannot import fedviz, then one whose fedviz
+    has the same version but other source (a stale checkout: editable installs all say 0.1.0); a
+    worker on an identical copy of the source at another path is accepted."""
+    same = _fedviz_copy(tmp_path / "same", edit=False)
+    stale = _fedviz_copy(tmp_path / "stale", edit=True)
+    blocker = _without_fedviz(tmp_path / "no-fedviz")
+    procs = DaskProcesses(tmp_path)
+    try:
+        procs.start(0)
+        procs.add_worker("copy", pythonpath=same)
+        procs.wait_for_workers(1, 60)
+        client = cluster.get_client(procs.address)
+        cluster.check_cluster(client)  # the scheduler and an identical copy: accepted
+        procs.add_worker("bare", pythonpath=blocker)
+        procs.wait_for_workers(2, 60)
+        with pytest.raises(cluster.ClusterMismatch) as e:
+            cluster.check_cluster(client)
+        bare = procs.worker_address("bare", client)
+        assert str(e.value).startswith(f"the worker at {bare} cannot import fedviz (ModuleNotFoundError: "
+                                       "No module named 'fedviz"), str(e.value)
+        procs.kill_worker("bare")
+        procs.add_worker("stale", pythonpath=stale)
+        _wait_for_worker(procs, "stale", client)
+        with pytest.raises(cluster.ClusterMismatch) as e:
+            cluster.check_cluster(client)
+        text = str(e.value)
+        assert text.startswith(f"the worker at {procs.worker_address('stale', client)} runs fedviz "), text
+        assert "other source files" in text and str(stale / "fedviz") in text and str(ROOT / "fedviz") in text
+        assert "numpy" not in text.split(":")[0], "numpy is the same: not named as a difference"
+    finally:
+        cluster.close()
+        procs.close()
+
+
+def test_a_stale_worker_joining_mid_experiment_stops_it_failed(tmp_path, store):
+    """A worker checked on arrival: the experiment stops (its stored cells kept, the rest run on
+    resume) and ends 'failed', saying which worker and why."""
+    stale = _fedviz_copy(tmp_path / "stale", edit=True)
+    procs = DaskProcesses(tmp_path)
+    try:
+        procs.start(1)
+        exp = Experiment("joined stale", LONG.data, LONG.arms[:1], LONG.axes, (0, 1, 2, 3), 300)
+        handle = launch(exp, store, address=procs.address)
+        _wait_running(handle, 1, min_iteration=1)
+        procs.add_worker("stale", pythonpath=stale)
+        snap = _wait(handle, 180)
+        assert snap.status == "failed", (snap.status, snap.message)
+        assert "runs fedviz 0.1.0 from other source files" in snap.message and "resume" in snap.message
+        assert snap.stored < snap.total
+        info = store.get_experiment(exp.name)
+        assert info.status == "failed"
+    finally:
+        cluster.close()
+        procs.close()
+
+
+def test_failed_cells_print_their_reasons_with_counts_and_exit_1(dask_cluster, tmp_path):
+    """Every cell of an experiment on a malformed LIBSVM file fails on its worker: the command says how
+    many and why (the parser's own message, the oracle), once per distinct reason, and exits 1."""
+    from fedviz.data.libsvm import load_libsvm
+    from fedviz.errors import DataFormatError
+
+    bad = tmp_path / "bad.svm"
+    bad.write_text("+1 1:0.5 2:1\n-1 1:0.2 3:x\n+1 2:0.1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_libsvm(str(bad))
+    (tmp_path / "bad.toml").write_text(f'name = "bad file"\ndata = "{bad}"\nnodes = 2\niterations = 3\n'
+                                       'seeds = [0, 1]\n\n[[algorithm]]\nname = "gd"\n\n'
+                                       '[[algorithm]]\nname = "fsvrg"\n')
+    r = subprocess.run([sys.executable, "-m", "fedviz", "experiment", str(tmp_path / "bad.toml"), "--scheduler",
+                        dask_cluster.address], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"), "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    head = lines.index("fedviz: 4 of 4 cells failed (one reason):")
+    assert lines[head + 1] == f"  4 × {e.value}"
+
+
+def test_experiment_out_writes_its_pngs_without_playwright_and_exits_0(dask_cluster, tmp_path):
+    """``--out`` on a machine with only requirements.txt (playwright cannot be imported): the two
+    figures are drawn with matplotlib, of the figures' layout size; every cell done, exit code 0."""
+    from matplotlib.image import imread
+
+    blocker = tmp_path / "no-playwright"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(NO_FEDVIZ.replace('"fedviz"', '"playwright"').replace('"fedviz."',
+                                                                                                    '"playwright."'))
+    (tmp_path / "small.toml").write_text('name = "small out"\ndata = "preset:fedprox-synthetic?nodes=8"\n'
+                                         'iterations = 5\nseeds = [0, 1]\n\n[[algorithm]]\nname = "gd"\n\n'
+                                         '[[axis]]\nkey = "data.alpha"\nvalues = [0.5, 1.0]\n')
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "fedviz", "experiment", str(tmp_path / "small.toml"), "--scheduler",
+                        dask_cluster.address, "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"),
+                                         "PYTHONPATH": f"{ROOT}{os.pathsep}{blocker}"})
+    assert r.returncode == 0, r.stderr
+    assert "(PNGs drawn with matplotlib)" in r.stderr and "failed" not in r.stderr
+    for name in ("curves.png", "final.png"):
+        img = imread(str(out / name))
+        assert img.shape[1] == 1100 and img.shape[0] >= 340, (name, img.shape)
+    assert {p.name for p in out.iterdir()} == {"results.csv", "results.json", "report.html", "curves.png",
+                                               "final.png"}
