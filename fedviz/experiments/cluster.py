@@ -451,9 +451,19 @@ def optimum_of(problem: ProblemSpec, uploads: Mapping[str, bytes] | None = None)
 def _pin_threads() -> None:
     """One thread for numba and BLAS in this task, whatever the worker was started with."""
     import numba
+    from numba.core import config
 
     from ..problems._cores import single_threaded_blas
 
+    # The nanny sets PINNED in the worker's environment after the worker may already have
+    # imported numba (its config then says one thread per core).  Every later compile
+    # re-reads the environment and refuses a thread count other than the pool's, so
+    # bring numba's config in line with the environment before its pool starts, or, if
+    # the pool has started, the environment in line with the pool.
+    try:
+        config.reload_config()
+    except RuntimeError:
+        os.environ["NUMBA_NUM_THREADS"] = str(config.NUMBA_NUM_THREADS)
     numba.set_num_threads(1)
     single_threaded_blas()
 
