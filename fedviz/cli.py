@@ -357,6 +357,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for a built-in: small (minutes) or full (the published protocol's length)")
     p.set_defaults(func=lambda args: __import__("fedviz.experiments.command", fromlist=["main"]).main(args))
 
+    p = sub.add_parser("tuning-report", help="write docs/tuning.md: every algorithm at its default and tuned "
+                       "on a9a and agaricus (Markdown on stdout, progress on stderr)")
+    p.add_argument("--data", default=None, metavar="DIR",
+                   help="the folder with a9a, a9a.t, agaricus_zero_based.train/.test (default: $FEDVIZ_DATA, "
+                        "else ../shared/data beside the checkout)")
+    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--nodes", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--algorithms", default=None, metavar="NAME[,NAME...]", help="only these (default: all)")
+    p.set_defaults(func=lambda args: __import__("fedviz.tuning_report", fromlist=["main"]).main(args))
+
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_algorithms)
