@@ -48,7 +48,12 @@ candidate beats it *clearly*: a score lower by :data:`PREFER` and, seed by seed,
 second-half score on every pilot seed (a gain that one seed's luck could give is no gain;
 for a deterministic method the two conditions are one).  Why a margin at all: a short pilot
 cannot see a drift that sets in later (FedAvg and FedProx at 4× the default step on a9a,
-Dirichlet 0.5, lead for ~15 iterations and end behind).  f − f* below :data:`FLOOR` ·
+Dirichlet 0.5, lead for ~15 iterations and end behind).  What no pilot can promise: FedAvg on
+IID a9a at 2× the default step is ahead on every pilot seed and, over seeds 0–4 of the
+30-iteration run, lower on average over iterations 15–30 on every seed (geometric means
+4.0–5.1e-3 against 5.4–5.9e-3), yet its 30th value is higher on three of the five (seed 0:
+7.9e-3 against 5.0e-3, the row docs/tuning.md shows): the last iterate is one round's draw.
+f − f* below :data:`FLOOR` ·
 max(1, |f*|) counts as FLOOR · max(1, |f*|) (rounding; also keeps the logarithm finite).
 
 The cost.  :class:`TuneResult` reports the pilots' communication rounds and seconds next
