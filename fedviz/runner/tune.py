@@ -53,8 +53,8 @@ IID a9a at 2× the default step is ahead on every pilot seed and, over seeds 0�
 30-iteration run, lower on average over iterations 15–30 on every seed (geometric means
 4.0–5.1e-3 against 5.4–5.9e-3), yet its 30th value is higher on three of the five (seed 0:
 7.9e-3 against 5.0e-3, the row docs/tuning.md shows): the last iterate is one round's draw.
-f − f* below :data:`FLOOR` ·
-max(1, |f*|) counts as FLOOR · max(1, |f*|) (rounding; also keeps the logarithm finite).
+f − f* below :data:`FLOOR` · max(1, |f*|) counts as FLOOR · max(1, |f*|) (rounding; also
+keeps the logarithm finite).
 
 The cost.  :class:`TuneResult` reports the pilots' communication rounds and seconds next
 to the run's rounds (:meth:`TuneResult.cost`): tuning FSVRG for a 30-iteration run (60
@@ -126,8 +126,9 @@ class Pilot:
 @dataclass(frozen=True)
 class TuneResult:
     """The chosen value, the full hyperparameters to run with, and the evidence for the choice:
-    the pilots, their seeds, their total communication rounds and seconds, and the rounds the
-    run itself will take (``run_rounds``; None when no pilot ran)."""
+    the pilots, their seeds, how many pilot runs, their total communication rounds and seconds
+    (the default's run on a second seed that showed the method deterministic included), and the
+    rounds the run itself will take (``run_rounds``; None when no pilot ran)."""
 
     name: str
     param: str | None
@@ -140,16 +141,13 @@ class TuneResult:
     rounds: int = 0
     seeds: tuple[int, ...] = ()
     run_rounds: int | None = None
+    runs: int = 0   # pilot runs: one per value and seed, and the default's second seed when it was one
 
     @property
     def tuned(self) -> bool:
         """True when a pilot passed and its value was chosen (False: nothing to tune, or none passed)."""
         return self.param is not None and any(p.status == "ok" for p in self.pilots)
 
-    @property
-    def runs(self) -> int:
-        """Pilot runs: one per value and seed."""
-        return len(self.pilots) * max(1, len(self.seeds))
 
     def cost(self) -> str:
         """'24 pilot runs (values × seeds 3104, 12, 77): 140 rounds in 1.10 s, against the run's 60 rounds'."""
@@ -157,8 +155,10 @@ class TuneResult:
             return "no pilot runs"
         seeds = ", ".join(str(s) for s in self.seeds)
         against = "" if self.run_rounds is None else f", against the run's {self.run_rounds} rounds"
+        extra = self.runs - len(self.pilots) * max(1, len(self.seeds))
+        plus = f" + {extra} to find it deterministic" if extra > 0 else ""
         return (f"{self.runs} pilot runs ({len(self.pilots)} values × seed{'s' if len(self.seeds) > 1 else ''} "
-                f"{seeds}): {self.rounds} rounds in {self.seconds:.2f} s{against}")
+                f"{seeds}{plus}): {self.rounds} rounds in {self.seconds:.2f} s{against}")
 
     def note(self) -> str | None:
         """'(stepsize 12.5, tuned)': what the label of the tuned curve adds (None: nothing tuned)."""
@@ -338,6 +338,7 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
     floor = FLOOR * max(1.0, abs(f_star))
     used = list(seeds)                # narrowed to one seed once the method is found deterministic
     per_round = [math.nan]            # rounds per iteration, from the default's first pilot
+    spent = {"runs": 0, "rounds": 0}  # every pilot run, the deterministic test's included
 
     def one(value: float, s: int) -> tuple[list[float], object, str]:
         """One pilot run: its objectives, last record and status; ParameterError when refused."""
@@ -349,6 +350,8 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
             objectives.append(last.objective)
         if last.status == "stopped":
             raise StopRequested()
+        spent["runs"] += 1
+        spent["rounds"] += int(last.rounds)
         if last.status in ("diverged", "failed"):
             return objectives, last, "diverged"
         return objectives, last, assess(objectives, f_star).status
@@ -445,9 +448,8 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
         for j in (k - 0.5, k + 0.5):
             run(j)
     k = best()
-    rounds = sum(p.rounds for p in pilots.values())
     run_rounds = None if math.isnan(per_round[0]) else int(round(per_round[0] * iterations))
-    extra = dict(rounds=rounds, seeds=tuple(used), run_rounds=run_rounds)
+    extra = dict(rounds=spent["rounds"], seeds=tuple(used), run_rounds=run_rounds, runs=spent["runs"])
     if k is None:
         return TuneResult(cls.name, param, base, hyper, criterion, _ordered(pilots),
                           time.perf_counter() - start, True, **extra)

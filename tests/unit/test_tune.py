@@ -112,6 +112,10 @@ def test_pilot_scores_match_the_closed_form_and_the_best_one_is_chosen(ridge):
             "10-iteration pilots") in result.criterion
     assert f"beats it by {PREFER:g}× in that mean and on every pilot seed" in result.criterion
     assert len(result.seeds) == 1 and result.seeds[0] != 0  # deterministic: one seed, not the run's
+    # The default ran on a second seed too (identical curve: deterministic); GD takes one round per
+    # iteration, so that run's 10 rounds join the pilots' own.
+    assert result.runs == len(result.pilots) + 1 and "+ 1 to find it deterministic" in result.cost()
+    assert result.rounds == sum(p.rounds for p in result.pilots) + 10 and result.run_rounds == 30
     assert result.label("GD") == f"GD (stepsize {result.value:.3g}, tuned)"
 
 

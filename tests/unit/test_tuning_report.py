@@ -102,6 +102,6 @@ def test_one_generated_row_matches_a_dense_numpy_gd_and_the_doc_format():
     assert cells[3] == f"stepsize = {r.tuning.value:.6g}"
     # pilots: runs, rounds (the run's), seconds — GD is deterministic (one pilot seed), one round per iteration
     runs, rounds, run_rounds, seconds = re.fullmatch(r"(\d+), (\d+) \((\d+)\), ([\d.]+)", cells[4]).groups()
-    assert int(runs) == len(r.tuning.pilots) and len(r.tuning.seeds) == 1
+    assert int(runs) == r.tuning.runs == len(r.tuning.pilots) + 1 and len(r.tuning.seeds) == 1
     assert int(rounds) == r.tuning.rounds and int(run_rounds) == 12
     assert math.isclose(float(seconds), r.tuning.seconds, abs_tol=0.05)
