@@ -193,7 +193,7 @@ def _cmd_run(args) -> int:
             print(f"tune {name}: " + (f"{result.param} = {result.value:.6g}" if result.param else "nothing to tune")
                   + ("" if result.param is None or result.tuned else " (the default: no pilot passed)")
                   + (" (at the grid's edge)" if result.edge else "")
-                  + f"; {len(result.pilots)} pilots, {result.seconds:.2f} s; criterion: {result.criterion}",
+                  + f"; {result.cost()}; criterion: {result.criterion}",
                   file=sys.stderr, flush=True)
         for rec in iterate(problem, spec.cls, iterations=args.iterations, hyper=spec.values, seed=args.seed,
                            f_star=f_star, label=spec.label):
@@ -313,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object per iteration, every iteration")
     p.add_argument("--tune", action="store_true",
                    help="before each run, choose the algorithm's step (stepsize, or CoCoA's sigma_prime) by "
-                        "short pilot runs; the choice, criterion and pilot seconds go to stderr, the value "
+                        "short pilot runs on seeds other than --seed; the choice, criterion and the pilots' "
+                        "rounds and seconds (next to the run's rounds) go to stderr, the value "
                         "into the label and the --out records")
     p.set_defaults(func=_cmd_run)
 
@@ -361,6 +362,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", choices=["small", "full"], default="small",
                    help="for a built-in: small (minutes) or full (the published protocol's length)")
     p.set_defaults(func=lambda args: __import__("fedviz.experiments.command", fromlist=["main"]).main(args))
+
+    p = sub.add_parser("tuning-report", help="write docs/tuning.md: every algorithm at its default and tuned "
+                       "on a9a and agaricus (Markdown on stdout, progress on stderr)")
+    p.add_argument("--data", default=None, metavar="DIR",
+                   help="the folder with a9a, a9a.t, agaricus_zero_based.train/.test (default: $FEDVIZ_DATA, "
+                        "else ../shared/data beside the checkout)")
+    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--nodes", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--algorithms", default=None, metavar="NAME[,NAME...]", help="only these (default: all)")
+    p.set_defaults(func=lambda args: __import__("fedviz.tuning_report", fromlist=["main"]).main(args))
 
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")

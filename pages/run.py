@@ -42,8 +42,9 @@ with left:
     tune = st.checkbox("Tune stepsizes", key=ui.seeded("run-tune", config.tune),
                        help="Before each run, choose each algorithm's stepsize by short pilot runs on a geometric "
                             "grid (widened while the best sits at its edge); pilots that diverge or oscillate are "
-                            "left out. The chosen value shows in the curve's label; the pilots' time is shown "
-                            "apart from the run's.")
+                            "left out. Pilots run on seeds derived from the run's, never on it (one seed for a "
+                            "deterministic method, three for a stochastic one). The chosen value shows in the "
+                            "curve's label; the pilots' rounds and time are shown next to the run's.")
     sweep = st.checkbox("Stepsize sweep", key=ui.seeded("run-sweep", config.sweep), disabled=tune,
                         help="Run each algorithm with its stepsize × 1/4, 1/2, 1, 2, 4 and keep the best stable "
                              "one (lowest final f − f*), as the paper chose its stepsize after the fact. "

@@ -7,7 +7,10 @@ numbers, so a reader sees what held, by how much, and what did not.
 
 * ``fedprox-figure2``: Li et al. (2020, FedProx), Figure 2: on Synthetic(α, β) from IID to
   (1, 1), FedAvg degrades as heterogeneity grows and the proximal term (μ > 0, the best of
-  their grid {0.001, 0.01, 0.1, 1}) helps.  Their protocol: 30 devices, 10 per round, E = 20
+  their grid {0.001, 0.01, 0.1, 1}) helps.  μ is chosen on seeds of its own (from
+  :data:`SELECTION_SEED0` up) and the claim judged on the others, pair by pair (the same seed:
+  the same data and client sampling for both methods), so a μ that did nothing would pass
+  with probability 2⁻ⁿ for n judged seeds, not the ~4/5 of a best-of-four chosen on them.  Their protocol: 30 devices, 10 per round, E = 20
   local epochs, B = 10, η = 0.01 for both methods.  fedviz does not model stragglers
   (systems heterogeneity), so this is their 0%-stragglers panel.
 * ``dirichlet-sweep``: FedAvg, SCAFFOLD and FSVRG on google-plus-small split by Dirichlet(α)
@@ -25,6 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from ..data.build import DataSpec
 from ..errors import ParameterError
@@ -110,37 +115,94 @@ FEDPROX_SETTINGS = (("IID", {"data.iid": True}), ("(0, 0)", {"data.alpha": 0.0, 
 FEDPROX_MU_GRID = (0.001, 0.01, 0.1, 1.0)
 
 
+#: Seeds from this one up choose FedProx's μ; the seeds below it judge the claim.  Choosing the best
+#: of four μ on the seeds that judge it would make the check hold about 4 times in 5 even if μ did
+#: nothing (the least of four medians below a fifth); chosen apart, it is a fair comparison.
+SELECTION_SEED0 = 1000
+
+
 def _fedprox(scale: str) -> Experiment:
     local = {"client_fraction": 1 / 3, "local_epochs": 20, "batch_size": 10, "stepsize": 0.01}
     full = scale == "full"
+    judged = tuple(range(5 if full else 4))
+    selection = tuple(range(SELECTION_SEED0, SELECTION_SEED0 + (3 if full else 2)))
     return Experiment(
         "fedprox-figure2" + ("" if full else "-small"),
         DataSpec("preset:fedprox-synthetic"),
         (Arm.of("fedavg", local, label="FedAvg"),
          Arm.of("fedprox", local, label="FedProx", step="grid", values=FEDPROX_MU_GRID, param="mu")),
         (Axis("Synthetic(α, β)", tuple(v for _, v in FEDPROX_SETTINGS), tuple(k for k, _ in FEDPROX_SETTINGS)),),
-        seeds=tuple(range(5 if full else 3)), iterations=200 if full else 40, target=1e-2,
-        description="FedAvg against FedProx (the best μ of {0.001, 0.01, 0.1, 1} in each setting) as "
-                    "Synthetic(α, β) goes from IID to (1, 1); 30 devices, 10 per round, E = 20, B = 10, η = 0.01.",
+        seeds=judged + selection, iterations=200 if full else 40, target=1e-2,
+        description="FedAvg against FedProx (the best μ of {0.001, 0.01, 0.1, 1} in each setting, chosen on "
+                    f"seeds {SELECTION_SEED0} and up, judged on the others) as Synthetic(α, β) goes from IID "
+                    "to (1, 1); 30 devices, 10 per round, E = 20, B = 10, η = 0.01.",
         claim=BUILTINS_CLAIMS["fedprox-figure2"])
+
+
+def split_seeds(seeds) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(judged, selection): the seeds below :data:`SELECTION_SEED0` judge, the others choose."""
+    return (tuple(s for s in seeds if s < SELECTION_SEED0), tuple(s for s in seeds if s >= SELECTION_SEED0))
+
+
+def _spread(sm) -> str:
+    """'0.052 (0.045–0.060 over 3 seeds)': a median and the range it rests on."""
+    if sm is None:
+        return "—"
+    return f"{_fmt(sm.median)} ({_fmt(sm.low)}–{_fmt(sm.high)} over {sm.n} seed{'s' if sm.n != 1 else ''})"
+
+
+def _finals(r: Results, arm: str, setting, step, seeds) -> dict[int, float]:
+    """Final f − f* of ``arm`` in ``setting`` at grid value ``step``, by seed (finished cells only)."""
+    return {c.seed: c.suboptimality for c in r.of(arm, setting, step, seeds) if c.status in ("done", "diverged")}
+
+
+def paired_below(lower: dict[int, float], upper: dict[int, float], seeds) -> tuple[bool | None, str]:
+    """Whether ``lower`` ends below ``upper`` on every one of ``seeds`` (each seed: the same data and
+    client sampling for both, a like-with-like pair), and the per-seed ratios upper / lower as
+    'ratio 7.3 (2.1–9.0 over 5 seeds)' (None: a seed is missing).  If both were the same method this
+    holds by chance with probability 2⁻ⁿ for n seeds (1/16 for 4, 1/32 for 5)."""
+    if not seeds or any(s not in lower or s not in upper for s in seeds):
+        return None, "a judged seed is missing"
+    ratios = [upper[s] / lower[s] if lower[s] > 0 else math.inf for s in seeds]
+    held = all(lower[s] < upper[s] for s in seeds)
+    return held, (f"ratio per seed {_fmt(float(np.median(ratios)))} ({_fmt(min(ratios))}–{_fmt(max(ratios))} "
+                  f"over {len(ratios)} seeds)")
 
 
 def _judge_fedprox(r: Results) -> tuple[Check, ...]:
     iid, worst = _setting(r, "IID"), _setting(r, "(1, 1)")
     if iid is None or worst is None:
         return (Check("the settings IID and (1, 1) are in the grid", None, "missing"),)
-    a_iid, a_worst = _median(r, "FedAvg", iid), _median(r, "FedAvg", worst)
-    p_worst = _median(r, "FedProx", worst)
-    mu = r.best_step("FedProx", worst)
-    per = "; ".join(f"{r.experiment.axes[0].labels[s[0]]}: FedAvg {_fmt(_median(r, 'FedAvg', s))}, "
-                    f"FedProx {_fmt(_median(r, 'FedProx', s))}" for s in r.settings)
+    judged, selection = split_seeds(r.experiment.seeds)
+    if not judged or not selection:
+        return (Check(f"seeds below {SELECTION_SEED0} to judge and seeds from {SELECTION_SEED0} to choose μ",
+                      None, f"seeds {', '.join(map(str, r.experiment.seeds))}"),)
+    a_iid, a_worst = (r.summary("FedAvg", s, seeds=judged) for s in (iid, worst))
+    mu = r.best_step("FedProx", worst, seeds=selection)
+    p_worst = r.summary("FedProx", worst, step=mu, seeds=judged)
+    chosen = r.summary("FedProx", worst, step=mu, seeds=selection)
+    hurts, hurts_ratio = paired_below(_finals(r, "FedAvg", iid, None, judged),
+                                      _finals(r, "FedAvg", worst, None, judged), judged)
+    helps, helps_ratio = paired_below(_finals(r, "FedProx", worst, mu, judged),
+                                      _finals(r, "FedAvg", worst, None, judged), judged)
+    on = f"seeds {', '.join(map(str, judged))}"
+
+    def median(arm, s, step="best"):
+        sm = r.summary(arm, s, step=step, seeds=judged)
+        return math.nan if sm is None else sm.median
+
+    per = "; ".join(f"{r.experiment.axes[0].labels[s[0]]}: FedAvg {_fmt(median('FedAvg', s))}, FedProx "
+                    f"{_fmt(median('FedProx', s, r.best_step('FedProx', s, seeds=selection)))}" for s in r.settings)
     return (
-        Check("heterogeneity hurts FedAvg (final f − f* at (1, 1) above IID)",
-              a_worst > a_iid if _measured(a_iid, a_worst) else None,
-              f"median final f − f*: IID {_fmt(a_iid)}, (1, 1) {_fmt(a_worst)}"),
-        Check("μ > 0 helps at (1, 1) (FedProx's final f − f* at most FedAvg's)",
-              p_worst <= a_worst if _measured(p_worst, a_worst) else None,
-              f"FedProx (μ = {mu if mu is not None else '—'}) {_fmt(p_worst)} against FedAvg {_fmt(a_worst)}; {per}"),
+        Check("heterogeneity hurts FedAvg (final f − f* at (1, 1) above IID on every judged seed)", hurts,
+              f"FedAvg's final f − f* on {on}: IID {_spread(a_iid)}, (1, 1) {_spread(a_worst)}; (1, 1) / IID "
+              f"{hurts_ratio}"),
+        Check("μ > 0 helps at (1, 1) (FedProx's final f − f* below FedAvg's on every judged seed, μ chosen on "
+              "other seeds)", helps,
+              f"μ = {mu if mu is not None else '—'} chosen on seeds {', '.join(map(str, selection))} "
+              f"(there {_spread(chosen)}); on {on}: FedProx {_spread(p_worst)} against FedAvg "
+              f"{_spread(a_worst)}, FedAvg / FedProx {helps_ratio}; medians on the judged seeds, μ chosen per "
+              f"setting on the others: {per}"),
     )
 
 
@@ -174,13 +236,14 @@ def _judge_dirichlet(r: Results) -> tuple[Check, ...]:
     fedavg = ratios.get("FedAvg", math.nan)
     others = [a for a in ("SCAFFOLD", "FSVRG") if a in ratios]
     skewed = {arm: _median(r, arm, lo) for arm in r.arms}
-    at_lo = ", ".join(f"{arm} {_fmt(x)}" for arm, x in skewed.items())
+    at_lo = ", ".join(f"{arm} {_spread(r.summary(arm, lo))}" for arm in r.arms)
     return (
         Check(f"FedAvg degrades as α falls (final f − f* at α = {axis.labels[0]} over α = {axis.labels[-1]} above 1)",
               fedavg > 1 if _measured(fedavg) else None, f"ratio low α / high α: {text}"),
         Check(f"at α = {axis.labels[0]}, SCAFFOLD and FSVRG end below FedAvg",
               all(skewed[a] < skewed["FedAvg"] for a in others) if _measured(*skewed.values()) else None,
-              f"median final f − f*: {at_lo}"),
+              f"median final f − f* (range over seeds; each cell tuned on pilot seeds apart from its own): "
+              f"{at_lo}"),
         Check("SCAFFOLD and FSVRG lose less than FedAvg (a smaller ratio low α / high α)",
               all(ratios[a] < fedavg for a in others) if _measured(fedavg, *(ratios[a] for a in others)) else None,
               f"ratio low α / high α: {text}"),
@@ -209,9 +272,10 @@ def _judge_figure2(r: Results) -> tuple[Check, ...]:
     ratio = max(f, fr) / min(f, fr) if _measured(f, fr) and min(f, fr) > 0 else math.nan
     return (
         Check("CoCoA+ is worse than GD", c > g if _measured(c, g) else None,
-              f"median final f − f*: CoCoA+ {_fmt(c)}, GD {_fmt(g)}"),
+              f"median final f − f* (range over seeds): CoCoA+ {_spread(r.summary('CoCoA+', nat))}, "
+              f"GD {_spread(r.summary('GD', nat))}"),
         Check("FSVRG beats GD and CoCoA+", f < min(g, c) if _measured(f, g, c) else None,
-              f"FSVRG {_fmt(f)} against GD {_fmt(g)} and CoCoA+ {_fmt(c)}"),
+              f"FSVRG {_spread(r.summary('FSVRG', nat))} against GD {_fmt(g)} and CoCoA+ {_fmt(c)}"),
         Check("the difference between FSVRG and FSVRGR is subtle (final f − f* within a factor of 10)",
               ratio <= 10 if _measured(ratio) else None, f"FSVRG {_fmt(f)}, FSVRGR {_fmt(fr)}, ratio {_fmt(ratio)}"),
     )

@@ -17,7 +17,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -79,10 +79,12 @@ class Results:
     def setting_label(self, setting: Sequence[int]) -> str:
         return self.experiment.setting_label(setting)
 
-    def of(self, arm: str, setting: Sequence[int] | None = None, step: float | None | str = "any") -> list[CellResult]:
-        """The cells of line ``arm`` (in ``setting``; with grid value ``step`` unless 'any')."""
+    def of(self, arm: str, setting: Sequence[int] | None = None, step: float | None | str = "any",
+           seeds: Collection[int] | None = None) -> list[CellResult]:
+        """The cells of line ``arm`` (in ``setting``; with grid value ``step`` unless 'any'; of
+        ``seeds`` unless None)."""
         return [c for c in self.cells if c.arm == arm and (setting is None or c.setting == tuple(setting))
-                and (step == "any" or c.step == step)]
+                and (step == "any" or c.step == step) and (seeds is None or c.seed in seeds)]
 
     def steps(self, arm: str) -> list[float | None]:
         """The grid values (or factors) of line ``arm``: [None] without a grid."""
@@ -90,22 +92,27 @@ class Results:
 
     # -- figures ----------------------------------------------------------------------------------------
     def summary(self, arm: str, setting: Sequence[int], metric: str = "suboptimality",
-                step: float | None | str = "best") -> Summary | None:
-        """``metric`` over the seeds of ``arm`` in ``setting`` (its best grid value by default)."""
+                step: float | None | str = "best", seeds: Collection[int] | None = None) -> Summary | None:
+        """``metric`` over the seeds of ``arm`` in ``setting`` (its best grid value by default; only
+        ``seeds`` unless None, and the best value is then chosen on those seeds too: a verdict
+        chooses with :meth:`best_step` on other seeds and passes the value as ``step``)."""
         _check_metric(metric)
         if step == "best":
-            step = self.best_step(arm, setting)
-        values = [getattr(c, metric) for c in self.of(arm, setting, step) if c.status in ("done", "diverged")]
+            step = self.best_step(arm, setting, seeds)
+        values = [getattr(c, metric) for c in self.of(arm, setting, step, seeds)
+                  if c.status in ("done", "diverged")]
         return summarise(values)
 
-    def best_step(self, arm: str, setting: Sequence[int]) -> float | None:
-        """The grid value of ``arm`` with the lowest median final f − f* in ``setting`` (None: no grid)."""
+    def best_step(self, arm: str, setting: Sequence[int], seeds: Collection[int] | None = None) -> float | None:
+        """The grid value of ``arm`` with the lowest median final f − f* in ``setting`` over ``seeds``
+        (every seed when None; None: no grid)."""
         steps = self.steps(arm)
         if steps == [None]:
             return None
         scored = []
         for s in steps:
-            sm = summarise([c.suboptimality for c in self.of(arm, setting, s) if c.status in ("done", "diverged")])
+            sm = summarise([c.suboptimality for c in self.of(arm, setting, s, seeds)
+                            if c.status in ("done", "diverged")])
             if sm is not None:
                 scored.append((_rank(sm.median), s))
         return min(scored)[1] if scored else steps[0]

@@ -264,8 +264,8 @@ class _Run:
                 spec = spec.with_hyper(label=f"{spec.label} [{e.label}]")
             label = spec.label
             entry = Entry.of(spec)
-            note = (f"tuned {result.param} = {result.value:.4g} by {len(result.pilots)} pilot runs in "
-                    f"{result.seconds:.1f} s (apart from the run's time)"
+            note = (f"tuned {result.param} = {result.value:.4g} by {result.cost()} (the pilots' rounds and "
+                    "seconds are apart from the run's)"
                     + ("; the best value sits at the edge of the widest grid tried" if result.edge else "")
                     + f"{CRITERION}{result.criterion}")
             self.entries[k] = entry

@@ -22,32 +22,43 @@ says which and why, and a test walks the registry so none is forgotten.
 
 The search (:func:`tune`): pilots of :func:`pilot_iterations` iterations (a third of the
 run, at least :data:`PILOT_ITERATIONS`, never longer than the run;
-:func:`fedviz.runner.loop.iterate`, the run's own seed and problem) on a geometric grid
+:func:`fedviz.runner.loop.iterate` on the run's own problem) on a geometric grid
 ``default × RATIO**k``, k = −1, 0, 1.  While the pilot of lowest score (below) sits at
 the grid's edge the grid grows by one point on that side (at most :data:`MAX_EXTENSIONS`
-times; then ``edge=True``); a side stops growing at the hyperparameter's allowed range.
+times; then ``edge=True``); a side stops growing at the hyperparameter's allowed range,
+and an inverse step (σ', σ) stops at its worst-case safe default (:func:`tuning_cap`).
 Then the two midpoints around it (× √RATIO) are tried, and the choice is made (below).
 Pilots that diverge or oscillate (:func:`fedviz.runner.health.assess` on the pilot's
 objectives, which includes its relapse test) are excluded; if every pilot is excluded,
 the grid grows towards the safer side (smaller steps, larger σ').
 
-The criterion.  A pilot's score is the geometric mean of f − f* over its second half
-(iterations ⌈L/2⌉ … L of a pilot of L), not its last value: for client-sampling methods
-the last iterate is the luck of the last round's sample (FedAvg with C = 0.1 on a9a
-swings 10× from one iteration to the next).  The lowest score wins, but the default
-stays unless a candidate beats it *clearly*: a score lower by :data:`PREFER` and a lower
-f − f* at every iteration of the second half (the pilots share the seed, hence the
-sampled clients, so the comparison is paired).  Why: a short pilot cannot see a drift
-that sets in later.  On a9a (Dirichlet 0.5, 100 nodes) FedAvg and FedProx at 4× the
-default step are ahead for ~15 iterations and then fall behind (f − f* 0.10 vs 0.031
-after 30), and CoCoA with σ' = 0.5 on IID a9a leads at iteration 10 and ends 4× worse;
-none of them beats the default clearly in the pilot (FedAvg and FedProx fall behind it at
-one or two of iterations 5–10, CoCoA's score is no lower), while the real gains do (FSVRG's
-32–64× step, GD's 2/L, SCAFFOLD's 4× on IID a9a).  What the rule cannot see: FedAvg and
-FedProx on IID a9a at 2× the step are ahead at every pilot iteration and over iterations
-15–30 on average (geometric mean 4.9e-3 vs 5.7e-3), yet their 30th value is the worse one
-(7.9e-3 vs 5.0e-3), the noise of one round.  f − f* below :data:`FLOOR` · max(1, |f*|)
-counts as FLOOR · max(1, |f*|) (rounding; also keeps the logarithm finite).
+The seeds.  Pilots never run on the run's seed: :func:`pilot_seeds` derives
+:data:`PILOT_SEEDS` other seeds from it (deterministically), so the choice is not fitted to
+the very client samples the run will draw.  The default's pilot runs on the first two; when
+their curves are identical the algorithm is deterministic (GD, the primal and dual methods)
+and every pilot runs on the first seed only; otherwise every pilot runs on all of them, the
+same seeds for every value (a paired comparison).
+
+The criterion, the same for deterministic and stochastic methods.  A pilot's curve is the
+mean over its seeds of f − f*; its score is the geometric mean of that curve over the second
+half (iterations ⌈L/2⌉ … L of a pilot of L), not its last value: for client-sampling methods
+the last iterate is the luck of the last round's sample (FedAvg with C = 0.1 on a9a swings
+10× from one iteration to the next).  The lowest score wins, but the default stays unless a
+candidate beats it *clearly*: a score lower by :data:`PREFER` and, seed by seed, a lower
+second-half score on every pilot seed (a gain that one seed's luck could give is no gain;
+for a deterministic method the two conditions are one).  Why a margin at all: a short pilot
+cannot see a drift that sets in later (FedAvg and FedProx at 4× the default step on a9a,
+Dirichlet 0.5, lead for ~15 iterations and end behind).  What no pilot can promise: FedAvg on
+IID a9a at 2× the default step is ahead on every pilot seed and, over seeds 0–4 of the
+30-iteration run, lower on average over iterations 15–30 on every seed (geometric means
+4.0–5.1e-3 against 5.4–5.9e-3), yet its 30th value is higher on three of the five (seed 0:
+7.9e-3 against 5.0e-3, the row docs/tuning.md shows): the last iterate is one round's draw.
+f − f* below :data:`FLOOR` · max(1, |f*|) counts as FLOOR · max(1, |f*|) (rounding; also
+keeps the logarithm finite).
+
+The cost.  :class:`TuneResult` reports the pilots' communication rounds and seconds next
+to the run's rounds (:meth:`TuneResult.cost`): tuning FSVRG for a 30-iteration run (60
+rounds) spends a multiple of that on pilots, and a comparison of tuned methods should say so.
 """
 
 from __future__ import annotations
@@ -57,6 +68,8 @@ import time
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Callable, Mapping
+
+import numpy as np
 
 from ..algorithms import get_algorithm
 from ..algorithms.base import StopRequested
@@ -70,9 +83,11 @@ from .loop import iterate
 PILOT_ITERATIONS = 10
 #: A pilot is a third of the run when that is longer than PILOT_ITERATIONS.
 PILOT_FRACTION = 3
-#: A candidate replaces the default only with a score lower by this factor (and lower
-#: f − f* at every iteration of the pilot's second half).
+#: A candidate replaces the default only with a score lower by this factor (and a lower
+#: second-half score on every pilot seed).
 PREFER = 1.5
+#: Seeds the pilots of a stochastic method run on (each pilot value on all of them).
+PILOT_SEEDS = 3
 #: Suboptimality below FLOOR · max(1, |f*|) is rounding: scores and comparisons clamp it there.
 FLOOR = 1e-12
 #: Ratio of neighbouring grid points before refinement (the refinement halves it in log scale).
@@ -95,19 +110,25 @@ NOT_TUNED = {
 
 @dataclass(frozen=True)
 class Pilot:
-    """One pilot run: the hyperparameter's value, the final f − f*, health's verdict, and the
-    criterion's score (the geometric mean of f − f* over the pilot's second half; inf when it
-    diverged)."""
+    """One pilot value: the hyperparameter's value, the final f − f* (mean over its seeds),
+    health's verdict (the worst over its seeds), the criterion's score (the geometric mean over
+    the second half of the mean curve; inf when a seed diverged), the same score seed by seed,
+    and the communication rounds its runs took (all seeds)."""
 
     value: float
     final: float
     status: str  # "ok", "diverged" or "oscillating"
     score: float = math.nan
+    seed_scores: tuple[float, ...] = ()
+    rounds: int = 0
 
 
 @dataclass(frozen=True)
 class TuneResult:
-    """The chosen value, the full hyperparameters to run with, and the evidence for the choice."""
+    """The chosen value, the full hyperparameters to run with, and the evidence for the choice:
+    the pilots, their seeds, how many pilot runs, their total communication rounds and seconds
+    (the default's run on a second seed that showed the method deterministic included), and the
+    rounds the run itself will take (``run_rounds``; None when no pilot ran)."""
 
     name: str
     param: str | None
@@ -117,11 +138,27 @@ class TuneResult:
     pilots: tuple[Pilot, ...]
     seconds: float
     edge: bool
+    rounds: int = 0
+    seeds: tuple[int, ...] = ()
+    run_rounds: int | None = None
+    runs: int = 0   # pilot runs: one per value and seed, and the default's second seed when it was one
 
     @property
     def tuned(self) -> bool:
         """True when a pilot passed and its value was chosen (False: nothing to tune, or none passed)."""
         return self.param is not None and any(p.status == "ok" for p in self.pilots)
+
+
+    def cost(self) -> str:
+        """'24 pilot runs (values × seeds 3104, 12, 77): 140 rounds in 1.10 s, against the run's 60 rounds'."""
+        if not self.pilots:
+            return "no pilot runs"
+        seeds = ", ".join(str(s) for s in self.seeds)
+        against = "" if self.run_rounds is None else f", against the run's {self.run_rounds} rounds"
+        extra = self.runs - len(self.pilots) * max(1, len(self.seeds))
+        plus = f" + {extra} to find it deterministic" if extra > 0 else ""
+        return (f"{self.runs} pilot runs ({len(self.pilots)} values × seed{'s' if len(self.seeds) > 1 else ''} "
+                f"{seeds}{plus}): {self.rounds} rounds in {self.seconds:.2f} s{against}")
 
     def note(self) -> str | None:
         """'(stepsize 12.5, tuned)': what the label of the tuned curve adds (None: nothing tuned)."""
@@ -207,6 +244,45 @@ def pilot_score(gaps, floor: float) -> float:
     return math.exp(sum(math.log(max(g, floor)) for g in gaps) / len(gaps))
 
 
+def pilot_seeds(seed: int, n: int = PILOT_SEEDS) -> tuple[int, ...]:
+    """``n`` distinct seeds in [0, 2³²) derived from the run's ``seed`` (the same every time), none
+    equal to it: pilots never draw the run's own client samples."""
+    state = np.random.SeedSequence([int(seed) % 2**32, _PILOT_SALT]).generate_state(n + 2)
+    out: list[int] = []
+    for s in (int(x) for x in state):
+        if s != seed and s not in out:
+            out.append(s)
+    return tuple(out[:n])
+
+
+#: Mixed into the pilot seeds' derivation, so they are not the seeds of any other derived stream.
+_PILOT_SALT = 0x70696C6F  # 'pilo'
+
+
+def tuning_cap(cls, problem: Problem, hyper: Mapping, param: str) -> float | None:
+    """The largest value tuning tries for ``param`` (None: no cap but its allowed range).
+
+    An inverse step (σ' of CoCoA/CoCoA+, σ of the primal and dual methods: larger is safer)
+    is capped at its worst-case safe default, the derived value for every partition (σ' = γK,
+    σ = K): Ma et al. prove that value safe and the rate worsens as σ' grows (the paper's
+    Section 4.1: "the overall convergence rate directly depends on the best choice of
+    aggregation parameter σ'", bounded by max_j ω^j ≤ K), so a larger one only slows.  Without
+    the cap a noisy pilot could choose σ' = 800 with K = 100 (a9a, Dirichlet 0.5).
+    """
+    if safer_side(cls, param) < 0:
+        return None
+    spec = cls.param(param)
+    if spec.default is not None:
+        return None  # a fixed default is not a derived safe bound
+    rest = {k: v for k, v in hyper.items() if k != param}
+    value = cls.derived_defaults(problem, rest).get(param)
+    return float(value) if value is not None else None
+
+
+def _same_curve(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) and all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+
+
 def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = None, *, iterations: int,
          seed: int = 0, f_star: float, stop: Callable[[], bool] | None = None) -> TuneResult:
     """Choose ``name``'s step-like hyperparameter on ``problem`` by pilot runs (module docstring).
@@ -215,9 +291,9 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
     hyperparameters are then ``hyper``; :meth:`TuneResult.apply` makes the tuned spec).
     ``hyper`` are the other hyperparameters (a value of the tuned one centres the grid);
     ``iterations`` is the length of the run to come (:func:`pilot_iterations` sets the pilots'
-    length); ``f_star`` the optimum's objective.  Raises
-    :class:`ParameterError` for bad hyperparameters or iterations, and
-    :class:`~fedviz.algorithms.base.StopRequested` when ``stop()`` turns true.
+    length); ``seed`` the run's seed (the pilots run on :func:`pilot_seeds` of it, never on it);
+    ``f_star`` the optimum's objective.  Raises :class:`ParameterError` for bad hyperparameters
+    or iterations, and :class:`~fedviz.algorithms.base.StopRequested` when ``stop()`` turns true.
     """
     start = time.perf_counter()
     if isinstance(name, AlgorithmSpec):
@@ -232,71 +308,105 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
         raise ParameterError("iterations", iterations, "integer in [0, 100000]")
     if isinstance(f_star, bool) or not isinstance(f_star, Real) or not math.isfinite(f_star):
         raise ParameterError("f_star", f_star, "a finite number (the optimum's objective)")
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+        raise ParameterError("seed", seed, "a non-negative integer")
     params = tunable_params(cls)
     if not params:
         return TuneResult(cls.name, None, None, hyper, "nothing to tune", (), time.perf_counter() - start, False)
     param = params[0]
     spec = cls.param(param)
     base = resolved_default(cls, problem, hyper, param, seed)
+    cap = tuning_cap(cls, problem, hyper, param)
     length = pilot_iterations(iterations)
     half = second_half(length)
-    criterion = (f"lowest f − f* (its geometric mean over iterations {half.start}–{half.stop - 1}) of "
-                 f"{length}-iteration pilots (seed {seed}) over {param} = {base:.4g} × {RATIO:g}^k, grown "
-                 f"while the lowest is at an edge (at most {MAX_EXTENSIONS} times), refined × "
-                 f"{math.sqrt(RATIO):g}; the default kept unless a value beats it by {PREFER:g}× in that "
-                 f"mean and at every one of those iterations; diverging, oscillating or relapsing pilots "
-                 f"excluded")
+    seeds = pilot_seeds(seed)
+    criterion = (f"lowest f − f* (the geometric mean over iterations {half.start}–{half.stop - 1} of its mean "
+                 f"over the pilot seeds) of {length}-iteration pilots over {param} = {base:.4g} × {RATIO:g}^k"
+                 + (f" (at most the safe {cap:.4g}: larger only slows)" if cap is not None else "")
+                 + f", grown while the lowest is at an edge (at most {MAX_EXTENSIONS} times), refined × "
+                 f"{math.sqrt(RATIO):g}; the default kept unless a value beats it by {PREFER:g}× in that mean "
+                 f"and on every pilot seed; seeds {', '.join(map(str, seeds))} (not the run's {seed}), one "
+                 f"when the method is deterministic; diverging, oscillating or relapsing pilots excluded")
     if length == 0:
         criterion = "no pilot runs: the run has 0 iterations"
     if base is None or length == 0:
         return TuneResult(cls.name, param, base, hyper, criterion, (), time.perf_counter() - start, False)
 
     pilots: dict[float, Pilot] = {}   # by grid exponent k (value = base · RATIO**k)
-    curves: dict[float, list[float]] = {}  # k → f − f* (clamped) over the second half
+    curves: dict[float, list[float]] = {}  # k → mean f − f* over the seeds (clamped), over the second half
     refused: set[float] = set()       # exponents outside the allowed range, or refused by the algorithm
     floor = FLOOR * max(1.0, abs(f_star))
+    used = list(seeds)                # narrowed to one seed once the method is found deterministic
+    per_round = [math.nan]            # rounds per iteration, from the default's first pilot
+    spent = {"runs": 0, "rounds": 0}  # every pilot run, the deterministic test's included
 
-    def run(k: float) -> bool:
-        """Run the pilot at exponent k; False when its value is not allowed."""
-        if k in pilots:
-            return True
-        if k in refused:
-            return False
-        value = base * RATIO ** k
-        try:
-            spec.validate(value, cls.name)
-            records = iterate(problem, cls, iterations=length, hyper={**hyper, param: value}, seed=seed,
-                              f_star=f_star, stop=stop)
-            first = next(records)  # construction errors (e.g. SGD's h·λ ≥ 1) are raised here
-        except ParameterError:
-            refused.add(k)
-            return False
+    def one(value: float, s: int) -> tuple[list[float], object, str]:
+        """One pilot run: its objectives, last record and status; ParameterError when refused."""
+        records = iterate(problem, cls, iterations=length, hyper={**hyper, param: value}, seed=s,
+                          f_star=f_star, stop=stop)
+        first = next(records)  # construction errors (e.g. SGD's h·λ ≥ 1) are raised here
         objectives, last = [first.objective], first
         for last in records:
             objectives.append(last.objective)
         if last.status == "stopped":
             raise StopRequested()
+        spent["runs"] += 1
+        spent["rounds"] += int(last.rounds)
         if last.status in ("diverged", "failed"):
-            status = "diverged"
-        else:
-            status = assess(objectives, f_star).status
-        final = last.suboptimality if math.isfinite(last.suboptimality) else math.inf
-        if len(objectives) == length + 1 and all(math.isfinite(f) for f in objectives):
-            curves[k] = [max(objectives[t] - f_star, floor) for t in half]
+            return objectives, last, "diverged"
+        return objectives, last, assess(objectives, f_star).status
+
+    def run(k: float) -> bool:
+        """Run the pilot at exponent k on the pilot seeds; False when its value is not allowed."""
+        if k in pilots:
+            return True
+        if k in refused:
+            return False
+        value = base * RATIO ** k
+        if cap is not None and value > cap * (1 + 1e-9):
+            refused.add(k)
+            return False
+        try:
+            spec.validate(value, cls.name)
+            runs = [one(value, used[0])]
+            if k == 0 and len(used) > 1:
+                runs.append(one(value, used[1]))
+                if _same_curve(runs[0][0], runs[1][0]):
+                    del used[1:]   # deterministic: the seed changes nothing
+                    runs.pop()
+                runs += [one(value, s) for s in used[2:]]
+            else:
+                runs += [one(value, s) for s in used[1:]]
+        except ParameterError:
+            refused.add(k)
+            return False
+        rank = {"ok": 0, "oscillating": 1, "diverged": 2}
+        status = max((r[2] for r in runs), key=lambda st: rank.get(st, 2))
+        finals = [r[1].suboptimality for r in runs]
+        final = sum(finals) / len(finals) if all(math.isfinite(f) for f in finals) else math.inf
+        rounds = sum(int(r[1].rounds) for r in runs)
+        if k == 0:
+            per_round[0] = runs[0][1].rounds / max(1, runs[0][1].iteration)
+        whole = [r[0] for r in runs]
+        if all(len(o) == length + 1 and all(math.isfinite(f) for f in o) for o in whole):
+            gaps = [[max(o[t] - f_star, floor) for t in half] for o in whole]
+            curves[k] = [sum(col) / len(col) for col in zip(*gaps)]
             score = pilot_score(curves[k], floor)
+            seed_scores = tuple(pilot_score(g, floor) for g in gaps)
         else:  # stopped early (diverged or failed)
-            score = math.inf
-        pilots[k] = Pilot(value, final, status, score)
+            score, seed_scores = math.inf, ()
+        pilots[k] = Pilot(value, final, status, score, seed_scores, rounds)
         return True
 
     def clearly_better(k: float) -> bool:
         """k may replace the default: the default's pilot failed, or k beats it by PREFER in score
-        and at every iteration of the second half."""
+        and has a lower score on every pilot seed."""
         default = pilots.get(0)
         if k == 0 or default is None or default.status != "ok" or 0 not in curves:
             return True
-        return (pilots[k].score * PREFER <= default.score
-                and all(a < b for a, b in zip(curves[k], curves[0])))
+        mine = pilots[k]
+        return (mine.score * PREFER <= default.score and len(mine.seed_scores) == len(default.seed_scores)
+                and all(a < b for a, b in zip(mine.seed_scores, default.seed_scores)))
 
     def lowest() -> float | None:
         """The healthy pilot of lowest score: where the grid grows and is refined."""
@@ -309,12 +419,14 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
         return min(ok, key=lambda k: (pilots[k].score, abs(k))) if ok else None
 
     safer = safer_side(cls, param)
-    for k in (-1, 0, 1):
+    for k in (0, -1, 1):  # the default first: it tells whether the method is deterministic
         run(k)
     edge = False
     for extension in range(MAX_EXTENSIONS + 1):
         k = lowest()
         tried = list(pilots)
+        if not tried:
+            break
         if k is None:  # everything excluded: grow towards the safer side
             side = safer
         elif k == max(tried):
@@ -336,12 +448,14 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
         for j in (k - 0.5, k + 0.5):
             run(j)
     k = best()
+    run_rounds = None if math.isnan(per_round[0]) else int(round(per_round[0] * iterations))
+    extra = dict(rounds=spent["rounds"], seeds=tuple(used), run_rounds=run_rounds, runs=spent["runs"])
     if k is None:
         return TuneResult(cls.name, param, base, hyper, criterion, _ordered(pilots),
-                          time.perf_counter() - start, True)
+                          time.perf_counter() - start, True, **extra)
     value = pilots[k].value
     return TuneResult(cls.name, param, value, {**hyper, param: value}, criterion, _ordered(pilots),
-                      time.perf_counter() - start, edge)
+                      time.perf_counter() - start, edge, **extra)
 
 
 def _ordered(pilots: Mapping[float, Pilot]) -> tuple[Pilot, ...]:

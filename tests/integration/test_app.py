@@ -220,7 +220,8 @@ def test_tune_stepsizes_relabels_the_curve_and_keeps_the_choice_in_the_history()
     (gd,) = [label for label in snap.labels if label.startswith("GD")]
     assert "tuned" in gd and "stepsize" in gd, snap.labels
     assert "One-shot" in " ".join(snap.labels) and snap.notes[gd].startswith("tuned stepsize = ")
-    assert "pilot runs" in snap.notes[gd] and "s (apart from the run's time)" in snap.notes[gd]
+    assert "pilot runs" in snap.notes[gd] and "seconds are apart from the run's" in snap.notes[gd]
+    assert "against the run's 5 rounds" in snap.notes[gd]  # GD: one round per iteration
     # The value in the label is the one the run used, and the history says so too.
     from fedviz.runner import get_manager
 

@@ -11,8 +11,8 @@ from fedviz.data.build import DataSpec, build
 from fedviz.data.presets import make_preset
 from fedviz.errors import FedvizError, ParameterError
 from fedviz.experiments import Arm, Axis, Experiment, from_json, from_toml
-from fedviz.experiments.builtin import BUILTINS, builtin_for
-from fedviz.experiments.results import load, summarise
+from fedviz.experiments.builtin import BUILTINS, SELECTION_SEED0, builtin_for, split_seeds
+from fedviz.experiments.results import CellResult, Results, load, summarise
 from fedviz.runner.loop import IterationRecord
 from fedviz.runner.store import RunStore
 
@@ -224,13 +224,88 @@ def test_results_summaries_equal_numpy_over_seeds():
 
 def test_the_fedprox_verdict_reads_the_medians():
     e = BUILTINS["fedprox-figure2"].experiment("small")
-    e = Experiment(e.name, e.data, e.arms, e.axes, seeds=(0,), iterations=4, target=e.target, claim=e.claim)
+    e = Experiment(e.name, e.data, e.arms, e.axes, seeds=(0, SELECTION_SEED0), iterations=4, target=e.target,
+                   claim=e.claim)
     holds = _store_results(e, lambda c: (0.1 + 0.1 * c.setting[0]) / (2 if c.arm == "FedProx" else 1))
     v = BUILTINS["fedprox-figure2"].verdict(holds)
     assert v.held is True and all(c.held for c in v.checks)
     fails = _store_results(e, lambda c: 0.1 * (2 if c.arm == "FedProx" else 1))
     v = BUILTINS["fedprox-figure2"].verdict(fails)
     assert v.held is False and "did not hold" in " ".join(v.lines())
+
+
+def _fedprox_results(final, experiment=None):
+    """The FedProx built-in's small experiment (judged seeds 0–3, μ chosen on seeds 1000–1001) with
+    each cell's final f − f* given by ``final(arm, mu, setting, seed)``, in memory (no store)."""
+    e = experiment or BUILTINS["fedprox-figure2"].experiment("small")
+    cells = []
+    for c in e.cells():
+        f = final(c.arm, c.step, c.setting, c.seed)
+        cells.append(CellResult(c.key, 0, c.setting, c.arm, c.label, c.step, None, c.seed, "done", f, 0.1, f,
+                                math.inf, e.iterations, ""))
+    return Results(None, e, cells, None)
+
+
+def test_the_fedprox_small_experiment_judges_on_seeds_apart_from_those_choosing_mu():
+    e = BUILTINS["fedprox-figure2"].experiment("small")
+    assert split_seeds(e.seeds) == ((0, 1, 2, 3), (SELECTION_SEED0, SELECTION_SEED0 + 1))
+    full = BUILTINS["fedprox-figure2"].experiment("full")
+    assert split_seeds(full.seeds) == ((0, 1, 2, 3, 4), tuple(range(SELECTION_SEED0, SELECTION_SEED0 + 3)))
+
+
+def test_the_fedprox_verdict_chooses_mu_on_the_selection_seeds():
+    """μ = 0.001 is far best on the judged seeds and worst on the selection seeds; μ = 1 the reverse.
+    The verdict takes μ = 1 and judges it on seeds 0–3, where it is no better than FedAvg."""
+    def final(arm, mu, setting, seed):
+        if arm == "FedAvg":
+            return 0.1 * (1 + setting[0]) * (1 + seed / 100)
+        judged = seed < SELECTION_SEED0
+        good = (mu == 0.001) if judged else (mu == 1.0)
+        return (0.01 if good else 1.0) * (1 + seed / 100)
+
+    v = BUILTINS["fedprox-figure2"].verdict(_fedprox_results(final))
+    help_check = v.checks[1]
+    assert help_check.held is False
+    assert help_check.numbers.startswith(f"μ = 1.0 chosen on seeds {SELECTION_SEED0}, {SELECTION_SEED0 + 1}")
+    assert "on seeds 0, 1, 2, 3: FedProx " in help_check.numbers
+    assert "FedAvg / FedProx ratio per seed 0.4 (0.4–0.4 over 4 seeds)" in help_check.numbers
+
+
+def test_the_fedprox_verdict_rarely_holds_when_mu_does_nothing():
+    """Every FedProx cell is FedAvg's law (log-normal noise, the same for every μ): the proximal term
+    does nothing.  The old verdict (the best of four μ by median over the judged seeds, against
+    FedAvg's median) held about 4 times in 5; the verdict, μ chosen on other seeds and FedProx below
+    FedAvg on each of the 4 judged seeds, holds with probability 2⁻⁴ = 1/16 by chance."""
+    rng = np.random.default_rng(0)
+    e = BUILTINS["fedprox-figure2"].experiment("small")
+    judged, _ = split_seeds(e.seeds)
+    assert len(judged) == 4
+    trials, held, old = 1000, 0, 0
+    for _ in range(trials):
+        draws = {}
+
+        def final(arm, mu, setting, seed):
+            draws[arm, mu, setting, seed] = float(np.exp(rng.normal(np.log(0.3), 0.3)))
+            return draws[arm, mu, setting, seed]
+
+        r = _fedprox_results(final, e)
+        held += BUILTINS["fedprox-figure2"].verdict(r).checks[1].held
+        worst = (3,)
+        fedavg = np.median([draws["FedAvg", None, worst, s] for s in judged])
+        old += min(np.median([draws["FedProx", mu, worst, s] for s in judged]) for mu in (0.001, 0.01, 0.1, 1.0)) \
+            <= fedavg
+    assert 0.7 < old / trials < 0.9           # the old rule: 4 in 5
+    assert abs(held / trials - 1 / 16) < 0.025  # the verdict: chance, 1/16 (sd ≈ 0.008)
+
+
+def test_the_fedprox_verdict_holds_for_a_real_effect_and_not_for_none():
+    effect = _fedprox_results(lambda arm, mu, s, seed: 0.1 * (1 + s[0]) * (1 + seed % 7 / 50)
+                              / (1 if arm == "FedAvg" else 8))
+    v = BUILTINS["fedprox-figure2"].verdict(effect)
+    assert v.held is True
+    same = _fedprox_results(lambda arm, mu, s, seed: 0.1 * (1 + s[0]) * (1 + seed % 7 / 50))  # μ does nothing
+    v = BUILTINS["fedprox-figure2"].verdict(same)
+    assert v.checks[0].held is True and v.checks[1].held is False
 
 
 def test_check_names_a_bad_knob_before_anything_starts():
