@@ -4,7 +4,7 @@ Oracles: GD on ridge regression has a closed form, f(w_T) − f* = ½ e_Tᵀ H e
 e_T = (I − hH)^T (w0 − w*), computed here from an eigendecomposition of H, independently
 of fedviz's code; a scripted one-feature algorithm whose f − f* per iteration is written by
 hand (the choice between a default and a candidate is then known without running anything);
-the acceptance tests use the a9a optimum of /work/shared/data/README.md and the full-length
+the acceptance tests use the a9a optimum of tests/data/README.md and the full-length
 runs of the tuned and the default values.
 """
 
