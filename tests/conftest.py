@@ -13,9 +13,10 @@ import pytest
 os.environ.setdefault("FEDVIZ_WARMUP", "0")
 os.environ.setdefault("FEDVIZ_DB", str(Path(tempfile.mkdtemp(prefix="fedviz-tests-")) / "runs.sqlite"))
 
-#: The repository, and the real LIBSVM files beside it (../shared/data; see its README).
+#: The repository, and the real LIBSVM files the tests read, kept in it (tests/data; its README names each
+#: file's source), so a fresh clone with nothing beside it runs its own tests.
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 
 
 @pytest.fixture(scope="session")

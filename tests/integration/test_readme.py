@@ -55,3 +55,15 @@ def test_every_command_line_example_runs(tmp_path):
         except subprocess.TimeoutExpired:
             pytest.fail(f"README example took more than {TIMEOUT} s: {line}")
         assert done.returncode == 0, f"README example failed ({done.returncode}): {line}\n{done.stderr[-2000:]}"
+
+
+def test_ci_runs_the_readmes_test_command_as_written():
+    """.ci/run runs, in its fresh copy of the checkout, the very command the README gives for the tests,
+    so CI passes or fails as a reader's fresh clone does."""
+    section = README.read_text(encoding="utf-8").split("## Two commands", 1)[1]
+    section = re.split(r"^## ", section, flags=re.M)[0]
+    lines = [line for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+             for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    tests = [line for line in lines if "python -m pytest" in line]
+    assert len(tests) == 1, lines
+    assert tests[0] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()

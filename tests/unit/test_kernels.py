@@ -4,7 +4,7 @@ The dashboard's server is one Python process: its event loop, every session's sc
 runs and the run workers share one GIL.  A numba kernel compiled without ``nogil=True``
 holds it for its whole call, and every page of every user freezes meanwhile.  Measured
 with a probe thread that times ``time.sleep(0.001)`` in a loop while the main thread runs
-``load_libsvm(open("../shared/data/a9a", "rb").read() * 40)`` (93 MB): the probe's longest
+``load_libsvm(open("tests/data/a9a", "rb").read() * 40)`` (93 MB): the probe's longest
 pause was 0.78 s without ``nogil`` and 2 ms with it.  The kernels touch no Python
 objects, so releasing the GIL is always safe.
 """
