@@ -114,7 +114,8 @@ AXIS_NOTES = {
 #: Why an algorithm's f(w) − f* curve looks as it does, by registry name.
 SUBOPTIMALITY_NOTES = {
     "fsvrg": "**FSVRG** falls fastest: between two rounds every node makes a whole pass of variance-reduced steps "
-             "over its own data (Algorithm 4; its four modifications one by one: Learn › Rare features).",
+             "over its own data (Algorithm 4; its four modifications one by one: Learn › Rare features).  A flat "
+             "step is its safeguard: a pass that raised f was taken back and its stepsize halved, the rounds counted.",
     "gd": "**GD**: one full-gradient step per round, safe and slow.",
     "cocoa-plus": "**CoCoA+** improves its dual, not f(w) (w = Xα/(λn), eq. (14)): its first round overshoots — "
                   "the jump at iteration 1 — and sparse data damp its steps by σ' ≈ K (Section 4.1).",
