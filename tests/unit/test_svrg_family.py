@@ -208,6 +208,25 @@ def test_fsvrg_matches_the_dense_reference(loss, switches):
         np.testing.assert_allclose(algo.w, w, rtol=0, atol=1e-12 * max(1.0, np.abs(w).max()))
 
 
+@pytest.mark.parametrize("K", [1, 5])
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_fsvrg_default_stepsize_follows_its_help_text(loss, K):
+    """Safeguard on: h = 4 n̄/L̄.  Off: min(n̄/(2L̄), 4/L), no cap for K = 1.  local_stepsize off: ÷ n̄.
+    L̄ = (1/γ) mean‖x_i‖² + λ and L = (1/γ) λ_max(XᵀX)/n + λ from the dense matrix (γ = 4 logistic, 1 squared)."""
+    pb = _problem(loss, "noniid", seed=3, K=K)
+    X = pb.X.toarray()
+    gamma = 4.0 if loss == "logistic" else 1.0
+    L_bar = (X * X).sum(axis=1).mean() / gamma + pb.lam
+    L = np.linalg.eigvalsh(X.T @ X / pb.n).max() / gamma + pb.lam
+    n_bar = pb.n / K
+    derived = lambda **hp: FSVRG.derived_defaults(pb, hp)["stepsize"]  # noqa: E731
+    assert derived() == pytest.approx(4 * n_bar / L_bar, rel=1e-12)
+    assert derived(local_stepsize=False) == pytest.approx(4 / L_bar, rel=1e-12)
+    cautious = n_bar / (2 * L_bar) if K == 1 else min(n_bar / (2 * L_bar), 4 / L)
+    assert derived(safeguard=False) == pytest.approx(cautious, rel=0.02)  # L is a Lanczos estimate, rounded up 1%
+    assert FSVRG(pb).h == derived() and FSVRG(pb, safeguard=False).h == derived(safeguard=False)
+
+
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_fsvrg_safeguard_matches_the_dense_reference(loss):
     """The safeguard: trial = Algorithm 4's step from the last accepted point; adopted when f did
