@@ -108,8 +108,9 @@ class FSVRG(Algorithm):
         K = ds.n_nodes
         self.hk = self.h / self.sizes if self.hp["local_stepsize"] else np.full(K, self.h)
         self.alpha = self.sizes / pb.n if self.hp["size_weights"] else np.full(K, 1.0 / K)
-        #: The safeguard's state: the last accepted point (w, f, X w, ∇f) and the number of
-        #: steps rejected so far (each one halved h).
+        #: The safeguard's state: the last accepted point (w, X w, f, ∇f, training error), the
+        #: trial point of the last local round, and the number of trials rejected so far (each
+        #: one halved h).
         self._accepted = None
         self._trial = None
         self.rejected = 0
