@@ -30,8 +30,8 @@ LINES = (("FSVRG", "fsvrg", "natural"), ("GD", "gd", "natural"), ("CoCoA+", "coc
          ("FSVRGR", "fsvrg", "reshuffle"))
 
 
-#: The paper protocol's stepsizes for FSVRG: h = 2^k / L for these k (the best lies at 16/L to
-#: 256/L on every data set measured, see ``python -m fedviz.stepsize_check``).
+#: The paper protocol's stepsizes for FSVRG: h = 2^k / L for these k (the best lies at 8/L to
+#: 256/L on google-plus-small and the real files of ``python -m fedviz.stepsize_check``).
 PAPER_GRID = tuple(range(12))
 PROTOCOLS = ("default", "paper")
 
@@ -44,7 +44,7 @@ class Figure2:
     data: FederatedDataset
     #: The stepsize h each FSVRG line used (the default's starting h, or the one the paper
     #: protocol chose), by label.
-    stepsizes: dict[str, float] = None
+    stepsizes: dict[str, float] | None = None
     protocol: str = "default"
 
 
