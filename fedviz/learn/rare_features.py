@@ -184,7 +184,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType({
     "no-aggregate-scaling": Variant(
         "FSVRG without A", "fsvrg", {"aggregate_scaling": False},
         "Modification 4 off: A = I, so a feature seen on ω^j of K nodes gets ω^j/K of its step — rare "
-        "features barely move."),
+        "features lag far behind."),
     "naive": Variant("Naive FSVRG", "naive-fsvrg", {}, "Algorithm 3: none of the four modifications."),
 })
 

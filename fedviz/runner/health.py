@@ -25,7 +25,7 @@ Oscillating
     does when the window's second half gets below its first half's minimum by a quarter of
     the median step, or when both envelopes fall at every turn (each trough below the one
     before, each peak too) and the troughs' suboptimality falls by ``ENVELOPE_FALL`` over
-    the window.  A monotone curve, one converging in a zig-zag (FSVRG on
+    the window.  A monotone curve, one converging in a zig-zag (FSVRG as printed, without its safeguard, on
     google-plus-small with 60 nodes wiggles by ±30% while both envelopes fall), or rounding
     noise at f − f* ~ 1e-13 is ``ok``.
 

@@ -41,10 +41,11 @@ def test_gd_beyond_its_limit_on_google_plus_small_is_oscillating(google_plus):
 
 
 def test_fsvrg_converging_wiggle_on_google_plus_small_is_ok():
-    """FSVRG at its default on 60 nodes wiggles with period 2 (by ±30%) while both envelopes fall."""
+    """FSVRG as printed (no safeguard, its cautious default h) on 60 nodes wiggles with period 2
+    (by ±30%) while both envelopes fall.  (The safeguarded default's curve never rises.)"""
     problem = Problem(build(DataSpec(source="preset:google-plus-small?nodes=60")), "logistic")
     f_star = solve(problem).objective
-    objs, last = _curve(problem, "fsvrg", 40, f_star)
+    objs, last = _curve(problem, "fsvrg", 40, f_star, safeguard=False)
     gaps = np.array(objs[-9:]) - f_star
     d = np.diff(gaps)
     assert np.all(d[:-1] * d[1:] < 0)                    # it does zig-zag ...

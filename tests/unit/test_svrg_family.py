@@ -199,7 +199,7 @@ ABLATIONS = [
 def test_fsvrg_matches_the_dense_reference(loss, switches):
     pb = _problem(loss, "noniid", seed=1)
     h = 0.6 if switches.get("local_stepsize", True) else 0.02
-    algo = FSVRG(pb, stepsize=h, **switches)
+    algo = FSVRG(pb, stepsize=h, safeguard=False, **switches)
     w = algo.w.copy()
     for _ in range(3):
         w = _ref_fsvrg(pb, w, _permutations(algo, pb.data.offsets), h, **switches)
@@ -207,11 +207,57 @@ def test_fsvrg_matches_the_dense_reference(loss, switches):
         np.testing.assert_allclose(algo.w, w, rtol=0, atol=1e-12 * max(1.0, np.abs(w).max()))
 
 
+@pytest.mark.parametrize("K", [1, 5])
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_fsvrg_default_stepsize_follows_its_help_text(loss, K):
+    """Safeguard on: h = 4 n̄/L̄.  Off: min(n̄/(2L̄), 4/L), no cap for K = 1.  local_stepsize off: ÷ n̄.
+    L̄ = (1/γ) mean‖x_i‖² + λ and L = (1/γ) λ_max(XᵀX)/n + λ from the dense matrix (γ = 4 logistic, 1 squared)."""
+    pb = _problem(loss, "noniid", seed=3, K=K)
+    X = pb.X.toarray()
+    gamma = 4.0 if loss == "logistic" else 1.0
+    L_bar = (X * X).sum(axis=1).mean() / gamma + pb.lam
+    L = np.linalg.eigvalsh(X.T @ X / pb.n).max() / gamma + pb.lam
+    n_bar = pb.n / K
+    derived = lambda **hp: FSVRG.derived_defaults(pb, hp)["stepsize"]  # noqa: E731
+    assert derived() == pytest.approx(4 * n_bar / L_bar, rel=1e-12)
+    assert derived(local_stepsize=False) == pytest.approx(4 / L_bar, rel=1e-12)
+    cautious = n_bar / (2 * L_bar) if K == 1 else min(n_bar / (2 * L_bar), 4 / L)
+    assert derived(safeguard=False) == pytest.approx(cautious, rel=0.02)  # L is a Lanczos estimate, rounded up 1%
+    assert FSVRG(pb).h == derived() and FSVRG(pb, safeguard=False).h == derived(safeguard=False)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_fsvrg_safeguard_matches_the_dense_reference(loss):
+    """The safeguard: trial = Algorithm 4's step from the last accepted point; adopted when f did
+    not rise, else h halves and the step is retaken from the accepted point (dense reference)."""
+    pb = _problem(loss, "noniid", seed=1)
+    h = 40.0  # far too long a step: the safeguard must reject some trials
+    algo = FSVRG(pb, stepsize=h)
+    w_acc, trial, rejected = algo.w.copy(), None, 0
+    rounds = 0
+    for _ in range(8):
+        orders = _permutations(algo, pb.data.offsets)
+        if trial is not None:
+            if pb.value(trial) <= pb.value(w_acc):
+                w_acc = trial
+            else:
+                h, rejected = h / 2, rejected + 1
+        trial = _ref_fsvrg(pb, w_acc, orders, h)
+        algo.step()
+        rounds += 2
+        np.testing.assert_allclose(algo.w, w_acc, rtol=0, atol=1e-12 * max(1.0, np.abs(w_acc).max()))
+        assert algo.h == h and algo.rejected == rejected
+        assert algo.rounds == rounds and algo.grad_evals == rounds * pb.n  # rejected trials stay counted
+        f, _ = algo.objective_and_gradient()  # the cached metrics are those of the model shown
+        assert f == pytest.approx(pb.value(w_acc), rel=1e-12)
+    assert 0 < rejected < 8 and pb.value(w_acc) < pb.value(np.zeros(pb.d))
+
+
 def test_fsvrg_lazy_updates_stay_exact_with_the_papers_tiny_lambda():
     """λ = 1/n: the just-in-time regulariser must not lose digits over long gaps."""
     pb = _problem("logistic", "iid", seed=2, n=150, lam=None, density=0.1)
     assert pb.lam == 1.0 / 150
-    algo = FSVRG(pb, stepsize=5.0)
+    algo = FSVRG(pb, stepsize=5.0, safeguard=False)
     w = algo.w.copy()
     for _ in range(3):
         w = _ref_fsvrg(pb, w, _permutations(algo, pb.data.offsets), 5.0)
@@ -356,7 +402,7 @@ def test_fsvrg_on_one_node_is_svrg_with_stepsize_h_over_n():
     pb = _problem("logistic", "iid", seed=10, K=1)
     assert pb.data.n_nodes == 1
     h = 20.0
-    fsvrg = FSVRG(pb, stepsize=h)
+    fsvrg = FSVRG(pb, stepsize=h, safeguard=False)
     svrg = SVRG(pb, stepsize=h / pb.n, inner_steps=pb.n, sampling="permutation")
     for _ in range(5):
         fsvrg.step()
