@@ -31,7 +31,7 @@ A cell is measured, never looked up, and names what it ran (:attr:`Cell.ran`):
 (B)–(D) start at 0 and the cell is the number of communication rounds until f(w) − f* ≤ ε,
 within a budget; "O(1)" is read as at most ``o1_rounds`` rounds (two iterations of a two-round
 method such as DANE or FSVRG: "ideally exactly one round", Section 3.1).  Every run passes the
-hyperparameters its result depends on explicitly (FSVRG's stepsize is pinned at
+hyperparameters its result depends on explicitly (FSVRG runs as printed, its stepsize pinned at
 :func:`fsvrg_stepsize`), so a changed default does not silently change a cell.
 
 :data:`PAPER` records, per algorithm and property, what the paper says — with the place it says
@@ -370,8 +370,10 @@ def fsvrg_stepsize(problem) -> float:
 
 
 def _pinned(cls, problem) -> dict:
-    """The hyperparameters every run of ``cls`` passes explicitly, whatever the property."""
-    return {"stepsize": fsvrg_stepsize(problem)} if cls.name == "fsvrg" else {}
+    """The hyperparameters every run of ``cls`` passes explicitly, whatever the property: FSVRG is
+    Algorithm 4 as printed (no safeguard, which would only ever keep w^t where a step rose and so
+    hide what the algorithm itself does) at :func:`fsvrg_stepsize`."""
+    return {"stepsize": fsvrg_stepsize(problem), "safeguard": False} if cls.name == "fsvrg" else {}
 
 
 def _omega_max(problem) -> int:
@@ -414,6 +416,10 @@ def run_specs(name: str, prop: str, problem, config: MatrixConfig) -> tuple[RunS
     return (RunSpec("its defaults", dict(base), "0"),)
 
 
+#: What a pinned hyperparameter's value is, said beside it.
+_PINNED_WHY = {"stepsize": " (fixed here: min(n̄/(2L̄), 4/L))", "safeguard": " (fixed here: Algorithm 4 as printed)"}
+
+
 def _ran(algorithm, pinned=()) -> str:
     """The hyperparameters ``algorithm`` runs with, derived defaults filled in (those it does not use
     are left out); those in ``pinned`` are marked as fixed here (:func:`fsvrg_stepsize`)."""
@@ -436,7 +442,7 @@ def _ran(algorithm, pinned=()) -> str:
         else:
             text = str(value)
         if p.name in pinned:
-            tag = " (fixed here: min(n̄/(2L̄), 4/L))"
+            tag = _PINNED_WHY.get(p.name, " (fixed here)")
         parts.append(f"{p.name} = {text}{tag}")
     return ", ".join(parts) if parts else "no hyperparameters"
 
