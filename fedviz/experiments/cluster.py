@@ -44,6 +44,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
+from . import _probe
 from ..errors import FedvizError, ParameterError
 from ..runner.execute import Executor, Sink, Stop, Task, describe, execute
 from ..algorithms.spec import AlgorithmSpec
@@ -162,42 +163,8 @@ def describe_cluster(client) -> str:
 
 
 # -- the cluster's environment -----------------------------------------------------------------------
-#: The probe each process of a cluster runs (:func:`check_cluster`): what it imports as fedviz and the
-#: libraries its numbers depend on.  Compiled from source into a module of its own name, so Dask sends it
-#: *by value*: a scheduler or worker that cannot import fedviz can still run it and say so, where a
-#: task that names ``fedviz.…`` fails to unpickle with nothing but a deserialisation error.
-_PROBE_SOURCE = """
-def probe():
-    import hashlib, importlib, importlib.metadata, os
-    out = {}
-    for dist in ("numpy", "numba"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except Exception:
-            out[dist] = None
-    try:
-        # The module every task names: importing it imports what a task needs (numba, scipy, ...).
-        importlib.import_module("fedviz.experiments.cluster")
-        import fedviz
-    except BaseException as e:
-        out["error"] = "%s: %s" % (type(e).__name__, e)
-        return out
-    root = os.path.dirname(os.path.abspath(fedviz.__file__))
-    digest = hashlib.sha256()
-    for folder, dirs, files in sorted(os.walk(root)):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\\0")
-                with open(path, "rb") as f:
-                    digest.update(f.read() + b"\\0")
-    out.update(fedviz=fedviz.__version__, source=digest.hexdigest()[:12], path=root)
-    return out
-"""
-_NAMESPACE: dict = {"__name__": "fedviz_cluster_probe"}  # no such module: pickled by value
-exec(compile(_PROBE_SOURCE, "<fedviz cluster probe>", "exec"), _NAMESPACE)
-probe: Callable[[], dict] = _NAMESPACE["probe"]
+#: The probe each process of a cluster runs (:func:`check_cluster`), pickled by value (see its module).
+probe: Callable[[], dict] = _probe.probe
 _HERE: dict = {}
 _CHECKED: dict[int, set] = {}  # id(client) -> the scheduler ('scheduler') and worker addresses found equal
 
