@@ -485,7 +485,7 @@ def _progress(snap) -> None:
     parts, criteria = [], {}
     for label, status in snap.statuses.items():
         msg = snap.messages.get(label) or ""
-        icon = ":orange[:material/warning:]" if msg.startswith("oscillating") else _ICONS.get(status, "")
+        icon = ":orange[:material/warning:]" if msg.startswith(("oscillating", "warning")) else _ICONS.get(status, "")
         parts.append(f"{icon} **{label}**: {status}" + (f" — {msg}" if msg else ""))
         note, _, criterion = (snap.notes.get(label) or "").partition(CRITERION)
         if note:
