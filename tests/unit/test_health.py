@@ -97,7 +97,7 @@ def test_a_climb_below_ten_starting_values_is_not_diverged_mid_run():
     start, it is diverged at the end (the end rule); coming back down, it is ok."""
     f0 = math.log(2)
     assert assess([f0, 0.5, 0.4, f0 * 9.0], ended=False).ok
-    v = assess([f0, 0.5, 0.4, f0 * 9.0])
+    v = assess([f0, 0.5, f0 * 9.0, f0 * 9.0, f0 * 8.0])
     assert v.status == "diverged" and v.iteration is None and "ends above its start" in v.reason
     assert assess([f0, 0.5, 0.4, f0 * 9.0, 0.35, 0.3, 0.31, 0.3]).ok
 
@@ -128,17 +128,17 @@ def test_a_flat_curve_and_rounding_above_the_start_are_not_a_climb():
 
 
 @pytest.mark.parametrize("f_star", [None, F_STAR])
-def test_ends_clearly_above_its_start_compares_the_tails_median_with_a_quarter_of_the_scale(f_star):
-    """Dips, then hovers above the start: the median of the last quarter against f0 + 0.25 · scale,
-    scale = f0 − f* with f*, else max(|f0|, f0 − best)."""
+def test_ends_clearly_above_its_start_compares_the_tails_median_with_half_the_scale(f_star):
+    """Dips, then hovers above the start: the median of the last quarter (at least 8 values) against
+    f0 + 0.5 · scale, scale = f0 − f* with f*, else max(|f0|, f0 − best)."""
     f0 = math.log(2)
     best = 0.45
     scale = f0 - F_STAR if f_star is not None else max(abs(f0), f0 - best)
-    bar = f0 + 0.25 * scale
-    for level, expected in ((bar * 1.02, "diverged"), (bar * 0.98, "ok")):
+    bar = f0 + 0.5 * scale
+    for level, expected, length in ((bar * 1.02, "diverged", 40), (bar * 0.98, "ok", 40), (bar * 1.02, "diverged", 12)):
         rng = np.random.default_rng(6)
-        curve = [f0, best] + list(level + 0.002 * rng.standard_normal(30))
-        k = math.ceil(0.25 * (len(curve) - 1))
+        curve = [f0, best] + list(level + 0.002 * rng.standard_normal(length))
+        k = max(8, math.ceil(0.25 * (len(curve) - 1)))
         assert (np.median(curve[-k:]) > bar) == (expected == "diverged")  # the oracle of the rule
         v = assess(curve, f_star)
         assert v.status == expected, (level, v)
@@ -329,7 +329,7 @@ def test_fedavg_client_sampling_on_a9a_is_ok_and_eight_times_its_step_is_not():
 def _facts(recs, f_star):
     """Start, lowest after it, last and the last quarter's median, read off the records (the oracle)."""
     f = np.array([r.objective for r in recs])
-    k = max(1, math.ceil(0.25 * (len(f) - 1)))
+    k = min(len(f) - 1, max(8, math.ceil(0.25 * (len(f) - 1))))
     return f[0], f[1:].min(), f[-1], float(np.median(f[-k:])), f[0] - f_star
 
 
@@ -382,11 +382,11 @@ def test_fsvrg_at_h_205_on_google_plus_small_dirichlet_001_is_diverged(google_pl
 
 def test_fsvrg_at_h_100_on_google_plus_small_dirichlet_001_ends_above_its_start(google_plus_dirichlet):
     """At h = 100 FSVRG dips to f − f* 0.07 at once and then hovers above its start (0.225): under the
-    climb, not a cycle, but its last quarter's median lies above f0 + 0.25 (f0 − f*)."""
+    climb, not a cycle, but its last quarter's median lies above f0 + 0.5 (f0 − f*)."""
     problem, f_star = google_plus_dirichlet
     recs = list(iterate(problem, "fsvrg", iterations=30, hyper={"stepsize": 100.0}, f_star=f_star))
     f0, low, last, median, gap = _facts(recs, f_star)
-    assert low < f0 and median > f0 + 0.25 * gap and len(recs) == 31
+    assert low < f0 and median > f0 + 0.5 * gap and len(recs) == 31
     assert recs[-1].status == "diverged"
     assert recs[-1].message.startswith(f"FSVRG diverged: f ends above its start {f0:.4g}: the median of its "
                                        f"last 8 values is {median:.4g}")
@@ -410,7 +410,7 @@ def test_fedprox_on_google_plus_small_dirichlet_001_is_oscillating_not_silent(go
 @pytest.mark.parametrize("data_seed,seed,iterations", [(0, 0, 30), (1, 1, 30), (2, 2, 30), (0, 2, 76),
                                                        (1, 2, 100), (2, 1, 115)])
 def test_fedavg_with_five_percent_of_nodes_on_google_plus_small_is_not_oscillating(data_seed, seed, iterations):
-    """Client sampling (2-3 of 50 nodes a round) spikes now and then, above its start too, but it is
+    """Client sampling (25 of 500 nodes a round) spikes now and then, above its start too, but it is
     noise: the three CLI seeds at 30 iterations, and the (data seed, seed, length) that the former
     rules called oscillating (a chance zig-zag at 76 and 115, relapses in 6% of the later half at 100)."""
     problem = Problem(build(DataSpec(source="preset:google-plus-small", seed=data_seed)), "logistic")
