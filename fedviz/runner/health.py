@@ -36,7 +36,7 @@ Diverged
     at 1 iteration ("never got below", its first round 1% of the gap above the start).
     A quarter gap and a tail of just the last quarter called 17 diverged.  The end rules
     catch what stays under the climb: FSVRG at h = 670 on dna (class 3 against the rest,
-    12 IID nodes) jumps to 3–4 times its start and stays there (never below it); at
+    12 IID nodes) jumps to 3–4.5 times its start and stays there (never below it); at
     h = 100 on google-plus-small with Dirichlet(0.01) nodes it dips to f − f* 0.07, then
     hovers around 0.5 from a start of 0.225 (ends above it).  GD at 8× its step there
     (f − f* 2.8 at iteration 2) and FSVRG at h = 205 (2.8 at iteration 16) climb past
