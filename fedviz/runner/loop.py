@@ -10,10 +10,11 @@ non-finite or climbs far above its start (ten times the gap f0 − f*) ends ``di
 that iteration, its message naming the algorithm's
 :attr:`~fedviz.algorithms.base.Algorithm.divergence_hint` (e.g. "lower stepsize (now 2.5)",
 DANE's "raise mu (now 0)").  At the last iteration :func:`~fedviz.runner.health.assess`
-reads the whole curve: a run that never got below its start, or ends clearly above it,
-ends ``diverged`` too ("GD diverged: f never got below its start …; lower stepsize (now
-30.7)"; for a method that cannot diverge, one-shot averaging, ``done`` with "warning: …"); a
-run that zig-zags without progress or keeps relapsing above its start ends
+reads the whole curve: a run that ends clearly above its start (typically, over its last
+quarter) ends ``diverged`` too ("GD diverged: f never got below its start …; lower stepsize (now
+30.7)"; for a method that cannot diverge, one-shot averaging, ``done`` with "warning: …"); one that
+never got below its start but ends near it ends ``done`` with "warning: f never got below its
+start …"; a run that zig-zags without progress or keeps relapsing above its start ends
 ``done`` with the message "oscillating: …": its final numbers are the luck of the
 oscillation's phase, not a converged value.
 """
@@ -122,6 +123,8 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             status = "done"
             if verdict.status == "oscillating":
                 message = f"oscillating: {verdict.reason}"
+            elif verdict.warning:
+                message = f"warning: {verdict.warning}"
         if status != "running":
             rec = _replace(rec, status=status, message=message)
         paused = time.perf_counter()
