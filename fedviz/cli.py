@@ -201,8 +201,11 @@ def _cmd_run(args) -> int:
             if args.json:
                 print(json.dumps(_row(rec, tuned, args.tune)), flush=True)
             elif rec.status != "running" or rec.iteration % max(1, args.iterations // 10) == 0:
+                # The sign error rate on ±1 labels (any loss), the MSE on real targets: Problem.error_metric.
+                err = (f"test MSE {rec.test_error:9.4g}" if problem.error_metric == "mse"
+                       else f"test err {100 * rec.test_error:6.2f}%")
                 print(f"{rec.algorithm:>14} it {rec.iteration:>4}  f-f* {rec.suboptimality:10.3e}  "
-                      f"test err {100 * rec.test_error:6.2f}%  rounds {rec.rounds:>4}  "
+                      f"{err}  rounds {rec.rounds:>4}  "
                       f"{rec.seconds:7.2f}s  {rec.status}{'  ' + rec.message if rec.message else ''}",
                       flush=True)
     if args.out:

@@ -407,8 +407,7 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
         c1, c2 = (st.container(), st.container()) if stacked else st.columns(2)
         c1.plotly_chart(sub, width="stretch", key=f"{key}-sub")
         c2.plotly_chart(err, width="stretch", key=f"{key}-err")
-        sub_note, err_note = chart_notes(axis, snap.algorithms.values(),
-                                         regression=snap.summary.get("task") == "regression")
+        sub_note, err_note = chart_notes(axis, snap.algorithms.values(), regression=_mse(snap))
         c1.caption(sub_note)  # what to look at: the axis, the lines, why the curves look as they do
         c2.caption(err_note)
 
@@ -441,10 +440,17 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool)
     styles = {label: ALGORITHMS[name].title for label, name in snap.algorithms.items() if name in ALGORITHMS}
     sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height, styles=styles)
     err = test_error_figure(runs, baselines=baselines, axis=axis, nodes=nodes, round_cost=cost,
-                            height=height, regression=snap.summary.get("task") == "regression", styles=styles)
+                            height=height, regression=_mse(snap), loss=snap.summary.get("loss"), styles=styles)
     for fig in (sub, err):
         fig.update_traces(marker_maxdisplayed=LIVE_MARKERS)  # evenly spread, as in the paper's Figure 2
     return table, sub, err
+
+
+def _mse(snap) -> bool:
+    """Whether the run's test error is a mean squared error (real targets), not a sign error rate:
+    the problem's error_metric (older runs in the history: their data's task)."""
+    metric = snap.summary.get("error_metric")
+    return metric == "mse" if metric else snap.summary.get("task") == "regression"
 
 
 def _thin(cols: dict, limit: int = LIVE_POINTS) -> dict:
@@ -485,7 +491,7 @@ def _progress(snap) -> None:
     parts, criteria = [], {}
     for label, status in snap.statuses.items():
         msg = snap.messages.get(label) or ""
-        icon = ":orange[:material/warning:]" if msg.startswith("oscillating") else _ICONS.get(status, "")
+        icon = ":orange[:material/warning:]" if msg.startswith(("oscillating", "warning")) else _ICONS.get(status, "")
         parts.append(f"{icon} **{label}**: {status}" + (f" — {msg}" if msg else ""))
         note, _, criterion = (snap.notes.get(label) or "").partition(CRITERION)
         if note:

@@ -196,16 +196,32 @@ def suboptimality_figure(runs: Mapping[str, Sequence], *, axis: str = "iteration
     return fig
 
 
+def error_labels(metric: str = "error", loss: str | None = None) -> dict:
+    """Title, axis title, tick format and hover text of a test-error chart, keyed by the metric
+    (:attr:`fedviz.problems.objective.Problem.error_metric`: "error" on ±1 labels, "mse" on
+    real targets) and the loss: the squared loss on ±1 labels is scored by the sign of wᵀx."""
+    if metric == "mse":
+        return dict(title="Test mean squared error (ridge regression)", axis="test MSE", tickformat=None,
+                    hover="%{y:.4g}")
+    title = "Test error: sign(wᵀx) ≠ y" if loss == "squared" else "Test error"
+    return dict(title=title, axis="test error", tickformat=".1%", hover="%{y:.2%}")
+
+
 def test_error_figure(runs: Mapping[str, Sequence], *, baselines: Mapping[str, float] | None = None,
                       axis: str = "iteration", nodes: int = 1, round_cost: float = 0.0,
-                      height: int = 420, regression: bool = False,
+                      height: int = 420, regression: bool = False, loss: str | None = None,
                       styles: Mapping[str, str] | None = None) -> go.Figure:
-    """Test error per run, with horizontal lines for the optimum and the naive baselines."""
+    """Test error per run, with horizontal lines for the optimum and the naive baselines.
+
+    ``regression`` is the metric's ("mse" when True, else the sign error rate; see
+    :func:`error_labels`, also keyed by ``loss``)."""
+    labels = error_labels("mse" if regression else "error", loss)
     fig = go.Figure()
     ys = _add_curves(fig, runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost, styles=styles)
-    fig.update_layout(title="Test mean squared error" if regression else "Test error",
-                      xaxis_title=_AXIS_TITLES[axis], yaxis_title="test MSE" if regression else "test error",
-                      yaxis_tickformat=None if regression else ".1%", height=height, **_LAYOUT)
+    fig.update_layout(title=labels["title"], xaxis_title=_AXIS_TITLES[axis], yaxis_title=labels["axis"],
+                      yaxis_tickformat=labels["tickformat"], height=height, **_LAYOUT)
+    fig.update_traces(hovertemplate=f"%{{fullData.name}}<br>{_AXIS_TITLES[axis]} %{{x}}<br>"
+                                    f"{labels['axis']} {labels['hover']}<extra></extra>")
     _error_axis(fig, ys, baselines, height=height, regression=regression)
     return fig
 

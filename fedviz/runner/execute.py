@@ -224,7 +224,8 @@ class _Run:
             if self.stopped_before_start():
                 return
         data = problem.data
-        summary = {**data.stats.summary(), "task": data.task, "loss": problem.loss.name, "lam": problem.lam}
+        summary = {**data.stats.summary(), "task": data.task, "loss": problem.loss.name, "lam": problem.lam,
+                   "error_metric": problem.error_metric}
         sink.started(fingerprint=data.fingerprint, summary=summary, f_star=f_star,
                      optimum_test_error=optimum_test_error)
         self.round_robin(problem, f_star)

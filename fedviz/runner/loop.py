@@ -4,13 +4,19 @@ This module owns the record format, the metrics (objective, suboptimality, error
 gradient norm) and the run's end states: ``done``, ``diverged``, ``stopped`` and
 ``failed``.  It never raises for a run that goes wrong: the last record says why.
 
-Honest statuses: after every iteration the objectives so far go to
-:func:`~fedviz.runner.health.assess`.  A run whose objective is non-finite or climbs far
-above its start ends ``diverged`` at that iteration, its message naming the algorithm's
+Honest statuses (the rules: :mod:`fedviz.runner.health`): after every iteration the
+objective goes to a :class:`~fedviz.runner.health.Watch`.  A run whose objective is
+non-finite or climbs far above its start (ten times the gap f0 − f*) ends ``diverged`` at
+that iteration, its message naming the algorithm's
 :attr:`~fedviz.algorithms.base.Algorithm.divergence_hint` (e.g. "lower stepsize (now 2.5)",
-DANE's "raise mu (now 0)").  A run that reaches its last iteration while zig-zagging
-without progress ends ``done`` with the message "oscillating: …": its final numbers are
-the luck of the oscillation's phase, not a converged value.
+DANE's "raise mu (now 0)").  At the last iteration :func:`~fedviz.runner.health.assess`
+reads the whole curve: a run that ends clearly above its start (typically, over its last
+quarter) ends ``diverged`` too ("GD diverged: f never got below its start …; lower stepsize (now
+30.7)"; for a method that cannot diverge, one-shot averaging, ``done`` with "warning: …"); one that
+never got below its start but ends near it ends ``done`` with "warning: f never got below its
+start …"; a run that zig-zags without progress or keeps relapsing above its start ends
+``done`` with the message "oscillating: …": its final numbers are the luck of the
+oscillation's phase, not a converged value.
 """
 
 from __future__ import annotations
@@ -80,7 +86,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     start = time.perf_counter()
     first = _record(algo, label, f_star, start, "running" if iterations else "done")
     objectives = [first.objective]
-    watch = Watch(first.objective)
+    watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
     paused = time.perf_counter()
     yield first
     for t in range(1, iterations + 1):
@@ -106,12 +112,19 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
         verdict = watch.add(rec.objective)  # O(1); the oscillation tests read the whole curve once, at the end
         if verdict.ok and t == iterations:
             verdict = assess(objectives, None if math.isnan(f_star) else f_star)
-        if verdict.status == "diverged":
-            status, message = "diverged", _diverged_text(cls, algo, t, verdict.reason)
+        if verdict.status == "diverged" and verdict.iteration is None and cls.divergence_hint is None:
+            # An end rule on a method with nothing to turn (one-shot averaging): a warning, not a divergence.
+            status, message = "done", f"warning: {verdict.reason}"
+        elif verdict.status == "diverged":
+            # Watch's verdicts happen at an iteration; the end rules are about the whole curve.
+            status, message = "diverged", _diverged_text(cls, algo, None if verdict.iteration is None else t,
+                                                         verdict.reason)
         elif t == iterations:
             status = "done"
             if verdict.status == "oscillating":
                 message = f"oscillating: {verdict.reason}"
+            elif verdict.warning:
+                message = f"warning: {verdict.warning}"
         if status != "running":
             rec = _replace(rec, status=status, message=message)
         paused = time.perf_counter()
@@ -120,13 +133,14 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             return
 
 
-def _diverged_text(cls, algo, t: int, what: str) -> str:
-    """"<title> diverged at iteration t (what); <raise|lower> <param> (now <value>)".
+def _diverged_text(cls, algo, t: int | None, what: str) -> str:
+    """"<title> diverged at iteration t (what); <raise|lower> <param> (now <value>)", or with
+    ``t`` None (a verdict on the whole curve) "<title> diverged: what; <raise|lower> …".
 
     The value shown is the one in use: the derived default when none was given (GD's
     stepsize is ``algo.h``, DANE's μ ``algo.mu``, CoCoA+'s σ' ``algo.sigma_prime``).
     """
-    text = f"{cls.title} diverged at iteration {t} ({what})"
+    text = f"{cls.title} diverged at iteration {t} ({what})" if t is not None else f"{cls.title} diverged: {what}"
     hint = cls.divergence_hint
     if hint:
         param, direction = hint
