@@ -105,3 +105,11 @@ def test_one_generated_row_matches_a_dense_numpy_gd_and_the_doc_format():
     assert int(runs) == r.tuning.runs == len(r.tuning.pilots) + 1 and len(r.tuning.seeds) == 1
     assert int(rounds) == r.tuning.rounds and int(run_rounds) == 12
     assert math.isclose(float(seconds), r.tuning.seconds, abs_tol=0.05)
+
+
+def test_an_mse_is_never_printed_as_a_percentage():
+    """Issue 19: the report once printed a squared-loss MSE as '44.86%' test error."""
+    from fedviz.tuning_report import _err
+
+    assert _err(0.1539, "error") == "15.39%"
+    assert _err(0.4486, "mse") == "MSE 0.4486" and "%" not in _err(0.4486, "mse")
