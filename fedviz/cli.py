@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "on a9a and agaricus (Markdown on stdout, progress on stderr)")
     p.add_argument("--data", default=None, metavar="DIR",
                    help="the folder with a9a, a9a.t, agaricus_zero_based.train/.test (default: $FEDVIZ_DATA, "
-                        "else ../shared/data beside the checkout)")
+                        "else the checkout's tests/data)")
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)

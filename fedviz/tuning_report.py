@@ -207,8 +207,8 @@ def main(args) -> int:
 
 
 def default_data() -> str:
-    """$FEDVIZ_DATA, else the project's shared data folder beside the checkout."""
-    return os.environ.get("FEDVIZ_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    """$FEDVIZ_DATA, else the checkout's tests/data (the real files the tests use, with their sources)."""
+    return os.environ.get("FEDVIZ_DATA", str(Path(__file__).resolve().parents[1] / "tests" / "data"))
 
 
 __all__ = ["CASES", "COMMAND", "HEADER", "Row", "format_row", "report", "row"]
