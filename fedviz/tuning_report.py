@@ -152,8 +152,8 @@ def _intro(iterations: int, nodes: int, seed: int) -> str:
 # Tuned and default hyperparameters: how fair is the race?
 
 Every figure below is f − f* and test error after {iterations} iterations, {nodes} nodes, λ = 1/n, seed {seed},
-logistic loss (the Appendix's primal and dual methods: squared loss; their test error is the sign error on a9a's
-±1 labels, and on agaricus, whose 0/1 labels the squared loss keeps as numbers, the test MSE, marked so): the last record of `fedviz run` at the default and with `--tune`. Set for this report: {settings}
+logistic loss (the Appendix's primal and dual methods: squared loss). Test error is the sign error rate for every
+loss on ±1 labels; a mean squared error, on labels that are not ±1, would be marked "MSE". Each row is the last record of `fedviz run` at the default and with `--tune`. Set for this report: {settings}
 (DANE's exact Newton-CG solver takes about 100 s per iteration on a9a).
 
 The whole document is the output of
