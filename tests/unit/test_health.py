@@ -19,7 +19,7 @@ from fedviz.data.dataset import FederatedDataset
 from fedviz.data.presets import make_preset
 from fedviz.problems.objective import Problem
 from fedviz.runner import iterate
-from fedviz.runner.health import Verdict, Watch, assess
+from fedviz.runner.health import WINDOW, Verdict, Watch, assess
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,8 +94,11 @@ def test_a_climb_below_ten_starting_values_is_not_diverged_mid_run():
     start, it is diverged at the end (the end rule); coming back down, it is ok."""
     f0 = math.log(2)
     assert assess([f0, 0.5, 0.4, f0 * 9.0], ended=False).ok
-    v = assess([f0, 0.5, f0 * 9.0, f0 * 9.0, f0 * 8.0])
+    v = assess([f0, 0.5, f0 * 9.0, f0 * 9.0, f0 * 8.0, f0 * 9.0, f0 * 8.0, f0 * 9.0, f0 * 8.0])
     assert v.status == "diverged" and v.iteration is None and "ends above its start" in v.reason
+    # Shorter than WINDOW iterations: too short to call a trend, said as a warning.
+    v = assess([f0, 0.5, f0 * 9.0, f0 * 9.0, f0 * 8.0])
+    assert v.status == "ok" and "ends above its start" in v.warning
     assert assess([f0, 0.5, 0.4, f0 * 9.0, 0.35, 0.3, 0.31, 0.3]).ok
 
 
@@ -104,7 +107,8 @@ def test_a_climb_below_ten_starting_values_is_not_diverged_mid_run():
 @pytest.mark.parametrize("f_star", [None, F_STAR])
 def test_a_run_that_never_gets_below_its_start_is_diverged_or_warned_and_the_reason_reads_the_curve(f_star):
     """Every iterate above the start: diverged when the last quarter's median (at least 8 values) lies
-    more than half the scale above it, else ok with a warning; both cite start, lowest and last."""
+    more than half the scale above it and the run has at least WINDOW iterations, else ok with a
+    warning; both cite start, lowest and last."""
     rng = np.random.default_rng(5)
     f0 = math.log(2)
     scale = f0 - F_STAR if f_star is not None else f0     # max(|f0|, f0 − best) = |f0| here
@@ -114,7 +118,7 @@ def test_a_run_that_never_gets_below_its_start_is_diverged_or_warned_and_the_rea
         v = assess(curve, f_star)
         arr = np.asarray(curve)
         k = min(len(arr) - 1, max(8, math.ceil(0.25 * (len(arr) - 1))))
-        above = np.median(arr[-k:]) > f0 + 0.5 * scale      # the oracle of the rule
+        above = np.median(arr[-k:]) > f0 + 0.5 * scale and len(arr) >= WINDOW + 1  # the oracle of the rule
         low = 1 + int(np.argmin(arr[1:]))
         shift = 0.0 if f_star is None else f_star
         text = v.reason if above else v.warning
