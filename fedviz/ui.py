@@ -332,9 +332,21 @@ def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
 
 
 def algorithm_label(name: str) -> str:
+    """An algorithm's title for pickers: "(centralised)" unless its title says so, and the losses it
+    is limited to."""
     cls = ALGORITHMS[name]
     only = "" if "logistic" in cls.losses else f" ({', '.join(cls.losses)} loss only)"
-    return cls.title + ("" if cls.federated else " (centralised)") + only
+    central = "" if cls.federated or "centralised" in cls.title.lower() else " (centralised)"
+    return cls.title + central + only
+
+
+def partitioner_label(name: str) -> str:
+    """A partitioner's title for pickers, with its spec name where the title does not already hold it
+    (not "Label skew (Dirichlet) (dirichlet)")."""
+    from .data.partition import PARTITIONERS
+
+    title = PARTITIONERS[name].title
+    return title if name.lower() in title.lower() else f"{title} ({name})"
 
 
 # -- runs ------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def partition_knobs(side: str, choice: str) -> str | None:
 
 
 def _choice_label(option: str) -> str:
-    return option if option == OWN else f"{PARTITIONERS[option].title} ({option})"
+    return option if option == OWN else ui.partitioner_label(option)
 
 
 st.title("Compare")

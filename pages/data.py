@@ -107,7 +107,7 @@ def partition_widgets(current: DataSpec, same_source: bool) -> tuple[str | None,
     options = [OWN] + list(PARTITIONERS)
     choice = st.selectbox("How the rows are split over nodes", options,
                           key=ui.seeded("data-partition", name0 if name0 in options else OWN),
-                          format_func=lambda o: o if o == OWN else f"{PARTITIONERS[o].title} ({o})",
+                          format_func=lambda o: o if o == OWN else ui.partitioner_label(o),
                           help="The data's own nodes: the generator's users (natural, non-IID); a file's qid "
                                "groups, else an iid split. Reshuffle keeps each node's size but fills it with random "
                                "rows: the paper's FSVRGR.")
