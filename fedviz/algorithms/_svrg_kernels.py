@@ -9,7 +9,7 @@ the constants the stepsize defaults derive from from :class:`~fedviz.problems.ob
 
 One kernel covers every variance-reduced local loop of the paper.  On node k, with
 snapshot w̃ (w^t in the first pass), local displacement v = w − w̃ and an example i
-drawn from P_k, a step is (Algorithms 1, 3 and 4, and SVRG on the DANE subproblem (16))
+drawn from P_k, a step is (Algorithms 1, 3 and 4, and SVRG on the DANE subproblem (10))
 
     v ← (1 − h_k ρ) v − h_k c − h_k (φ'(x_iᵀw) − φ'(x_iᵀw̃)) S_k x_i,
 
@@ -278,7 +278,7 @@ def _node(k, g0, g1, nd, sn, pl, rule, acc, rec, zs, pw, ge):
             else:
                 rec[s, _SC] = 1.0
         # The snapshot gradient c on the support.  DANE forms it from the definition of the
-        # subproblem (16): ∇F_k(w^t) − a_k with a_k = ∇F_k(w^t) − η∇f(w^t).
+        # subproblem (10): ∇F_k(w^t) − a_k with a_k = ∇F_k(w^t) − η∇f(w^t).
         if dane:
             for i in range(r0, r1):
                 dd = dphi(code, z0[i], y[i], smoothing) / nk
@@ -415,7 +415,7 @@ class LocalSVRG:
         lam, rho : float
             λ, and the curvature of the dense part of a step (λ, or λ + μ for DANE).
         passes, dane, eta, mu :
-            DANE with the SVRG solver: passes over the subproblem (16), and its η, μ.
+            DANE with the SVRG solver: passes over the subproblem (10), and its η, μ.
         phi : ndarray or None
             φ^j (DatasetStats.phi) to scale the data term by S_k (Algorithm 4); None: S = I.
         check_stop : callable or None

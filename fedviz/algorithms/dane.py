@@ -307,7 +307,7 @@ class DANE(Algorithm):
               "paper's default); larger μ is more stable but slower, the paper notes μ = 0 "
               "can diverge as K grows.", low=0),
         Param("solver", "choice", "exact",
-              "Local solver of the subproblem (16).  'exact': Newton-CG to local_tol (DANE as "
+              "Local solver of the subproblem (10).  'exact': Newton-CG to local_tol (DANE as "
               "stated, slower).  'svrg': local_passes passes of SVRG started at w^t (inexact "
               "DANE; with η = 1, μ = 0 and one pass it is naive FSVRG, Proposition 1).",
               choices=("exact", "svrg")),

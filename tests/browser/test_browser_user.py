@@ -26,8 +26,8 @@ from browser_user import (choose_option, crashes, error_axes, go_sidebar, metric
 from conftest import DATA
 from live_server import StreamlitServer, browser_page, idle, run_button
 
+from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
-from fedviz.data.partition import PARTITIONERS
 from fedviz.data.presets import preset_config
 
 #: A tiny data set for the Run page: 10 identical nodes, 3,000 training rows, d = 502.
@@ -122,7 +122,7 @@ def test_run_page_keeps_every_edit(server, page, control):
 
 def _data_controls(page):
     parts = ["iid", "shards", "dirichlet"]
-    label = {p: f"{PARTITIONERS[p].title} ({p})" for p in parts}
+    label = {p: ui.partitioner_label(p) for p in parts}
 
     def data_seed(q):
         name, over = preset_in_link(q)
@@ -291,7 +291,7 @@ def test_choosing_shards_on_data_is_kept_in_the_link_on_run(server, page):
     """Choose shards on Data, click Run in the sidebar: the address bar is not a bare /run."""
     open_page(page, f"{server.url}/data")
     number_input(page, "Nodes K").wait_for()
-    choose_option(page, "How the rows are split over nodes", f"{PARTITIONERS['shards'].title} (shards)")
+    choose_option(page, "How the rows are split over nodes", ui.partitioner_label("shards"))
     on_data = observe(lambda: _partition_link(query(page))["partition"], lambda v: v == "shards", page=page)
     go_sidebar(page, "Run")
     run_button(page).wait_for()

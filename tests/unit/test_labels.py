@@ -29,3 +29,9 @@ def test_a_partitioner_label_names_its_spec_once(name):
     label = ui.partitioner_label(name)
     assert label.startswith(PARTITIONERS[name].title)
     assert label.lower().count(name.lower()) == 1, label  # findable by its spec name, and once
+
+
+def test_dane_cites_its_subproblem_as_the_learn_pages_do():
+    """The paper's DANE subproblem is eq. (10) (fedviz.properties' numbering); the help said (16)."""
+    helps = " ".join(p.help for p in ALGORITHMS["dane"].params)
+    assert "subproblem (10)" in helps and "(16)" not in helps

@@ -123,7 +123,7 @@ def _ref_svrg(pb, w, sample, h):
 
 
 def _ref_dane_svrg(pb, w, draws, h, m, passes, eta, mu):
-    """Algorithm 2 with SVRG (Algorithm 1) on the subproblem (16), started at w^t."""
+    """Algorithm 2 with SVRG (Algorithm 1) on the subproblem (10), started at w^t."""
     X, y, off, lam = _dense(pb)
     g = _full_grad(pb, X, w)
     K = pb.data.n_nodes
@@ -162,7 +162,7 @@ def _minimise_dense(fun_grad_hess, x0):
 
 
 def _ref_dane_exact(pb, w, eta, mu):
-    """Algorithm 2 with every subproblem (16) minimised over all of R^d by scipy."""
+    """Algorithm 2 with every subproblem (10) minimised over all of R^d by scipy."""
     X, y, off, lam = _dense(pb)
     g = _full_grad(pb, X, w)
     out = []
@@ -299,7 +299,7 @@ def test_svrg_matches_the_dense_reference(sampling, m):
 
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_inexact_dane_matches_the_dense_reference(loss):
-    """Several SVRG passes on the subproblem (16) with η ≠ 1 and μ > 0."""
+    """Several SVRG passes on the subproblem (10) with η ≠ 1 and μ > 0."""
     pb = _problem(loss, "noniid", seed=5)
     m, passes, h, eta, mu = 11, 3, 0.04, 0.7, 0.3
     algo = DANE(pb, solver="svrg", local_steps=m, local_passes=passes, stepsize=h, eta=eta, mu=mu)
