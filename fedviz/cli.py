@@ -32,6 +32,9 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("data", help="a LIBSVM path, or preset:NAME[?key=value&...] "
                                 "(e.g. preset:google-plus-small?nodes=200)")
     p.add_argument("--test", metavar="TESTFILE", help="a separate LIBSVM test file")
+    p.add_argument("--wider-test", action="store_true",
+                   help="accept a test file with features beyond the training file's last (refused by "
+                        "default: that is what another data set's test file looks like)")
     p.add_argument("--test-fraction", type=float, metavar="F",
                    help="without --test: the share F of each node's rows held out as the test set "
                         "(default 0.25; 0 keeps every row for training)")
@@ -67,7 +70,7 @@ def data_spec_from_args(args):
     return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction, split=args.split,
                     partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
                     positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
-                    **limits)
+                    wider_test=args.wider_test, **limits)
 
 
 def _print_warnings(ds) -> None:

@@ -85,6 +85,9 @@ def upload_widgets(current: DataSpec) -> DataSpec | None:
                           help=f"At most {ui.MAX_UPLOAD_MB} MB (also once decompressed) and "
                                f"{ui.MAX_UPLOAD_ROWS:,} rows. The file is only parsed, never executed.")
     up_test = st.file_uploader("Test file (optional)", key="upload-test")
+    wider = st.checkbox("Test file may be wider", key="upload-wider-test",
+                        help="Accept a test file with features beyond the training file's last. Off, such a "
+                             "file is refused, naming its line: it is usually another data set's test file.")
     task = st.radio("Task", ["auto", "classification", "regression"], horizontal=True, key="upload-task",
                     help="auto: real-valued labels mean regression (ridge), others classification.")
     index_base = st.radio("Feature indices", list(INDEX_BASES), horizontal=True, key="index-base",
@@ -98,7 +101,7 @@ def upload_widgets(current: DataSpec) -> DataSpec | None:
     return DataSpec(source=up.getvalue(), name=up.name, test=None if up_test is None else up_test.getvalue(),
                     test_name=None if up_test is None else up_test.name, task=task, positive=_positive(positive),
                     zero_based=INDEX_BASES[index_base], max_rows=ui.MAX_UPLOAD_ROWS,
-                    max_bytes=ui.MAX_UPLOAD_MB << 20)
+                    max_bytes=ui.MAX_UPLOAD_MB << 20, wider_test=bool(wider and up_test is not None))
 
 
 def partition_widgets(current: DataSpec, same_source: bool) -> tuple[str | None, int | None]:

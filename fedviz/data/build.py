@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import FedvizError, ParameterError
+from ..errors import DataFormatError, FedvizError, ParameterError
 from ..validation import check_choice, check_int, check_real
 from .dataset import FederatedDataset, chronological_split
 from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair, map_labels
@@ -89,6 +89,10 @@ class DataSpec:
     max_bytes : int or None
         Refuse a file larger than this, before or after decompression (a guard against
         decompression bombs); the loader's 1 GiB by default.
+    wider_test : bool
+        Accept a test file with features beyond the training file's last (see
+        :func:`~fedviz.data.libsvm.load_libsvm_pair`); refused by default, because that
+        is what the test file of another data set looks like.
     """
 
     source: str | bytes
@@ -107,6 +111,7 @@ class DataSpec:
     zero_based: bool | str = "auto"
     max_rows: int | None = None
     max_bytes: int | None = DEFAULT_MAX_BYTES
+    wider_test: bool = False
     loader_options: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -181,12 +186,14 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
     opts = dict(n_features=spec.n_features, zero_based=spec.zero_based, max_rows=spec.max_rows,
                 max_bytes=spec.max_bytes, **spec.loader_options)
     if spec.test is not None:
-        train, test = load_libsvm_pair(spec.source, spec.test, names=(spec.name, spec.test_name), **opts)
+        train, test = load_libsvm_pair(spec.source, spec.test, names=(spec.name, spec.test_name),
+                                       wider_test=spec.wider_test, **opts)
     else:
         train, test = load_libsvm(spec.source, name=spec.name, **opts), None
     y, mapping = map_labels(train.y, task=spec.task, positive=spec.positive, source=train.source)
     y_test = None
     if test is not None:
+        _check_test_labels(test, train, mapping)
         y_test = _apply_mapping(test.y, mapping)
     X = train.X
     X_test = test.X if test is not None else None
@@ -309,6 +316,32 @@ def _group_nodes(train_groups, node_of_row, test_groups) -> np.ndarray:
     node_of_group = node_of_row[first]
     pos = np.clip(np.searchsorted(groups, test_groups), 0, len(groups) - 1)
     return np.where(groups[pos] == test_groups, node_of_group[pos], -1)
+
+
+def _check_test_labels(test, train, mapping) -> None:
+    """Refuse a classification test file with a label its training file does not have.
+
+    The one-vs-rest mapping would otherwise send every unknown label to -1 without a
+    word (dna.scale.t's 1, 2, 3 against heart_scale's -1, +1: every test row one class).
+    Naming the line lets the user find the mix-up.  Regression targets are free.
+    """
+    if mapping.task != "classification":
+        return
+    known = np.array((mapping.positive, *mapping.negative))
+    bad = np.flatnonzero(~np.isin(test.y, known))
+    if bad.size:
+        row = int(bad[0])
+        known_text = ", ".join(_fmt_label(v) for v in np.sort(known))
+        raise DataFormatError(
+            f"label {_fmt_label(test.y[row])} is not among the training file {train.source}'s labels "
+            f"({known_text}); {bad.size:,} of {test.y.size:,} test rows carry such labels. "
+            "Is it the test file of another data set?",
+            line=None if test.row_lines is None else int(test.row_lines[row]), source=test.source)
+
+
+def _fmt_label(v) -> str:
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
 
 
 def _apply_mapping(y_raw: np.ndarray, mapping) -> np.ndarray:

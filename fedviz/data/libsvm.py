@@ -47,7 +47,7 @@ import lzma
 import os
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -97,6 +97,9 @@ class LibsvmData:
         Sentences for people about input that loaded but looks wrong, each naming the
         file: today, a last row without a line end (the file may be cut short; see
         :func:`load_libsvm`).  Empty for a clean file.  The CLI and the UI show them.
+    row_lines : ndarray of int64 or None
+        Each row's one-based line number in the (decompressed) input, so that checks made
+        after reading (a test file's labels against its training file's) can name a line.
     """
 
     X: sp.csr_matrix
@@ -107,6 +110,7 @@ class LibsvmData:
     source: str
     dropped_zeros: int = 0
     warnings: tuple[str, ...] = ()
+    row_lines: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -204,22 +208,41 @@ def load_libsvm(source: str | os.PathLike | bytes | BinaryIO, *, n_features: int
 def load_libsvm_pair(train, test, *, n_features: int | None = None, zero_based: bool | str = "auto",
                      max_rows: int | None = None, max_bytes: int | None = DEFAULT_MAX_BYTES,
                      max_index: int = DEFAULT_MAX_INDEX,
-                     names: tuple[str | None, str | None] = (None, None)
-                     ) -> tuple[LibsvmData, LibsvmData]:
+                     names: tuple[str | None, str | None] = (None, None),
+                     wider_test: bool = False) -> tuple[LibsvmData, LibsvmData]:
     """Read a train/test pair so that their columns line up.
 
-    Both files get the same width (the larger of the two unless ``n_features`` is
-    given) and the same zero/one-based decision, taken on both files together as
+    Both files get the same width (the training file's unless ``n_features`` is given)
+    and the same zero/one-based decision, taken on both files together as
     scikit-learn's ``load_svmlight_files`` does: a test file that happens to lack
     index 0 must not be shifted differently from its zero-based training file.
     Parameters are those of :func:`load_libsvm`; ``max_rows`` and ``max_bytes``
     apply to each file.
+
+    A test file with a feature index beyond the training file's last is refused, naming
+    its line: that is what the test file of another data set looks like (heart_scale's
+    13 features against dna.scale.t's 180), and a model fitted on the training file
+    leaves such a feature's weight at zero anyway.  ``wider_test=True`` accepts it and
+    widens both matrices, as scikit-learn does.
     """
     opts = _options(zero_based, max_rows, max_bytes, max_index)
     nf = None if n_features is None else check_int("n_features", n_features, low=1)
     if not (isinstance(names, (tuple, list)) and len(names) == 2):
         raise ParameterError("names", names, "a pair (train name, test name)")
+    if not isinstance(wider_test, (bool, np.bool_)):
+        raise ParameterError("wider_test", wider_test, "True or False")
     parsed = [_read_and_parse(s, nm, opts) for s, nm in zip((train, test), names)]
+    if nf is None and not wider_test:
+        zero_based = _decide_zero_based(parsed, opts["zero_based"])
+        shift = 0 if zero_based else 1
+        width = _needed_width(parsed[0], shift)
+        if _needed_width(parsed[1], shift) > width:
+            _raise_out_of_range(
+                parsed[1], width, shift,
+                why=f"lies beyond the training file {parsed[0].name or 'upload'}'s last feature "
+                    f"({'zero' if shift == 0 else 'one'}-based indices {shift}..{width - 1 + shift}); "
+                    "is it the test file of another data set? If the test file is meant to be wider, "
+                    "say so (wider_test=True; Data page: 'Test file may be wider')")
     train_data, test_data = _assemble(parsed, opts["zero_based"], nf)
     return train_data, test_data
 
@@ -963,10 +986,9 @@ def _scan(buf, reject_zero, max_index, max_rows, labels, qids, row_line, row_off
 
 def _assemble(parsed: list[_Parsed], zero_based, n_features: int | None) -> list[LibsvmData]:
     """Decide the index base and the width over all files together, then build the matrices."""
-    if zero_based == "auto":  # scikit-learn's rule, explicit zeros included
-        zero_based = not all(p.n_entries and p.min_index > 0 for p in parsed)
+    zero_based = _decide_zero_based(parsed, zero_based)
     shift = 0 if zero_based else 1
-    needed = max(int(p.row_last.max()) - shift if p.n_entries else 0 for p in parsed) + 1
+    needed = max(_needed_width(p, shift) for p in parsed)
     if n_features is None:
         n_features = needed
     elif n_features < needed:
@@ -982,19 +1004,32 @@ def _assemble(parsed: list[_Parsed], zero_based, n_features: int | None) -> list
         X.has_canonical_format = True  # the parser refused unsorted and duplicate indices
         out.append(LibsvmData(X, p.labels.copy(), None if p.qid is None else p.qid.copy(),
                               bool(zero_based), int(n_features), p.name, p.n_entries - p.values.size,
-                              p.warnings))
+                              p.warnings, p.row_line.copy()))
     return out
 
 
-def _raise_out_of_range(p: _Parsed, n_features: int, shift: int):
+def _decide_zero_based(parsed: list[_Parsed], zero_based) -> bool:
+    if zero_based == "auto":  # scikit-learn's rule, explicit zeros included
+        return not all(p.n_entries and p.min_index > 0 for p in parsed)
+    return bool(zero_based)
+
+
+def _needed_width(p: _Parsed, shift: int) -> int:
+    """The width a file needs: its largest index, shifted, plus one (1 for a file without features)."""
+    return (int(p.row_last.max()) - shift if p.n_entries else 0) + 1
+
+
+def _raise_out_of_range(p: _Parsed, n_features: int, shift: int, why: str | None = None):
     """Name the first row, and its token, whose index does not fit ``n_features``."""
     row = int(np.flatnonzero(p.row_last - shift >= n_features)[0])
     tokens = _line_at(p.data, int(p.row_off[row])).split(b"#", 1)[0].split()
     token = next(t for t in tokens[1:] if not t.startswith(b"qid:")
                  and int(t.split(b":", 1)[0]) - shift >= n_features)
+    if why is None:
+        why = (f"does not fit n_features={n_features} "
+               f"({'zero' if shift == 0 else 'one'}-based indices {shift}..{n_features - 1 + shift})")
     raise DataFormatError(
-        f"feature index {int(token.split(b':', 1)[0])} does not fit n_features={n_features} "
-        f"({'zero' if shift == 0 else 'one'}-based indices {shift}..{n_features - 1 + shift})",
+        f"feature index {int(token.split(b':', 1)[0])} {why}",
         line=int(p.row_line[row]), token=token.decode("ascii"), source=p.name)
 
 

@@ -335,3 +335,47 @@ def test_browser_refuses_a_file_over_the_server_upload_limit(one_mib_server, bro
         assert page.get_by_text("Upload a file to see its statistics").count() == 1
     finally:
         context.close()
+
+
+# ------------------------------------------------------------------- a test file from another data set
+
+DNA_TEST = (DATA / "dna.scale.t").read_bytes()
+
+
+def _first_line_wider_than(content: bytes, width: int) -> int:
+    """Plain Python: the first line of a one-based file with an index above ``width``."""
+    for k, line in enumerate(content.decode().splitlines(), 1):
+        if any(int(t.split(":")[0]) > width for t in line.split("#")[0].split()[1:]):
+            return k
+    raise AssertionError("no such line")
+
+
+def test_mismatched_test_file_is_refused_on_the_page_and_in_the_cli(tmp_path):
+    """heart_scale (13 features, labels ±1) with dna.scale.t (180 features, labels 1/2/3): issue 21
+    found it accepted, d grown to 180 and every test row one class.  Refused, naming the line; with
+    'Test file may be wider' ticked, the labels are refused next, naming theirs."""
+    line = _first_line_wider_than(DNA_TEST, 13)
+    at = data_page()
+    before = at.session_state["config"]
+    at.file_uploader(key="upload-test").set_value(("dna.scale.t", DNA_TEST, "application/octet-stream"))
+    upload(at, HEART, "heart_scale")
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith(f"dna.scale.t, line {line}: feature index ")
+    assert "training file heart_scale's last feature" in errors[0]
+    assert at.session_state["config"] == before and not at.metric
+    at.checkbox(key="upload-wider-test").check().run()
+    errors = [e.value for e in at.error]
+    first_label_line = next(k for k, row in enumerate(DNA_TEST.decode().splitlines(), 1)
+                            if row.split() and float(row.split()[0]) not in (-1.0, 1.0))
+    assert len(errors) == 1 and errors[0].startswith(f"dna.scale.t, line {first_label_line}: label ")
+    assert at.session_state["config"] == before
+    # The same refusal on the command line: one line, exit 2.
+    (tmp_path / "heart_scale").write_bytes(HEART)
+    (tmp_path / "dna.scale.t").write_bytes(DNA_TEST)
+    code, out, err = cli_main(["inspect", str(tmp_path / "heart_scale"), "--test", str(tmp_path / "dna.scale.t")])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"fedviz: error: dna.scale.t, line {line}: feature index ")
+    code, _, err = cli_main(["inspect", str(tmp_path / "heart_scale"), "--test", str(tmp_path / "dna.scale.t"),
+                             "--wider-test"])
+    assert code == 2 and err == f"fedviz: error: {errors[0]}\n"
