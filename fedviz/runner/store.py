@@ -25,6 +25,15 @@ unambiguously; ±inf are stored as SQLite's ±Inf reals.  The JSON export writes
 ``null`` and ±inf as the strings ``"Infinity"`` / ``"-Infinity"`` (the protobuf JSON
 convention), so it is strict JSON and still round-trips through :meth:`RunStore.import_json`.
 
+Owners
+------
+Several processes may share one history (two dashboards, a dashboard and the CLI).  Each
+:class:`RunStore` registers itself as an *owner* (host, pid, the pid's start time and a
+heartbeat) and stamps the runs and experiments it creates.  :meth:`RunStore.mark_interrupted`
+marks a run 'interrupted' only when its owner is gone: closed, its process dead (same host:
+the pid no longer runs that process), or silent for :data:`STALE_SECONDS` (another host or
+container).  So a second server never takes the first one's live runs for dead.
+
 Thread safety
 -------------
 One connection, shared by all threads behind a lock (``check_same_thread=False``).
@@ -39,8 +48,10 @@ import io
 import json
 import math
 import os
+import socket
 import sqlite3
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,7 +65,13 @@ from ..errors import FedvizError, ParameterError
 from .loop import FIELDS, IterationRecord
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+#: How often a store tells the others it is alive, and how long a silence (from another host,
+#: where its pid cannot be checked) makes it dead.  Long enough that a store busy writing
+#: records, or a machine under load, is never taken for dead.
+HEARTBEAT_SECONDS = 10.0
+STALE_SECONDS = 120.0
 
 #: Every status a stored run can have: the loop's end states plus the manager's
 #: 'queued' and the store's 'interrupted' (the server stopped during the run).
@@ -140,8 +157,23 @@ CREATE TABLE cells (
 CREATE INDEX cells_run ON cells (run_id);
 """
 
+# Version 3: owners.  A run or experiment row names the store (process) that created it, so a
+# run is marked interrupted only when that owner is gone.  NULL: written before version 3.
+_SCHEMA_V3 = """
+CREATE TABLE owners (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_start TEXT NOT NULL DEFAULT '',
+    started TEXT NOT NULL,
+    heartbeat REAL NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE runs ADD COLUMN owner TEXT;
+ALTER TABLE experiments ADD COLUMN owner TEXT;
+"""
+
 #: version → the script that brings a database from version - 1 to version.
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 #: The statuses of an experiment: running, then done / stopped / failed, or interrupted
 #: (the server stopped while it ran).
@@ -294,14 +326,20 @@ class RunStore:
         # isolation_level=None: no implicit transactions; _transaction() opens them explicitly.
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
                                      timeout=30.0)
+        #: This store's owner id, stamped on the runs and experiments it creates.
+        self.owner = uuid.uuid4().hex
         try:
             self._configure()
             self._migrate()
+            self._register()
         except BaseException as e:
             self._conn.close()
             if isinstance(e, sqlite3.DatabaseError):
                 raise FedvizError(f"{self.path}: not a usable fedviz run history ({e})") from e
             raise
+        self._closed = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, name="fedviz-store-heartbeat", daemon=True)
+        self._beat.start()
 
     # -- connection --------------------------------------------------------------------------------
     def _configure(self) -> None:
@@ -346,8 +384,49 @@ class RunStore:
             return self._conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
+        """Unregister (this store's unfinished runs become another store's to mark) and close."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
         with self._lock:
+            try:
+                with self._transaction() as c:
+                    c.execute("DELETE FROM owners WHERE id = ?", (self.owner,))
+            except sqlite3.Error:  # a full disk or a broken file must not keep the store open
+                pass
             self._conn.close()
+
+    # -- owners ------------------------------------------------------------------------------------
+    def _register(self) -> None:
+        with self._transaction() as c:
+            c.execute("INSERT INTO owners (id, host, pid, pid_start, started, heartbeat) VALUES (?, ?, ?, ?, ?, ?)",
+                      (self.owner, _HOST, os.getpid(), _pid_start(os.getpid()), _now(), time.time()))
+
+    def _heartbeat(self) -> None:
+        """Every HEARTBEAT_SECONDS: say this store is alive, and mark what dead owners left running."""
+        while not self._closed.wait(HEARTBEAT_SECONDS):
+            try:
+                with self._lock:
+                    if self._closed.is_set():
+                        return
+                    with self._transaction() as c:
+                        c.execute("UPDATE owners SET heartbeat = ? WHERE id = ?", (time.time(), self.owner))
+                self.mark_interrupted()
+            except (sqlite3.Error, FedvizError):  # a busy or vanished file: try again next beat
+                continue
+
+    def _dead_owners(self, c) -> list[str]:
+        """The registered owners that are gone (never this store)."""
+        now, dead = time.time(), []
+        for owner, host, pid, pid_start, beat in c.execute(
+                "SELECT id, host, pid, pid_start, heartbeat FROM owners WHERE id != ?", (self.owner,)):
+            if host == _HOST:
+                alive = _pid_alive(int(pid), str(pid_start))
+            else:
+                alive = now - float(beat) < STALE_SECONDS
+            if not alive:
+                dead.append(owner)
+        return dead
 
     def __enter__(self) -> "RunStore":
         return self
@@ -381,11 +460,12 @@ class RunStore:
         _check_status(status)
         cur = c.execute(
             "INSERT INTO runs (created, group_id, label, algorithm, hyper_json, config_json, "
-            "dataset_fingerprint, dataset_summary_json, f_star, status, message, finished) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "dataset_fingerprint, dataset_summary_json, f_star, status, message, finished, owner) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (created or _now(), group_id or uuid.uuid4().hex, str(label), str(algorithm),
              to_json(hyper or {}), to_json(config or {}), str(dataset_fingerprint),
-             to_json(dataset_summary or {}), _opt_float(f_star), status, str(message), finished))
+             to_json(dataset_summary or {}), _opt_float(f_star), status, str(message), finished,
+             self.owner))
         return int(cur.lastrowid)
 
     def start_run(self, run_id: int, *, dataset_fingerprint: str = "",
@@ -443,18 +523,26 @@ class RunStore:
             return c.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
 
     def mark_interrupted(self) -> int:
-        """At server start: runs left 'running' or 'queued' by a dead server become 'interrupted'.
+        """Runs left 'running' or 'queued' by an owner that is gone become 'interrupted'.
 
-        Their records up to the last committed iteration stay.  Returns how many runs
-        were marked.  Call it only when no other live process is running runs on this
-        file (it cannot tell a dead server's runs from a live one's).
+        Gone: closed, its process dead, or (another host) silent for ``STALE_SECONDS``;
+        rows written before owners existed (owner NULL) count as gone.  Runs of live
+        owners, this store's included, are left alone, so another server sharing the file
+        keeps its runs.  Their records up to the last committed iteration stay.  Called at
+        server start and on every heartbeat.  Returns how many runs were marked.
         """
         with self._transaction() as c:
-            c.execute("UPDATE experiments SET status = 'interrupted', message = ?, finished = ? "
-                      "WHERE status = 'running'", (INTERRUPTED_MESSAGE, _now()))
-            return c.execute("UPDATE runs SET status = 'interrupted', message = ?, finished = ? "
-                             "WHERE status IN ('running', 'queued')",
-                             (INTERRUPTED_MESSAGE, _now())).rowcount
+            dead = self._dead_owners(c)
+            live = [self.owner] + [o for (o,) in c.execute("SELECT id FROM owners") if o not in dead]
+            marks = ",".join("?" * len(live))
+            c.execute(f"UPDATE experiments SET status = 'interrupted', message = ?, finished = ? "
+                      f"WHERE status = 'running' AND (owner IS NULL OR owner NOT IN ({marks}))",
+                      (INTERRUPTED_MESSAGE, _now(), *live))
+            n = c.execute(f"UPDATE runs SET status = 'interrupted', message = ?, finished = ? "
+                          f"WHERE status IN ('running', 'queued') AND (owner IS NULL OR owner NOT IN ({marks}))",
+                          (INTERRUPTED_MESSAGE, _now(), *live)).rowcount
+            c.executemany("DELETE FROM owners WHERE id = ?", [(o,) for o in dead])
+            return n
 
     # -- experiments -----------------------------------------------------------------------------
     def open_experiment(self, name: str, spec: Mapping) -> ExperimentInfo:
@@ -464,12 +552,12 @@ class RunStore:
             row = c.execute("SELECT id FROM experiments WHERE name = ?", (str(name),)).fetchone()
             now = _now()
             if row is None:
-                c.execute("INSERT INTO experiments (name, created, updated, group_id, spec_json, status) "
-                          "VALUES (?, ?, ?, ?, ?, 'running')",
-                          (str(name), now, now, uuid.uuid4().hex, to_json(spec)))
+                c.execute("INSERT INTO experiments (name, created, updated, group_id, spec_json, status, owner) "
+                          "VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                          (str(name), now, now, uuid.uuid4().hex, to_json(spec), self.owner))
             else:
                 c.execute("UPDATE experiments SET updated = ?, spec_json = ?, status = 'running', message = '', "
-                          "finished = NULL WHERE id = ?", (now, to_json(spec), int(row[0])))
+                          "finished = NULL, owner = ? WHERE id = ?", (now, to_json(spec), self.owner, int(row[0])))
         return self.get_experiment(name)
 
     def save_cell(self, experiment_id: int, *, key: str, setting: Sequence[int], arm: str, step: float | None,
@@ -774,6 +862,37 @@ def _value_text(value) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+_HOST = socket.gethostname()
+
+
+def _pid_start(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or '' where
+    there is no /proc: with the pid it tells a process from a later one that reuses its pid.
+    A zombie (killed, not yet reaped) reads as 'Z', which matches no start time."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat.rsplit(b")", 1)[1].split()
+    return "Z" if fields[0] in (b"Z", b"X") else fields[19].decode()
+
+
+def _pid_alive(pid: int, pid_start: str) -> bool:
+    """Whether ``pid`` on this host is still the process that registered (its start time unchanged)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive, and its start time still readable
+        pass
+    except OSError:
+        return False
+    now = _pid_start(pid)
+    return now != "Z" and (not pid_start or now in ("", pid_start))
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 

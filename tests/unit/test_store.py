@@ -175,20 +175,30 @@ def test_start_and_finish_run(store):
         store.finish_run(rid, "exploded")
 
 
-def test_mark_interrupted_marks_only_live_runs(store):
-    done = store.create_run(label="done", algorithm="gd")
-    store.append_records(done, [_rec(0), _rec(1, status="done")])
-    store.finish_run(done, "done")
-    running = store.create_run(label="running", algorithm="gd")
-    store.append_records(running, [_rec(0), _rec(1)])
-    queued = store.create_run(label="queued", algorithm="gd", status="queued")
+def test_mark_interrupted_marks_only_live_runs(tmp_path):
+    """Unfinished runs of a store that has closed are marked; its finished runs, and the runs of a
+    store still open (this one's own included), are not."""
+    path = tmp_path / "runs.sqlite"
+    old = RunStore(path)
+    done = old.create_run(label="done", algorithm="gd")
+    old.append_records(done, [_rec(0), _rec(1, status="done")])
+    old.finish_run(done, "done")
+    running = old.create_run(label="running", algorithm="gd")
+    old.append_records(running, [_rec(0), _rec(1)])
+    queued = old.create_run(label="queued", algorithm="gd", status="queued")
+    store = RunStore(path)
+    mine = store.create_run(label="mine", algorithm="gd")
+    assert store.mark_interrupted() == 0  # the old store is still open: its runs are live
+    old.close()
     assert store.mark_interrupted() == 2
     assert store.mark_interrupted() == 0
+    assert store.get_run(mine).status == "running"
     for rid in (running, queued):
         info = store.get_run(rid)
         assert (info.status, info.message) == ("interrupted", INTERRUPTED_MESSAGE)
     assert store.get_run(done).status == "done"
     assert len(store.records(running)) == 2
+    store.close()
 
 
 def test_json_export_is_strict_and_round_trips(store, tmp_path):
