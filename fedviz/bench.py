@@ -250,13 +250,21 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
                     "data_set": int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + problem.y.nbytes)}
     out["bytes"]["per_cell"] = out["bytes"]["task"] + out["bytes"]["result"] + out["bytes"]["stream"]
 
+    import dask
     from distributed import LocalCluster
+    from distributed.security import Security
 
     want = [_comparable(args[1] for method, args in c if method == "record") for c in serial_calls]
     equal = True
+    # The bench's clusters are reached by address, as an external one is: TLS with a certificate of
+    # this process's own, given to fedviz's client through Dask's TLS settings (docs/cluster.md).
+    sec = Security.temporary()
+    tls = {"distributed.comm.tls.ca-file": sec.tls_ca_file, "distributed.comm.tls.client.cert": sec.tls_client_cert,
+           "distributed.comm.tls.client.key": sec.tls_client_key}
     for n in workers:
-        with tempfile.TemporaryDirectory(prefix="fedviz-bench-") as tmp, \
+        with tempfile.TemporaryDirectory(prefix="fedviz-bench-") as tmp, dask.config.set(tls), \
                 LocalCluster(n_workers=n, threads_per_worker=1, processes=True, env=dict(cluster.PINNED),
+                             protocol="tls://", security=sec, host="127.0.0.1",
                              dashboard_address="127.0.0.1:0", silence_logs=40) as lc:
             address = lc.scheduler_address
             client = cluster.get_client(address)

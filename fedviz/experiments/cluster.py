@@ -2,11 +2,22 @@
 that hands an ordinary run to the cluster.
 
 The cluster.  :func:`get_client` connects, once per process, to the scheduler at
-``FEDVIZ_DASK_SCHEDULER`` (``tcp://host:port``, started with Dask's own ``dask scheduler``
-and ``dask worker`` commands), or else starts an embedded :class:`~distributed.LocalCluster`:
-worker processes with one thread each (``FEDVIZ_DASK_WORKERS`` of them, default one per
-core), numba, OpenMP and BLAS pinned to one thread per worker (:data:`PINNED`), closed
-when the process exits.  fedviz never schedules anything itself: Dask places the tasks,
+``FEDVIZ_DASK_SCHEDULER`` (``tls://host:port``, started with Dask's own ``dask scheduler``
+and ``dask worker`` commands and their ``--tls-*`` options), or else starts an embedded
+:class:`~distributed.LocalCluster`: worker processes with one thread each
+(``FEDVIZ_DASK_WORKERS`` of them, default one per core), numba, OpenMP and BLAS pinned to
+one thread per worker (:data:`PINNED`), closed when the process exits.
+
+Who may use it.  A Dask client can run any code on the scheduler and the workers, so a
+scheduler that accepts anyone would let any local user (or anyone on its network) run code
+as fedviz's user.  The embedded cluster speaks TLS with a certificate made for this process
+alone (:meth:`distributed.security.Security.temporary`): only this process holds it.  An
+external scheduler is reached with the TLS settings the user gives Dask
+(``distributed.comm.tls.*``, e.g. ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``); plain
+``tcp://`` only with ``FEDVIZ_DASK_INSECURE=1``.  Connecting is bounded: a probe with a
+hard deadline (:data:`CONNECT_TIMEOUT_ENV`) asks the peer who it is before a client is
+made, so a port that answers but is not Dask (an HTTP server) is a one-line error in
+seconds, not a hang.  fedviz never schedules anything itself: Dask places the tasks,
 moves the data, and runs a task again elsewhere when its worker dies.
 
 The task.  :func:`run_job` runs one :class:`~fedviz.runner.job.RunJob` on a worker through
@@ -59,6 +70,10 @@ log = logging.getLogger(__name__)
 SCHEDULER_ENV = "FEDVIZ_DASK_SCHEDULER"
 #: The number of local workers (default: one per core).
 WORKERS_ENV = "FEDVIZ_DASK_WORKERS"
+#: Set to 1 to accept a plain-TCP (unauthenticated, unencrypted) external scheduler.
+INSECURE_ENV = "FEDVIZ_DASK_INSECURE"
+#: The hard deadline, in seconds, for reaching a scheduler and hearing it say it is one (default 5).
+CONNECT_TIMEOUT_ENV = "FEDVIZ_DASK_CONNECT_TIMEOUT"
 #: One thread per worker for every threaded library a worker's task meets: a cluster's
 #: parallelism is its workers, and a second layer of threads would only fight it.
 PINNED = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -83,52 +98,171 @@ def scheduler_address(address: str | None = None) -> str | None:
 def get_client(address: str | None = None):
     """The process's Dask client for ``address`` (see :func:`scheduler_address`), made once.
 
-    Without an address the first call starts the embedded local cluster (a few seconds);
-    later calls return the same client.  A scheduler that cannot be reached is a
-    :class:`~fedviz.errors.FedvizError` naming the address.
+    Without an address the first call starts the embedded local cluster (a few seconds),
+    TLS with this process's own certificate; later calls return the same client.  An
+    external scheduler is first probed under a hard deadline (:func:`probe_scheduler`);
+    one that cannot be reached, answers as something else, or would be plain TCP without
+    ``FEDVIZ_DASK_INSECURE=1`` is a one-line :class:`~fedviz.errors.FedvizError` (a
+    :class:`~fedviz.errors.ParameterError` for a malformed address) naming the address.
+    No lock is held while connecting to an external scheduler.
     """
     address = scheduler_address(address)
     if address is not None:
-        check_address(address)
+        address = check_address(address)
     key = address or "local"
     with _LOCK:
         client = _CLIENTS.get(key)
         if client is not None and client.status == "running":
             return client
-        from distributed import Client
+        if address is None:  # the embedded cluster: started once, under the lock
+            from distributed import Client
 
-        try:
-            if address is None:
-                cluster = _local_cluster()
-                client = Client(cluster, set_as_default=False)
-            else:
-                client = Client(address, set_as_default=False, timeout="10s")
-        except (OSError, TimeoutError) as e:
-            raise FedvizError(f"cannot reach the Dask scheduler at {address} ({type(e).__name__}: {e}); "
-                              f"start one with `dask scheduler`, or unset {SCHEDULER_ENV} "
-                              "for the embedded local cluster") from None
+            cluster = _local_cluster()
+            client = Client(cluster, security=cluster.security, set_as_default=False)
+            _CLIENTS[key] = client
+            _CHECKED[id(client)] = set()
+            return client
+    security = client_security(address)
+    timeout = connect_timeout()
+    probe_scheduler(address, security, timeout)
+    from distributed import Client
+
+    try:
+        client = Client(address, security=security, set_as_default=False, timeout=f"{timeout}s")
+    except (OSError, TimeoutError) as e:
+        raise FedvizError(_unreachable(address, e)) from None
+    with _LOCK:
+        other = _CLIENTS.get(key)
+        if other is not None and other.status == "running":  # another thread connected meanwhile
+            client.close()
+            return other
         _CLIENTS[key] = client
         _CHECKED[id(client)] = set()
         return client
 
 
-_ADDRESS = re.compile(r"^(?:(?:tcp|tls)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$")
+def connect_timeout() -> float:
+    """``FEDVIZ_DASK_CONNECT_TIMEOUT`` seconds (default 5; 1 to 120)."""
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV)
+    if raw is None or raw == "":
+        return 5.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 1 <= value <= 120:
+        raise ParameterError(CONNECT_TIMEOUT_ENV, raw, "a number of seconds from 1 to 120")
+    return value
+
+
+def client_security(address: str):
+    """The :class:`~distributed.security.Security` to reach ``address`` with.
+
+    ``tls://``: Dask's own TLS settings (``distributed.comm.tls.ca-file``, ``.client.cert``,
+    ``.client.key``; env ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE`` and so on), which must name
+    a CA.  ``tcp://`` (or no scheme): refused unless ``FEDVIZ_DASK_INSECURE=1`` says plain TCP
+    is meant, because anyone who can reach such a scheduler can run code on it.
+    """
+    from distributed.security import Security
+
+    if address.startswith("tls://"):
+        security = Security()
+        if not security.tls_ca_file:
+            raise FedvizError(
+                f"{address} is a TLS scheduler, but Dask has no TLS settings here: set "
+                "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY (docs/cluster.md)")
+        return security
+    if os.environ.get(INSECURE_ENV) != "1":
+        raise FedvizError(
+            f"{address} is plain TCP: anyone who can reach that scheduler can run code as its users; "
+            f"start it with TLS and use tls://… (docs/cluster.md), or set {INSECURE_ENV}=1 to accept it")
+    return Security()
+
+
+def probe_scheduler(address: str, security, timeout: float) -> dict:
+    """Connect to ``address`` and ask who it is, all within ``timeout`` seconds; its identity.
+
+    Runs on a thread of its own with its own event loop (the caller may be on one), joined with
+    the deadline, so a peer that accepts the connection and never answers (an HTTP server: it
+    waits for a request line) cannot hold the caller.  Anything but a Dask scheduler's answer
+    is a :class:`~fedviz.errors.FedvizError` in one line.
+    """
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def ask():
+        comm = await connect(address, timeout=timeout, **security.get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["answer"] = asyncio.run(asyncio.wait_for(ask(), timeout))
+        except BaseException as e:  # noqa: BLE001 - carried to the caller's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True, name="fedviz-scheduler-probe")
+    thread.start()
+    thread.join(timeout + 1.0)
+    if thread.is_alive() or isinstance(outcome.get("error"), (TimeoutError, asyncio.TimeoutError)):
+        raise FedvizError(f"nothing at {address} answered as a Dask scheduler within {timeout:g} s "
+                          f"(is it a Dask scheduler's port? {CONNECT_TIMEOUT_ENV} sets the wait)")
+    if "error" in outcome:
+        raise FedvizError(_unreachable(address, outcome["error"]))
+    answer = outcome.get("answer")
+    if not isinstance(answer, dict) or answer.get("type") != "Scheduler":
+        kind = answer.get("type") if isinstance(answer, dict) else type(answer).__name__
+        raise FedvizError(f"{address} answered, but as {kind!s:.40}, not as a Dask scheduler "
+                          "(a worker's or the dashboard's port?)")
+    return answer
+
+
+def _unreachable(address: str, e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return (f"cannot reach the Dask scheduler at {address} ({type(e).__name__}: {text:.200}); start one with "
+            f"`dask scheduler`, or unset {SCHEDULER_ENV} for the embedded local cluster")
+
+
+_ADDRESS = re.compile(r"^(?:(tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
 
 
 def check_address(address: str) -> str:
     """Refuse a scheduler address Dask cannot use, naming where it came from and the form it needs."""
-    if not isinstance(address, str) or not _ADDRESS.match(address.strip()):
+    match = _ADDRESS.match(address.strip()) if isinstance(address, str) else None
+    if match is None or not 1 <= int(match.group(3)) <= 65535:
         raise ParameterError(f"{SCHEDULER_ENV} / --scheduler", address,
-                             "tcp://host:port (or tls://host:port), e.g. tcp://10.0.0.5:8786")
-    return address.strip()
+                             "tls://host:port with port 1 to 65535 (or tcp://host:port with "
+                             f"{INSECURE_ENV}=1), e.g. tls://10.0.0.5:8786")
+    return address.strip() if match.group(1) else "tcp://" + address.strip()
 
 
 def _local_cluster():
+    """Worker processes on loopback, speaking TLS with a certificate made for this process.
+
+    ``Security.temporary()`` keeps the key in memory and hands it to the workers it starts;
+    a client without it (another local user's process) cannot complete the handshake, so it
+    cannot run code on the scheduler or the workers.
+    """
     from distributed import LocalCluster
+    from distributed.security import Security
+
+    import dask
 
     n = env_int(WORKERS_ENV, None, low=1) or max(1, os.cpu_count() or 1)
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, env=dict(PINNED),
-                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)  # loopback, any free port
+    # Dask's HTTP servers (dashboard, /health, /json, /info pages) have no credentials: with no
+    # routes they serve nothing, on a loopback port of their own.
+    with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, env=dict(PINNED),
+                               protocol="tls://", security=Security.temporary(), host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                               silence_logs=logging.ERROR)
     _LOCAL["cluster"] = cluster
     return cluster
 
@@ -344,10 +478,21 @@ def encode_calls(calls) -> str:
     return to_json(out)
 
 
+#: The calls a :class:`Recorder` streams, and how many arguments each takes.
+_ARITY = {"preparing": 1, "warn": 1, "retuned": 3, "started": 1, "record": 2, "end": 3}
+
+
 def decode_calls(text: str) -> list[tuple[str, tuple]]:
     """The calls :func:`encode_calls` wrote (a registered algorithm's spec; NaN and ±inf restored)."""
     out = []
-    for method, args in json.loads(text):
+    calls = json.loads(text)
+    if not isinstance(calls, list):
+        raise FedvizError("a run's stream is not a list of calls")
+    for call in calls:
+        if not (isinstance(call, list) and len(call) == 2 and call[0] in _ARITY and isinstance(call[1], list)
+                and len(call[1]) == _ARITY[call[0]]):
+            raise FedvizError(f"a run's stream holds something that is not a sink call: {str(call):.80}")
+        method, args = call
         if method == "record":
             label, fields = args
             fields = {k: (_decode_float(v) if k in FLOAT_FIELDS else v) for k, v in fields.items()}
@@ -494,11 +639,30 @@ class Replay:
                 self.open = [spec.label if x == old else x for x in self.open]
             elif method == "end" and args[0] in self.open:
                 self.open.remove(args[0])
-            if method == "started":
-                self.sink.started(**args[0])
-            else:
-                getattr(self.sink, method)(*args)
+            _apply_call(self.sink, method, args)
             self.applied += 1
+
+
+def _apply_call(sink: Sink, method: str, args: tuple) -> None:
+    """One decoded call on ``sink``: each of the six calls a :class:`Recorder` makes, spelled out.
+
+    Never a name looked up on the sink: a stream's method names come from the cluster, and a
+    name that is not one of these is refused by :func:`decode_calls` before it gets here.
+    """
+    if method == "record":
+        sink.record(*args)
+    elif method == "end":
+        sink.end(*args)
+    elif method == "started":
+        sink.started(**args[0])
+    elif method == "preparing":
+        sink.preparing(*args)
+    elif method == "warn":
+        sink.warn(*args)
+    elif method == "retuned":
+        sink.retuned(*args)
+    else:  # decode_calls let nothing else through; a caller that builds calls itself gets told
+        raise FedvizError(f"not a sink call: {method!r:.40}")
 
 
 def subscribe(client, topic: str, into: "queue.Queue") -> None:
@@ -586,7 +750,12 @@ def _drain(events: "queue.Queue", replay: Replay) -> None:
             msg = events.get_nowait()
         except queue.Empty:
             return
-        replay.apply(int(msg["first"]), decode_calls(msg["calls"]))
+        try:
+            first, calls = int(msg["first"]), decode_calls(msg["calls"])
+        except (FedvizError, KeyError, TypeError, ValueError) as e:  # not our Recorder's: the result still has all
+            log.warning("ignored a malformed event on a run's topic: %s", e)
+            continue
+        replay.apply(first, calls)
 
 
 def _end_open(sink: Sink, replay: Replay, stop: Stop, message: str) -> None:

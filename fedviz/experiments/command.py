@@ -52,13 +52,28 @@ def resolve(target: str, store: RunStore, scale: str = "small") -> Experiment:
 
 
 def main(args) -> int:
+    # SIGTERM (a `kill`, a CI timeout) stops the command as Ctrl-C does, from here on: while it
+    # connects, and while the experiment runs (then its cells are stored).
+    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() \
+        else None
+    try:
+        return _main(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args) -> int:
     from . import cluster
     from .driver import launch
     from .results import load
 
     address = cluster.scheduler_address(args.scheduler)
     if address is not None:
-        cluster.check_address(address)  # before anything starts: a typo is one line, not a failed experiment
+        # Before anything starts: a typo, a plain-TCP address, a port that is not a scheduler or
+        # one that does not answer is one line and exit 2 (bounded by the probe's deadline).
+        cluster.check_address(address)
+        cluster.get_client(address)
     store = RunStore()
     experiment = resolve(args.target, store, args.scale)
     out = Path(args.out) if args.out else None
@@ -68,9 +83,6 @@ def main(args) -> int:
           f"({len(experiment.settings)} settings × {len(experiment.seeds)} seeds); history {store.path}",
           file=sys.stderr, flush=True)
     handle = launch(experiment, store, address=args.scheduler)
-    # SIGTERM (a `kill`, a CI timeout) stops the experiment as Ctrl-C does, so its cells are stored.
-    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() \
-        else None
     last = 0.0
     try:
         while not handle.wait(0.5):
@@ -82,9 +94,6 @@ def main(args) -> int:
         print("stopping: cancelling the cells not started, stopping the running ones", file=sys.stderr, flush=True)
         handle.stop()
         handle.wait()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     snap = handle.snapshot()
     cluster.close()
     if snap.status == "failed":

@@ -16,6 +16,7 @@ within 10 s), never as a speed benchmark.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -61,14 +63,62 @@ HEART = DATA / "heart_scale"
 
 
 # -- the cluster an operator starts --------------------------------------------------------------------
+_TLS_FILES: dict[str, str] = {}
+
+
+def tls_env() -> dict[str, str]:
+    """Dask's TLS settings, as environment variables, for the test clusters' one certificate.
+
+    Made once per test process with Dask's own ``Security.temporary()`` and written to files,
+    since ``dask scheduler --tls-*`` reads files: what an operator does with their own CA.
+    """
+    if not _TLS_FILES:
+        from distributed.security import Security
+
+        sec = Security.temporary()
+        folder = Path(tempfile.mkdtemp(prefix="fedviz-tls-"))
+        (folder / "cert.pem").write_text(sec.tls_ca_file)
+        (folder / "key.pem").write_text(sec.tls_client_key)
+        (folder / "key.pem").chmod(0o600)
+        _TLS_FILES.update(cert=str(folder / "cert.pem"), key=str(folder / "key.pem"))
+    cert, key = _TLS_FILES["cert"], _TLS_FILES["key"]
+    return {"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": cert,
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": cert, "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": key}
+
+
+@contextlib.contextmanager
+def tls_settings():
+    """This process (and the processes it starts) reaching the test clusters with their certificate."""
+    import dask
+
+    env = tls_env()
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with dask.config.set({"distributed.comm.tls.ca-file": env["DASK_DISTRIBUTED__COMM__TLS__CA_FILE"],
+                              "distributed.comm.tls.client.cert": env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"],
+                              "distributed.comm.tls.client.key": env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"]}):
+            yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class DaskProcesses:
-    """``dask scheduler`` and ``dask worker`` processes on loopback, each in its own process
-    group, so that killing one worker (its nanny and the worker process under it) or the
-    whole cluster leaves nothing behind."""
+    """``dask scheduler`` and ``dask worker`` processes on loopback, speaking TLS with the test
+    certificate (:func:`tls_env`) as docs/cluster.md tells operators to, each in its own process
+    group, so that killing one worker (its nanny and the worker process under it) or the whole
+    cluster leaves nothing behind.  While it runs, this process holds the TLS settings too."""
 
     def __init__(self, workdir: Path, pythonpath: Path | str = ROOT):
         self.workdir = Path(workdir)
-        self.env = {**os.environ, **PINNED, "PYTHONPATH": str(pythonpath)}
+        self.env = {**os.environ, **PINNED, **tls_env(), "PYTHONPATH": str(pythonpath)}
+        self.tls_args = ["--tls-ca-file", _TLS_FILES["cert"], "--tls-cert", _TLS_FILES["cert"],
+                         "--tls-key", _TLS_FILES["key"]]
+        self._tls = tls_settings()
         self.cwd = Path(pythonpath)  # `python -m` imports from its working directory first
         self.scheduler: subprocess.Popen | None = None
         self.workers: dict[str, subprocess.Popen] = {}
@@ -83,8 +133,10 @@ class DaskProcesses:
 
     def start(self, n_workers: int = 2, timeout: float = 90.0) -> "DaskProcesses":
         file = self.workdir / "scheduler.json"
-        self.scheduler = self._spawn(["scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
-                                      str(file), "--no-dashboard"], "scheduler.log")
+        self._tls.__enter__()
+        self.scheduler = self._spawn(["scheduler", "--host", "127.0.0.1", "--port", "0", "--protocol", "tls",
+                                      *self.tls_args, "--scheduler-file", str(file), "--no-dashboard"],
+                                     "scheduler.log")
         deadline = time.monotonic() + timeout
         while not self.address:
             assert self.scheduler.poll() is None, self.log("scheduler.log")
@@ -102,13 +154,15 @@ class DaskProcesses:
     def add_worker(self, name: str, pythonpath: Path | str | None = None) -> None:
         """Start worker ``name`` (with its own PYTHONPATH, if given: another fedviz, or none)."""
         self.workers[name] = self._spawn(["worker", self.address, "--name", name, "--host", "127.0.0.1",
-                                          "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
+                                          *self.tls_args, "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
                                           "--death-timeout", "30"], f"{name}.log", pythonpath)
 
     def wait_for_workers(self, n: int, timeout: float) -> None:
         from distributed import Client
 
-        with Client(self.address, set_as_default=False, timeout="20s") as client:
+        from distributed.security import Security
+
+        with Client(self.address, security=Security(), set_as_default=False, timeout="20s") as client:
             client.wait_for_workers(n, timeout=max(timeout, 5))
         self._remember()
 
@@ -160,6 +214,7 @@ class DaskProcesses:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+        self._tls.__exit__(None, None, None)
         gone, alive = psutil.wait_procs([_proc(p) for p in self.pids if _proc(p) is not None], timeout=10)
         for p in alive:
             p.kill()
@@ -535,6 +590,7 @@ def test_an_experiment_whose_scheduler_dies_does_not_end_done(tmp_path, store):
 #: without fedviz, although fedviz is installed on this machine.
 NO_FEDVIZ = """
 import sys
+import tempfile
 
 
 class _NoFedviz:
