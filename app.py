@@ -3,8 +3,9 @@ every page lives in pages/."""
 
 import streamlit as st
 
-from fedviz import ui
+from fedviz import ui, ui_sessions
 
+ui_sessions.install()  # Streamlit 1.67 leaves 3 descriptors per closed tab open (see the module)
 st.set_page_config(page_title="fedviz — federated optimization", page_icon=":material/hub:", layout="wide")
 ui.start_warm_up()
 
