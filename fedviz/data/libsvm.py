@@ -62,6 +62,13 @@ __all__ = ["LibsvmData", "LabelMapping", "load_libsvm", "load_libsvm_pair", "map
 
 DEFAULT_MAX_INDEX = 10**7
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB, before or after decompression
+#: The widest a file may make the data without ``n_features``: ``WIDTH_PER_ENTRY`` columns per
+#: nonzero entry and row, and never fewer than ``WIDTH_FLOOR``.  Every model vector, gradient and
+#: per-feature statistic is d long, so d must be paid for by the data: a 9 KB file with one index
+#: at 10,000,000 cost 860 MB (issue 21).  Real sparse sets sit far below (news20: 0.15 columns
+#: per entry; a9a: 0.0003).
+WIDTH_PER_ENTRY = 4
+WIDTH_FLOOR = 100_000
 _CHUNK = 1 << 24  # 16 MiB: reads and decompresses in steps of this size
 # Magic bytes -> (format name, opener of a binary stream); None marks a known but unsupported format.
 _MAGIC = (
@@ -990,6 +997,16 @@ def _assemble(parsed: list[_Parsed], zero_based, n_features: int | None) -> list
     shift = 0 if zero_based else 1
     needed = max(_needed_width(p, shift) for p in parsed)
     if n_features is None:
+        limit = max(WIDTH_FLOOR, WIDTH_PER_ENTRY * sum(p.n_entries + p.labels.size for p in parsed))
+        if needed > limit:
+            p = next(p for p in parsed if p.n_entries and _needed_width(p, shift) > limit)
+            entries, rows = sum(q.n_entries for q in parsed), sum(q.labels.size for q in parsed)
+            _raise_out_of_range(
+                p, limit, shift,
+                why=f"would make the data {needed:,} features wide for {entries:,} nonzero entries in {rows:,} "
+                    f"rows: at most {limit:,} ({WIDTH_PER_ENTRY} per entry and row, never fewer than "
+                    f"{WIDTH_FLOOR:,}), since every vector of the model is that long; give n_features "
+                    "to accept a wider file")
         n_features = needed
     elif n_features < needed:
         p = next(p for p in parsed if p.n_entries and p.row_last.max() - shift >= n_features)
