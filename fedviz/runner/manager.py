@@ -111,14 +111,22 @@ class RunManager:
     executor : Executor, optional
         Where started runs execute (:class:`~fedviz.runner.execute.Executor`); default a
         :class:`~fedviz.runner.execute.ThreadExecutor`, one thread per run.
+    max_per_session : int or None
+        The most runs one session may have running or queued at once (runs it asked to stop do
+        not count); None: no limit.  On a shared server one visitor's clicks must not fill the
+        queue every other visitor waits in (``FEDVIZ_SESSION_RUNS``, default 4, in
+        :func:`get_manager`).
     """
 
     def __init__(self, max_concurrent: int | None = None, store: RunStore | None = None,
                  session_timeout: float = 30.0, *, flush_interval: float = FLUSH_INTERVAL,
                  clock: Callable[[], float] = time.monotonic, reaper: bool = True,
                  liveness: Callable[[str], bool | None] | None = None,
-                 disconnect_grace: float = DISCONNECT_GRACE, executor: Executor | None = None):
+                 disconnect_grace: float = DISCONNECT_GRACE, executor: Executor | None = None,
+                 max_per_session: int | None = None):
         self.max_concurrent = check_int("max_concurrent", max_concurrent or os.cpu_count() or 1, low=1)
+        self.max_per_session = None if max_per_session is None else check_int("max_per_session", max_per_session,
+                                                                               low=1)
         self.session_timeout = check_real("session_timeout", session_timeout, low=0, low_open=True)
         self.flush_interval = check_real("flush_interval", flush_interval, low=0)
         self.disconnect_grace = check_real("disconnect_grace", disconnect_grace, low=0)
@@ -155,12 +163,14 @@ class RunManager:
             For a bad hyperparameter, label, iteration count, seed, config or problem spec:
             nothing is started.
         FedvizError
-            If the manager is closed.
+            If the manager is closed, or the session already has ``max_per_session`` runs
+            running or queued.
         """
         session_id = str(session_id)
         valid = Job.of(job)
         if self._closed.is_set():
             raise FedvizError("the run manager is closed")
+        self._check_session_cap(session_id)
         handle = RunHandle(valid, session_id, position=self.queue_position, on_stop=self._stopped)
         journal = Journal.create(self.store, valid, handle.id, interval=self.flush_interval, warn=handle.warn)
         handle.store_ids = journal.run_ids
@@ -176,6 +186,16 @@ class RunManager:
         self._ensure_reaper()
         self.reap()
         return handle
+
+    def _check_session_cap(self, session_id: str) -> None:
+        if self.max_per_session is None:
+            return
+        live = [h for h in self.active(session_id) if not h.stop_signal()]
+        if len(live) >= self.max_per_session:
+            raise FedvizError(
+                f"this browser session already has {len(live)} runs running or queued, the most one session may "
+                f"have on this server (FEDVIZ_SESSION_RUNS={self.max_per_session}): stop one, or wait for one "
+                "to end")
 
     def _start_locked(self, run: _Run) -> None:
         handle = run.handle
@@ -341,7 +361,7 @@ def get_manager() -> RunManager:
     compute to the cluster; if it cannot be reached, runs stay in this process and
     ``cluster_note`` says why.
     ``FEDVIZ_MAX_RUNS`` caps concurrent runs (default: the number of CPUs, or the cluster's
-    worker threads); the store is
+    worker threads), ``FEDVIZ_SESSION_RUNS`` one session's running and queued runs (default 4); the store is
     :class:`RunStore` at ``FEDVIZ_DB`` or the per-user default.  On creation, runs a
     previous server left 'running' are marked 'interrupted'.  If the history cannot be
     opened, runs still work in memory and ``store_problem`` says why.
@@ -350,6 +370,7 @@ def get_manager() -> RunManager:
     with _MANAGER_LOCK:
         if _MANAGER is None:
             max_runs = env_int("FEDVIZ_MAX_RUNS", None, low=1)
+            per_session = env_int("FEDVIZ_SESSION_RUNS", 4, low=1)
             problem = ""
             try:
                 store = RunStore()
@@ -360,7 +381,7 @@ def get_manager() -> RunManager:
             executor, cluster_note = _executor()
             if executor is not None and max_runs is None:
                 max_runs = executor.slots
-            _MANAGER = RunManager(max_runs, store=store, executor=executor)
+            _MANAGER = RunManager(max_runs, store=store, executor=executor, max_per_session=per_session)
             _MANAGER.store_problem = problem
             _MANAGER.cluster_note = cluster_note
         return _MANAGER

@@ -648,3 +648,42 @@ def test_the_caches_keep_one_data_set_per_spec_when_data_sets_are_evicted(monkey
     rebuilt = cache.dataset(TINY)                                       # a second build of TINY
     assert cache.problem(TINY, "logistic", None).data is rebuilt and p.data is not rebuilt
     cache.clear()
+
+
+def test_one_session_cannot_fill_the_queue(managers, store):
+    """Issue 21 (inputs budgeted): a session may hold at most ``max_per_session`` live runs; other
+    sessions are not affected, and a run asked to stop frees its place at once."""
+    from fedviz.errors import FedvizError
+
+    m = managers(max_concurrent=1, max_per_session=2)
+
+    def job():
+        return RunJob(make_problem, (("slow", Slow, {}),), iterations=10**6, f_star=0.0)
+
+    a1, a2 = m.submit(job(), "a"), m.submit(job(), "a")
+    with pytest.raises(FedvizError, match=r"already has 2 runs running or queued.*FEDVIZ_SESSION_RUNS=2"):
+        m.submit(job(), "a")
+    b = m.submit(job(), "b")  # another visitor is not refused
+    a2.stop()
+    a3 = m.submit(job(), "a")
+    assert m.counts() == (1, 2)  # a1 running; b and a3 queued
+    for h in (a1, b, a3):
+        h.stop()
+        assert h.wait(WAIT)
+
+
+def test_get_manager_reads_the_session_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDVIZ_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setattr(manager_mod, "_MANAGER", None)
+    monkeypatch.setenv("FEDVIZ_SESSION_RUNS", "3")
+    m = get_manager()
+    try:
+        assert m.max_per_session == 3
+    finally:
+        m.close(timeout=WAIT)
+        m.store.close()
+        monkeypatch.setattr(manager_mod, "_MANAGER", None)
+    monkeypatch.setenv("FEDVIZ_SESSION_RUNS", "0")
+    with pytest.raises(ParameterError, match="FEDVIZ_SESSION_RUNS"):
+        get_manager()
+    monkeypatch.setattr(manager_mod, "_MANAGER", None)
