@@ -378,13 +378,29 @@ def get_manager() -> RunManager:
             except (FedvizError, OSError, sqlite3.Error) as e:
                 log.warning("run history disabled: %s", e)
                 store, problem = None, f"the run history is disabled: {e}"
-            executor, cluster_note = _executor()
-            if executor is not None and max_runs is None:
-                max_runs = executor.slots
-            _MANAGER = RunManager(max_runs, store=store, executor=executor, max_per_session=per_session)
+            _MANAGER = RunManager(max_runs, store=store, max_per_session=per_session)
             _MANAGER.store_problem = problem
-            _MANAGER.cluster_note = cluster_note
+            address = os.environ.get("FEDVIZ_DASK_SCHEDULER")
+            if address:
+                # Connect on a thread of its own: no page waits for a cluster (or for a port that is
+                # not one), and runs stay in this process until it answers.
+                _MANAGER.cluster_note = f"runs execute in this server while it connects to the Dask cluster at {address}"
+                threading.Thread(target=_use_cluster, args=(_MANAGER, max_runs is None), daemon=True,
+                                 name="fedviz-cluster-connect").start()
         return _MANAGER
+
+
+def _use_cluster(manager: "RunManager", size_from_cluster: bool) -> None:
+    """Hand the manager's next runs to the Dask cluster once it answers (or say why not)."""
+    executor, note = _executor()
+    with manager._lock:
+        if executor is not None:
+            manager.executor = executor
+            if size_from_cluster:
+                manager.max_concurrent = executor.slots
+            while manager._queue and len(manager._running) < manager.max_concurrent and not manager._closed.is_set():
+                manager._start_locked(manager._queue.popleft())  # the cluster's slots, filled now
+        manager.cluster_note = note
 
 
 def _executor():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 
 from live_server import StreamlitServer, idle
 
@@ -30,11 +31,19 @@ def test_a_non_dask_scheduler_leaves_every_page_loading(tmp_path, browser):
                 page.goto(server.url + path, timeout=15_000)
                 idle(page, timeout=15_000)
                 assert not page.locator("[data-testid='stException']").count(), path
-            page.goto(server.url + "/run", timeout=15_000)
-            idle(page, timeout=15_000)
-            note = page.get_by_text("Runs execute in this server")
-            note.wait_for(timeout=15_000)
-            assert f"nothing at {address} answered as a Dask scheduler" in note.inner_text()
+            # The manager connects on a thread of its own: the Run page says so, then (after the
+            # probe's deadline) why the runs stay in this server.
+            deadline = time.monotonic() + 60
+            while True:
+                page.goto(server.url + "/run", timeout=15_000)
+                idle(page, timeout=15_000)
+                note = page.get_by_text("Runs execute in this server")
+                note.wait_for(timeout=15_000)
+                text = note.inner_text()
+                if "while it connects" not in text or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            assert f"nothing at {address} answered as a Dask scheduler" in text, text
     finally:
         context.close()
         http_server.shutdown()

@@ -687,3 +687,34 @@ def test_get_manager_reads_the_session_cap(tmp_path, monkeypatch):
     with pytest.raises(ParameterError, match="FEDVIZ_SESSION_RUNS"):
         get_manager()
     monkeypatch.setattr(manager_mod, "_MANAGER", None)
+
+
+def test_get_manager_connects_to_the_cluster_without_holding_pages(tmp_path, monkeypatch):
+    """Issue 21: the manager's lock was held while connecting, so /run never loaded with a silent
+    scheduler.  Now get_manager returns at once; runs stay here until the cluster answers, then the
+    cluster's executor and slots take over (queued runs start on them)."""
+    gate = threading.Event()
+
+    class Cluster(ThreadExecutor):
+        slots = 3
+
+    def slow_executor():
+        gate.wait(WAIT)
+        return Cluster(), "runs execute on the Dask cluster (fake, 3 workers)"
+
+    monkeypatch.setenv("FEDVIZ_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setenv("FEDVIZ_DASK_SCHEDULER", "tls://127.0.0.1:8786")
+    monkeypatch.setenv("FEDVIZ_MAX_RUNS", "")
+    monkeypatch.setattr(manager_mod, "_MANAGER", None)
+    monkeypatch.setattr(manager_mod, "_executor", slow_executor)
+    m = get_manager()  # returns while the 'connection' waits
+    try:
+        assert "while it connects to the Dask cluster at tls://127.0.0.1:8786" in m.cluster_note
+        assert not isinstance(m.executor, Cluster)
+        gate.set()
+        _until(lambda: isinstance(m.executor, Cluster))
+        assert m.max_concurrent == 3 and m.cluster_note.endswith("(fake, 3 workers)")
+    finally:
+        m.close(timeout=WAIT)
+        m.store.close()
+        monkeypatch.setattr(manager_mod, "_MANAGER", None)
