@@ -18,9 +18,9 @@ from ..validation import check_choice, check_int, check_real
 from .dataset import FederatedDataset, chronological_split
 from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair, map_labels
 from .partition import make_partitioner
-from .presets import make_preset, parse_preset_spec
+from .presets import make_preset, parse_preset_spec, preset_config
 from .split import SPLITS, _percent, describe_split, random_split
-from .synthetic import MAX_NODES
+from .synthetic import MAX_NODES, estimate_entries
 
 PRESET_PREFIX = "preset:"
 __all__ = ["DataSpec", "build", "default_nodes", "PRESET_PREFIX", "MAX_NODES", "SPLITS",
@@ -89,6 +89,11 @@ class DataSpec:
     max_bytes : int or None
         Refuse a file larger than this, before or after decompression (a guard against
         decompression bombs); the loader's 1 GiB by default.
+    max_entries : int or None
+        Refuse a data set that would hold more stored entries (nonzeros) than this: a preset
+        from its node sizes before a row is drawn (:func:`~fedviz.data.synthetic.estimate_entries`),
+        a file once read.  None: only the generator's own limit.  The dashboard sets its
+        budget here, so a link asking for 200,000 nodes costs a sentence, not gigabytes.
     wider_test : bool
         Accept a test file with features beyond the training file's last (see
         :func:`~fedviz.data.libsvm.load_libsvm_pair`); refused by default, because that
@@ -112,6 +117,7 @@ class DataSpec:
     max_rows: int | None = None
     max_bytes: int | None = DEFAULT_MAX_BYTES
     wider_test: bool = False
+    max_entries: int | None = None
     loader_options: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -168,6 +174,9 @@ def _build_preset(spec: DataSpec) -> FederatedDataset:
         overrides.setdefault("bias_feature", spec.bias)
     if spec.test_fraction is not None:
         overrides.setdefault("test_fraction", spec.test_fraction)
+    if spec.max_entries is not None:
+        rows, entries = estimate_entries(preset_config(name, **overrides))
+        _check_entries(entries, rows, spec.max_entries, "this preset", "fewer nodes or smaller nodes")
     ds = make_preset(name, **overrides)
     fraction = ds.meta["params"]["test_fraction"]
     who, rows = ("author", "posts") if ds.meta.get("generator") == "bag-of-words" else ("node", "rows")
@@ -190,6 +199,10 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
                                        wider_test=spec.wider_test, **opts)
     else:
         train, test = load_libsvm(spec.source, name=spec.name, **opts), None
+    if spec.max_entries is not None:
+        rows = train.X.shape[0] + (test.X.shape[0] if test is not None else 0)
+        entries = train.X.nnz + (test.X.nnz if test is not None else 0)
+        _check_entries(entries, rows, spec.max_entries, "this file", "a smaller file")
     y, mapping = map_labels(train.y, task=spec.task, positive=spec.positive, source=train.source)
     y_test = None
     if test is not None:
@@ -316,6 +329,14 @@ def _group_nodes(train_groups, node_of_row, test_groups) -> np.ndarray:
     node_of_group = node_of_row[first]
     pos = np.clip(np.searchsorted(groups, test_groups), 0, len(groups) - 1)
     return np.where(groups[pos] == test_groups, node_of_group[pos], -1)
+
+
+def _check_entries(entries: int, rows: int, budget: int, what: str, fix: str) -> None:
+    if entries > budget:
+        raise FedvizError(
+            f"{what} would hold about {entries / 1e6:,.1f} million entries in {rows:,} rows "
+            f"(~{entries * 12 / 1e6:,.0f} MB), over this server's budget of {budget / 1e6:,.1f} million "
+            f"(FEDVIZ_MAX_ENTRIES); use {fix}")
 
 
 def _check_test_labels(test, train, mapping) -> None:

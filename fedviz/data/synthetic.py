@@ -429,6 +429,21 @@ def node_totals(config: SyntheticConfig | FedProxConfig) -> np.ndarray:
     return _draw_totals(config, config.n_nodes, rng_sizes)
 
 
+def estimate_entries(config: SyntheticConfig | FedProxConfig) -> tuple[int, int]:
+    """(rows, entries) that :func:`generate` would hold for ``config``, from the node sizes alone.
+
+    The same count the generator checks against :data:`MAX_ENTRIES` before it draws a row
+    (stored nonzeros of every row, plus the model's own tables), so a server can refuse a
+    data set over its budget in milliseconds instead of building it: the node sizes are
+    the only draw it takes.
+    """
+    rows = int(node_totals(config).sum())
+    if isinstance(config, FedProxConfig):
+        return rows, rows * config.d
+    topics_rows = 1 if config.layout == "identical-nodes" else config.n_nodes
+    return rows, int(rows * (config.words_per_example + 2) + topics_rows * config.topics)
+
+
 # ---------------------------------------------------------------------------------------
 # Shared plumbing
 # ---------------------------------------------------------------------------------------
