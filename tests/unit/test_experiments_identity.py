@@ -264,3 +264,17 @@ def test_the_cli_turns_an_unexpected_error_into_a_sentence(tmp_path, monkeypatch
     assert cli.main(["experiment", "paper-figure2"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.startswith("fedviz: error: the experiment command failed unexpectedly")
+
+
+def test_the_cli_refuses_an_out_of_range_grid_value_before_launch(tmp_path, monkeypatch, capsys):
+    """Issue 20: `nodes = [1000000000]` launched and failed in every cell; now exit 2, one sentence naming
+    the axis, the value and the range, and nothing stored."""
+    monkeypatch.setenv("FEDVIZ_DB", str(tmp_path / "runs.sqlite"))
+    (tmp_path / "big.toml").write_text('name = "too many nodes"\ndata = "preset:fedprox-synthetic"\n'
+                                       '[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\nvalues = [1000000000]\n')
+    assert cli.main(["experiment", str(tmp_path / "big.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip() == ("fedviz: error: parameter big.toml.axis[0]: axis 'nodes'.values[0].nodes=1000000000 is "
+                           f"out of range: allowed integer in [1, {MAX_NODES}]")
+    assert RunStore(tmp_path / "runs.sqlite").get_experiment("too many nodes") is None
