@@ -42,6 +42,11 @@ def _launch(experiment, *, replace: bool = False) -> None:
     st.session_state["exp-open"] = experiment.name  # before the picker exists in this run (or in a callback)
 
 
+def _forget_conflict() -> None:
+    """Another launch was asked for: the refusal of the previous one no longer applies."""
+    st.session_state.pop("exp-conflict", None)
+
+
 def _launch_now(experiment, replace: bool = False) -> None:
     """A button's callback (it runs before the page, so it may set the picker's state): launch, and keep
     an error for the page to show where the button is."""
@@ -71,7 +76,8 @@ for card, b in zip(cards, BUILTINS.values()):
         with ui.guard("Preparing the experiment"):
             exp = b.experiment(scale)
             st.caption(f"{exp.size} cells · {exp.iterations} iterations · {len(exp.seeds)} seeds")
-            if st.button(":material/play_arrow: Run", key=f"exp-run-{b.name}", width="stretch"):
+            if st.button(":material/play_arrow: Run", key=f"exp-run-{b.name}", width="stretch",
+                         on_click=_forget_conflict):
                 _launch(exp)
 
 # -- 2. define your own --------------------------------------------------------------------------------------
@@ -123,7 +129,8 @@ with st.expander("Define your own experiment", expanded=False):
         target = d3.text_input("Target ε", key=ui.seeded("exp-target", f"{DEFAULT_TARGET:g}"),
                                help="For 'rounds to reach f − f* ≤ ε'.")
         name = d4.text_input("Name", key=ui.seeded("exp-name", "my-experiment"))
-        if st.button(":material/rocket_launch: Launch", type="primary", key="exp-launch", disabled=not names):
+        if st.button(":material/rocket_launch: Launch", type="primary", key="exp-launch", disabled=not names,
+                     on_click=_forget_conflict):
             with ui.guard("Launching the experiment"):
                 try:
                     eps = float(target)
@@ -145,7 +152,7 @@ with st.expander("Define your own experiment", expanded=False):
                             placeholder='name = "sweep"\ndata = "preset:identical-nodes"\n\n[[algorithm]]\n'
                                         'name = "gd"\n\n[[axis]]\nkey = "nodes"\nvalues = [2, 5]')
         file = st.file_uploader("…or upload a .toml file", type=["toml"], key="exp-upload")
-        if st.button(":material/rocket_launch: Launch from TOML", key="exp-launch-toml"):
+        if st.button(":material/rocket_launch: Launch from TOML", key="exp-launch-toml", on_click=_forget_conflict):
             with ui.guard("Reading the TOML file"):
                 source = file.getvalue().decode("utf-8", "replace") if file is not None else text
                 if not source.strip():
@@ -159,8 +166,11 @@ if conflict is not None:
     r1, r2 = st.columns(2)
     r1.button(f":material/delete: Replace the stored {pending.name!r} (deletes its cells) and run",
               key="exp-replace", on_click=_launch_now, args=(pending, True))
-    r2.button(":material/close: Keep the stored one", key="exp-keep",
-              on_click=lambda: st.session_state.pop("exp-conflict", None))
+    r2.button(":material/close: Keep the stored one", key="exp-keep", on_click=_forget_conflict)
+
+failed_launch = st.session_state.pop("exp-callback-error", None)  # a Resume or Replace that could not start
+if failed_launch:
+    st.error(failed_launch, icon=":material/error:")
 
 # -- 3. the running experiment --------------------------------------------------------------------------------
 handle = st.session_state.get("exp-handle")
@@ -274,8 +284,6 @@ with ui.guard("Reading the experiment"):
                   help="Runs only the cells without a complete result." if not uploaded else
                   "An uploaded data set is not kept: reopen its results only.",
                   on_click=_launch_now, args=(exp,))
-        if st.session_state.get("exp-callback-error"):
-            st.error(st.session_state.pop("exp-callback-error"), icon=":material/error:")
     builtin = builtin_for(exp)  # by grid: an experiment that only shares a built-in's name gets no verdict
     verdict = builtin.verdict(results) if builtin is not None and results.cells else None
     if verdict is not None:
@@ -283,6 +291,9 @@ with ui.guard("Reading the experiment"):
         show(verdict.text + "\n\n" + "\n".join(f"- {line}" for line in verdict.lines()))
     if not results.cells:
         st.info("No cell stored yet.")
+    elif not complete:  # every stored cell failed or stopped: no curve to draw, only the cells
+        st.info("No cell is complete, so there is no figure to draw; the stored cells are below.")
+        st.dataframe(results.rows(), hide_index=True, width="stretch")
     else:
         tabs = st.tabs(["Curves", "Against the axis", "Heatmap", "Stepsize sensitivity", "Chosen stepsizes",
                         "Cells"])

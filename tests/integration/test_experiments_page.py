@@ -315,6 +315,12 @@ def test_a_builtin_name_taken_by_another_grid_is_refused_and_gets_no_verdict():
         assert "exp-running" not in at.session_state
         assert at.button(key="exp-replace").label.endswith(f"Replace the stored '{small.name}' (deletes its cells) "
                                                            "and run")
+        at.button(key=f"exp-run-{b.name}").click().run()  # asked again: refused again, said once
+        assert len(_errors(at)) == 1
+        at.text_area(key="exp-toml").set_value("name = [").run()  # another launch: the refusal is forgotten
+        at.button(key="exp-launch-toml").click().run()
+        assert len(_errors(at)) == 1 and "TOML" in _errors(at)[0]
+        at.button(key=f"exp-run-{b.name}").click().run()
         at.button(key="exp-keep").click().run()
         assert not _errors(at) and not [x for x in at.button if x.key == "exp-replace"]
         assert get_manager().store.get_experiment(small.name).n_cells == other.size  # untouched
@@ -341,9 +347,30 @@ def test_failed_cells_show_their_reasons_counted_and_no_resume_that_cannot_help(
         assert not [x for x in at.button if x.key == "exp-resume"]
         assert any(c.value.startswith("Resume is not offered: every missing cell failed") for c in at.caption)
         assert "0 of 10 cells complete" in " ".join(c.value for c in at.caption)
-        from fedviz.plots.experiments import report_html
-
+        assert not at.get("plotly_chart") and len(at.dataframe) == 1  # no empty chart: the cells, listed
         results = load(get_manager().store, exp.name)
         assert results.failures() == [(10, reason)]
     finally:
         get_manager().store.delete_experiment(info.id)
+
+
+def test_replace_deletes_the_other_grid_and_runs_this_one():
+    from fedviz.data.build import DataSpec
+    from fedviz.experiments import Arm, Experiment
+
+    old = Experiment("replace me", DataSpec("preset:identical-nodes"), (Arm.of("gd"), Arm.of("fedavg")),
+                     seeds=(0, 1), iterations=3)
+    _store_by_hand(old)
+    at = _page()
+    at.text_area(key="exp-toml").set_value('name = "replace me"\ndata = "preset:identical-nodes"\niterations = 2\n'
+                                           '[[algorithm]]\nname = "gd"\n').run()
+    at.button(key="exp-launch-toml").click().run()
+    assert "different grid" in " ".join(_errors(at)) and "exp-running" not in at.session_state
+    at.button(key="exp-replace").click().run()
+    assert not at.exception and not _errors(at), (at.exception, _errors(at))
+    handle = at.session_state["exp-handle"]
+    assert handle.wait(120) and handle.snapshot().status == "done", handle.snapshot()
+    info = get_manager().store.get_experiment("replace me")
+    assert (info.n_cells, info.n_complete) == (1, 1)  # the 4 cells of the other grid are gone
+    assert len(load(get_manager().store, "replace me").cells) == 1
+    get_manager().store.delete_experiment(info.id)
