@@ -342,7 +342,7 @@ with ui.guard("Reading the experiment"):
                            key="exp-csv")
         d2.download_button(":material/download: Everything as JSON", results.to_json, f"{chosen}.json",
                            "application/json", key="exp-json")
-        d3.download_button(":material/download: Report as HTML", lambda: views.report_html(results, verdict),
+        d3.download_button(":material/download: Report as HTML", lambda: views.report_html(results, verdict and verdict.for_report()),
                            f"{chosen}.html", "text/html", key="exp-html",
                            help="One standalone page with every figure, the verdict and the cells (opens offline).")
 

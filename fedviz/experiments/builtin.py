@@ -94,6 +94,24 @@ class Verdict:
         mark = {True: "held", False: "did not hold", None: "not measured"}
         return [f"{c.claim}: {mark[c.held]} ({c.numbers})" for c in self.checks]
 
+    def for_report(self) -> "ShownVerdict":
+        """This verdict as the HTML report styles it (by ``held``): below the published scale a check
+        that did not hold is shown as a note (held None: amber), not as a refutation (red)."""
+        shown = self.held if self.held is not False or self.refutes else None
+        return ShownVerdict(shown, self.text, tuple(self.lines()))
+
+
+@dataclass(frozen=True)
+class ShownVerdict:
+    """A verdict's text and lines with the ``held`` a report colours it by (:meth:`Verdict.for_report`)."""
+
+    held: bool | None
+    text: str
+    checks: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        return list(self.checks)
+
 
 @dataclass(frozen=True)
 class Builtin:
@@ -362,4 +380,4 @@ def builtin_for(experiment: Experiment) -> Builtin | None:
     return None
 
 
-__all__ = ["BUILTINS", "Builtin", "Check", "SCALES", "Verdict", "builtin_for"]
+__all__ = ["BUILTINS", "Builtin", "Check", "SCALES", "ShownVerdict", "Verdict", "builtin_for"]

@@ -182,7 +182,8 @@ def _write(results, verdict, out: Path) -> None:
     from ..plots.experiments import axis_figure, band_figure, report_html
     from ..plots.export import write_png
 
-    (out / "report.html").write_text(report_html(results, verdict), encoding="utf-8")
+    shown = verdict.for_report() if verdict is not None else None  # below the paper's scale: not red
+    (out / "report.html").write_text(report_html(results, shown), encoding="utf-8")
     written = ["results.csv", "results.json", "report.html"]
     # The two figures a paper shows, as pictures for a README: the curves with their seed bands,
     # and the final f − f* against the varied axis.

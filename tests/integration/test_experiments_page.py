@@ -240,6 +240,8 @@ def test_a_stored_builtin_shows_its_verdict_and_the_report_carries_it(held):
     from fedviz.plots.experiments import report_html
 
     assert ("did not hold" in report_html(results, b.verdict(results))) is (not held)
+    # The page's report styles a small-scale verdict as the page does: never the red of a refutation.
+    assert "#cf222e" not in report_html(results, b.verdict(results).for_report())
     store.delete_experiment(info.id)
 
 

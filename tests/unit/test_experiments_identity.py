@@ -223,7 +223,13 @@ def test_paper_figure2_below_the_papers_scale_says_so_and_refutes_nothing():
     assert "The claim did not hold" not in v.text
     v = b.verdict(_figure2_results("full", level))
     assert v.scale == "full" and v.refutes and v.text.startswith("The claim did not hold: CoCoA+ is worse")
+    # The report colours by `held`: below the paper's scale the shown verdict is a note, at it a refutation.
+    small = b.verdict(_figure2_results("small", level))
+    assert small.for_report().held is None and small.for_report().text == small.text
+    assert small.for_report().lines() == small.lines()
+    assert v.for_report().held is False
     held = b.verdict(_figure2_results("small", {"FSVRG": 1e-4, "GD": 1e-2, "CoCoA+": 1e-1}))
+    assert held.for_report().held is True
     assert held.held is True and held.text.startswith("At small scale every check held. This does not test")
 
 
