@@ -374,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "curves.png and final.png to DIR")
     p.add_argument("--scale", choices=["small", "full"], default="small",
                    help="for a built-in: small (minutes) or full (the published protocol's length)")
+    p.add_argument("--replace", action="store_true",
+                   help="if an experiment of this name with a different grid is in the history, delete it and "
+                        "its cells first (without it, the command refuses: one name holds one grid)")
     p.set_defaults(func=lambda args: __import__("fedviz.experiments.command", fromlist=["main"]).main(args))
 
     p = sub.add_parser("tuning-report", help="write docs/tuning.md: every algorithm at its default and tuned "

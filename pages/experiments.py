@@ -10,7 +10,7 @@ from fedviz.algorithms import ALGORITHMS
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS
 from fedviz.data.presets import PRESETS, override_keys
 from fedviz.errors import FedvizError, ParameterError
-from fedviz.experiments import driver, from_json, from_mapping, from_toml
+from fedviz.experiments import driver, from_mapping, from_toml
 from fedviz.experiments.builtin import BUILTINS, SCALES, builtin_for
 from fedviz.experiments.results import METRICS, load
 from fedviz.experiments.spec import DEFAULT_TARGET, PLAIN_KEYS, parse_values
@@ -24,16 +24,37 @@ STEP_HELP = ("default: the algorithm's own (derived) value · tuned: pilot runs 
              "grid: one cell per value you list · scales: one cell per factor × the derived default")
 
 
-def _launch(experiment) -> None:
+def _launch(experiment, *, replace: bool = False) -> None:
     store = ui.manager().store
     if store is None:
         raise ParameterError("history", None, "a run history on this server (experiments are stored there)")
     experiment.check(presets_only=True)  # a bad knob is named here, not failed on the workers cell by cell
+    st.session_state.pop("exp-conflict", None)
+    try:
+        handle = driver.launch(experiment, store, replace=replace)
+    except driver.NameTaken as e:  # another grid under this name: say so, offer Replace (nothing starts)
+        st.session_state["exp-conflict"] = (experiment, str(e))
+        return
     # Kept in the session: the driver forgets a handle when it ends, and the page still shows how.
-    st.session_state["exp-handle"] = driver.launch(experiment, store)
+    st.session_state["exp-handle"] = handle
     st.session_state["exp-recent"] = {}
     st.session_state["exp-running"] = experiment.name
-    st.session_state["exp-open"] = experiment.name
+    st.session_state["exp-open"] = experiment.name  # before the picker exists in this run (or in a callback)
+
+
+def _forget_conflict() -> None:
+    """Another launch was asked for: the refusal of the previous one no longer applies."""
+    st.session_state.pop("exp-conflict", None)
+
+
+def _launch_now(experiment, replace: bool = False) -> None:
+    """A button's callback (it runs before the page, so it may set the picker's state): launch, and keep
+    an error for the page to show where the button is."""
+    st.session_state.pop("exp-callback-error", None)
+    try:
+        _launch(experiment, replace=replace)
+    except FedvizError as e:
+        st.session_state["exp-callback-error"] = str(e)
 
 
 st.title("Experiments")
@@ -55,7 +76,8 @@ for card, b in zip(cards, BUILTINS.values()):
         with ui.guard("Preparing the experiment"):
             exp = b.experiment(scale)
             st.caption(f"{exp.size} cells · {exp.iterations} iterations · {len(exp.seeds)} seeds")
-            if st.button(":material/play_arrow: Run", key=f"exp-run-{b.name}", width="stretch"):
+            if st.button(":material/play_arrow: Run", key=f"exp-run-{b.name}", width="stretch",
+                         on_click=_forget_conflict):
                 _launch(exp)
 
 # -- 2. define your own --------------------------------------------------------------------------------------
@@ -107,7 +129,8 @@ with st.expander("Define your own experiment", expanded=False):
         target = d3.text_input("Target ε", key=ui.seeded("exp-target", f"{DEFAULT_TARGET:g}"),
                                help="For 'rounds to reach f − f* ≤ ε'.")
         name = d4.text_input("Name", key=ui.seeded("exp-name", "my-experiment"))
-        if st.button(":material/rocket_launch: Launch", type="primary", key="exp-launch", disabled=not names):
+        if st.button(":material/rocket_launch: Launch", type="primary", key="exp-launch", disabled=not names,
+                     on_click=_forget_conflict):
             with ui.guard("Launching the experiment"):
                 try:
                     eps = float(target)
@@ -129,12 +152,25 @@ with st.expander("Define your own experiment", expanded=False):
                             placeholder='name = "sweep"\ndata = "preset:identical-nodes"\n\n[[algorithm]]\n'
                                         'name = "gd"\n\n[[axis]]\nkey = "nodes"\nvalues = [2, 5]')
         file = st.file_uploader("…or upload a .toml file", type=["toml"], key="exp-upload")
-        if st.button(":material/rocket_launch: Launch from TOML", key="exp-launch-toml"):
+        if st.button(":material/rocket_launch: Launch from TOML", key="exp-launch-toml", on_click=_forget_conflict):
             with ui.guard("Reading the TOML file"):
                 source = file.getvalue().decode("utf-8", "replace") if file is not None else text
                 if not source.strip():
                     raise ParameterError("TOML", "", "a TOML document: paste one or upload a file")
                 _launch(from_toml(source, where="toml"))
+
+conflict = st.session_state.get("exp-conflict")
+if conflict is not None:
+    pending, why = conflict
+    st.error(why, icon=":material/error:")
+    r1, r2 = st.columns(2)
+    r1.button(f":material/delete: Replace the stored {pending.name!r} (deletes its cells) and run",
+              key="exp-replace", on_click=_launch_now, args=(pending, True))
+    r2.button(":material/close: Keep the stored one", key="exp-keep", on_click=_forget_conflict)
+
+failed_launch = st.session_state.pop("exp-callback-error", None)  # a Resume or Replace that could not start
+if failed_launch:
+    st.error(failed_launch, icon=":material/error:")
 
 # -- 3. the running experiment --------------------------------------------------------------------------------
 handle = st.session_state.get("exp-handle")
@@ -221,25 +257,43 @@ with ui.guard("Reading the experiment"):
     exp = results.experiment
     mine = driver.running(chosen)
     busy = mine is not None and not mine.done
-    missing = exp.size - info.n_complete
-    st.caption(f"**{info.status}** · {info.n_complete} of {exp.size} cells complete"
+    # Counted from the cells of this grid (results.load keeps one per place), never more than the grid.
+    complete = sum(1 for c in results.cells if c.status in ("done", "diverged"))
+    missing = exp.size - complete
+    failed = [c for c in results.cells if c.status == "failed"]
+    st.caption(f"**{info.status}** · {complete} of {exp.size} cells complete"
                + (" (this view refreshes when it ends)" if busy else "") + " · updated "
                f"{info.updated[:19].replace('T', ' ')}" + (f" · {info.message}" if info.message else "")
                + f" — {exp.description or 'your experiment.'}")
-    if not busy and (info.status in ("stopped", "interrupted", "failed") or missing > 0):
+    if failed:
+        found = results.failures()
+        st.warning(f"{len(failed)} of {exp.size} cells failed"
+                   + (" (one reason):" if len(found) == 1 else f" ({len(found)} distinct reasons):") + "\n\n"
+                   + "\n".join(f"- '{text}' ×{n}" for n, text in found[:8])
+                   + (f"\n- … and {len(found) - 8} other reasons (each cell's message is in the Cells tab's "
+                      "JSON download)" if len(found) > 8 else ""), icon=":material/warning:")
+    # Resume runs the missing cells again; a failed cell fails again on the same grid, so when every
+    # missing cell failed (and nothing was stopped or cut short) there is nothing resuming can fix.
+    only_failed = missing > 0 and len(failed) == missing and info.status not in ("stopped", "interrupted")
+    if not busy and only_failed:
+        st.caption("Resume is not offered: every missing cell failed for the reasons above, and running the same "
+                   "grid again would meet them again. Change the grid and launch it under another name.")
+    elif not busy and (info.status in ("stopped", "interrupted", "failed") or missing > 0):
         uploaded = bool(info.spec.get("uploaded"))
-        if st.button(f":material/replay: Resume ({missing} cells to run)", key="exp-resume", disabled=uploaded,
-                     help="Runs only the cells without a complete result." if not uploaded else
-                     "An uploaded data set is not kept: reopen its results only."):
-            _launch(from_json(info.spec))
-            st.rerun()
-    builtin = builtin_for(chosen)
+        st.button(f":material/replay: Resume ({missing} cells to run)", key="exp-resume", disabled=uploaded,
+                  help="Runs only the cells without a complete result." if not uploaded else
+                  "An uploaded data set is not kept: reopen its results only.",
+                  on_click=_launch_now, args=(exp,))
+    builtin = builtin_for(exp)  # by grid: an experiment that only shares a built-in's name gets no verdict
     verdict = builtin.verdict(results) if builtin is not None and results.cells else None
     if verdict is not None:
-        show = {True: st.success, False: st.error, None: st.warning}[verdict.held]
+        show = st.success if verdict.held else st.error if verdict.refutes else st.warning
         show(verdict.text + "\n\n" + "\n".join(f"- {line}" for line in verdict.lines()))
     if not results.cells:
         st.info("No cell stored yet.")
+    elif not complete:  # every stored cell failed or stopped: no curve to draw, only the cells
+        st.info("No cell is complete, so there is no figure to draw; the stored cells are below.")
+        st.dataframe(results.rows(), hide_index=True, width="stretch")
     else:
         tabs = st.tabs(["Curves", "Against the axis", "Heatmap", "Stepsize sensitivity", "Chosen stepsizes",
                         "Cells"])
@@ -288,7 +342,7 @@ with ui.guard("Reading the experiment"):
                            key="exp-csv")
         d2.download_button(":material/download: Everything as JSON", results.to_json, f"{chosen}.json",
                            "application/json", key="exp-json")
-        d3.download_button(":material/download: Report as HTML", lambda: views.report_html(results, verdict),
+        d3.download_button(":material/download: Report as HTML", lambda: views.report_html(results, verdict and verdict.for_report()),
                            f"{chosen}.html", "text/html", key="exp-html",
                            help="One standalone page with every figure, the verdict and the cells (opens offline).")
 

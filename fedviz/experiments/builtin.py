@@ -50,10 +50,17 @@ class Check:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whether a built-in's claim held: every check held (None if one could not be measured)."""
+    """Whether a built-in's claim held: every check held (None if one could not be measured).
+
+    ``scale`` is the scale the grid was run at ("small", "full"; None: not a built-in's own
+    grid); ``published`` says what the published claim is about (its data, K, length).  At a
+    scale other than "full" the verdict says that it did not test the published claim, and a
+    check that did not hold there is no refutation of it (:attr:`refutes` is False)."""
 
     claim: str
     checks: tuple[Check, ...]
+    scale: str | None = None
+    published: str = ""
 
     @property
     def held(self) -> bool | None:
@@ -62,31 +69,81 @@ class Verdict:
         return all(c.held for c in self.checks)
 
     @property
+    def at_published_scale(self) -> bool:
+        return self.scale in (None, "full")
+
+    @property
+    def refutes(self) -> bool:
+        """The claim did not hold at the scale it is about (a page shows this one in red)."""
+        return self.held is False and self.at_published_scale
+
+    @property
     def text(self) -> str:
-        head = {True: "The claim held", False: "The claim did not hold", None: "Not enough cells to judge"}[self.held]
-        return f"{head}: {self.claim}"
+        if self.at_published_scale:
+            head = {True: "The claim held", False: "The claim did not hold",
+                    None: "Not enough cells to judge"}[self.held]
+            return f"{head}: {self.claim}"
+        failed = sum(c.held is False for c in self.checks)
+        head = {True: f"At {self.scale} scale every check held",
+                False: f"At {self.scale} scale {failed} of {len(self.checks)} checks did not hold",
+                None: f"At {self.scale} scale: not enough cells to judge"}[self.held]
+        return (f"{head}. This does not test the published claim ({self.claim}): it is about "
+                f"{self.published}; run at full scale to test it.")
 
     def lines(self) -> list[str]:
         mark = {True: "held", False: "did not hold", None: "not measured"}
         return [f"{c.claim}: {mark[c.held]} ({c.numbers})" for c in self.checks]
 
+    def for_report(self) -> "ShownVerdict":
+        """This verdict as the HTML report styles it (by ``held``): below the published scale a check
+        that did not hold is shown as a note (held None: amber), not as a refutation (red)."""
+        shown = self.held if self.held is not False or self.refutes else None
+        return ShownVerdict(shown, self.text, tuple(self.lines()))
+
+
+@dataclass(frozen=True)
+class ShownVerdict:
+    """A verdict's text and lines with the ``held`` a report colours it by (:meth:`Verdict.for_report`)."""
+
+    held: bool | None
+    text: str
+    checks: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        return list(self.checks)
+
 
 @dataclass(frozen=True)
 class Builtin:
+    """A one-click experiment: its grid at each scale, and the judge of its claim.
+
+    ``published``: what the published claim is about, in words (data, K, length), said by a
+    verdict at a scale other than "full"."""
+
     name: str
     title: str
     claim: str
     source: str
     make: Callable[[str], Experiment]
     judge: Callable[[Results], tuple[Check, ...]]
+    published: str = "the published protocol"
 
     def experiment(self, scale: str = "small") -> Experiment:
         if scale not in SCALES:
             raise ParameterError("scale", scale, "one of " + ", ".join(SCALES))
         return self.make(scale)
 
-    def verdict(self, results: Results) -> Verdict:
-        return Verdict(self.claim, tuple(self.judge(results)))
+    def scale_of(self, experiment: Experiment) -> str | None:
+        """The scale whose grid ``experiment`` is, by content (:func:`~fedviz.experiments.spec.content_hash`),
+        whatever its name; None for any other grid."""
+        h = experiment.content_hash
+        return next((s for s in SCALES if self.experiment(s).content_hash == h), None)
+
+    def verdict(self, results: Results, scale: str | None = "auto") -> Verdict:
+        """Judge ``results`` ("auto": at the scale its grid is, :meth:`scale_of`)."""
+        if scale == "auto":
+            scale = self.scale_of(results.experiment)
+        return Verdict(self.claim, tuple(self.judge(results)), scale, self.published)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -281,6 +338,11 @@ def _judge_figure2(r: Results) -> tuple[Check, ...]:
     )
 
 
+#: What the paper's Figure 2 is about (Section 4.1): its Google+ data, one node per author.
+PAPER_FIGURE2_SCALE = ("the paper's Google+ data: K = 10,000 authors as nodes, n = 2,166,693 training rows, "
+                       "d = 20,002 (Section 4.1), which the full scale's google-plus preset matches; the small "
+                       "scale runs google-plus-small, K = 500 nodes")
+
 BUILTINS_CLAIMS = {
     "fedprox-figure2": "as Synthetic(α, β) grows more heterogeneous FedAvg converges worse, and the proximal term "
                        "(μ > 0) helps (Li et al., 2020, Figure 2)",
@@ -293,22 +355,29 @@ BUILTINS_CLAIMS = {
 BUILTINS: dict[str, Builtin] = {b.name: b for b in (
     Builtin("fedprox-figure2", "FedProx's Figure 2: FedAvg against FedProx as heterogeneity grows",
             BUILTINS_CLAIMS["fedprox-figure2"], "Li et al. (2020), Federated Optimization in Heterogeneous "
-            "Networks, Figure 2", _fedprox, _judge_fedprox),
+            "Networks, Figure 2", _fedprox, _judge_fedprox,
+            "their protocol's length: 200 rounds, judged on 5 seeds (the small scale runs 40 rounds on 4)"),
     Builtin("dirichlet-sweep", "FedAvg, SCAFFOLD and FSVRG against Dirichlet α",
             BUILTINS_CLAIMS["dirichlet-sweep"], "Karimireddy et al. (2020), SCAFFOLD; Konečný et al. (2016), "
-            "Section 3.6", _dirichlet, _judge_dirichlet),
+            "Section 3.6", _dirichlet, _judge_dirichlet,
+            "the full sweep: α over 0.01, 0.1, 1, 10, 100, 30 iterations, 3 seeds (the small scale runs 3 values "
+            "of α, 15 iterations, 2 seeds)"),
     Builtin("paper-figure2", "The paper's Figure 2 with seed bands and FSVRGR",
             BUILTINS_CLAIMS["paper-figure2"], "Konečný et al. (2016), Section 4.1, Figure 2", _figure2,
-            _judge_figure2),
+            _judge_figure2, PAPER_FIGURE2_SCALE),
 )}
 
 
-def builtin_for(name: str) -> Builtin | None:
-    """The built-in an experiment named ``name`` came from ('fedprox-figure2-small' → fedprox-figure2)."""
+def builtin_for(experiment: Experiment) -> Builtin | None:
+    """The built-in whose exact grid ``experiment`` is, at either scale, by content and not by name: a
+    verdict judges only the grid it was written for (an experiment that shares a built-in's name
+    and not its grid gets no verdict)."""
+    if not isinstance(experiment, Experiment):
+        raise ParameterError("experiment", type(experiment).__name__, "an Experiment")
     for b in BUILTINS.values():
-        if name in (b.name, b.name + "-small"):
+        if b.scale_of(experiment) is not None:
             return b
     return None
 
 
-__all__ = ["BUILTINS", "Builtin", "Check", "SCALES", "Verdict", "builtin_for"]
+__all__ = ["BUILTINS", "Builtin", "Check", "SCALES", "ShownVerdict", "Verdict", "builtin_for"]

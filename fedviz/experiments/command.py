@@ -20,15 +20,16 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import FedvizError, ParameterError
 from ..runner.store import RunStore
 from .builtin import BUILTINS, builtin_for
+from .results import REASON_WIDTH, failure_reasons  # noqa: F401 - REASON_WIDTH: the width reasons are cut at
 from .spec import Experiment, from_json, from_toml
 
 #: Seconds between two progress lines on stderr.
 PROGRESS_EVERY = 5.0
-#: The most distinct failure reasons printed, and the longest one (characters).
-MAX_REASONS, REASON_WIDTH = 5, 300
+#: The most distinct failure reasons printed (each at most REASON_WIDTH characters).
+MAX_REASONS = 5
 
 
 def resolve(target: str, store: RunStore, scale: str = "small") -> Experiment:
@@ -52,12 +53,21 @@ def resolve(target: str, store: RunStore, scale: str = "small") -> Experiment:
 
 
 def main(args) -> int:
-    # SIGTERM (a `kill`, a CI timeout) stops the command as Ctrl-C does, from here on: while it
-    # connects, and while the experiment runs (then its cells are stored).
+    """Run the command; every error is one sentence on stderr and a non-zero exit, never a traceback
+    (an error fedviz raises on purpose propagates to the CLI's handler: exit 2; anything else: exit 1).
+
+    SIGTERM (a `kill`, a CI timeout) stops the command as Ctrl-C does, from its first line: while
+    it connects, and while the experiment runs (then its cells are stored)."""
     previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() \
         else None
     try:
         return _main(args)
+    except (FedvizError, OSError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - a bug: one sentence, not a traceback
+        print(f"fedviz: error: the experiment command failed unexpectedly ({type(e).__name__}: "
+              f"{' '.join(str(e).split())}); please report it with the command line", file=sys.stderr)
+        return 1
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -82,7 +92,7 @@ def _main(args) -> int:
     print(f"experiment {experiment.name}: {experiment.size:,} cells "
           f"({len(experiment.settings)} settings × {len(experiment.seeds)} seeds); history {store.path}",
           file=sys.stderr, flush=True)
-    handle = launch(experiment, store, address=args.scheduler)
+    handle = launch(experiment, store, address=args.scheduler, replace=bool(getattr(args, "replace", False)))
     last = 0.0
     try:
         while not handle.wait(0.5):
@@ -103,7 +113,7 @@ def _main(args) -> int:
     failed = _failures(store, snap.experiment_id)
     results = load(store, experiment.name)
     _table(results)
-    builtin = builtin_for(experiment.name)
+    builtin = builtin_for(results.experiment)  # by content: a grid that only shares a built-in's name gets none
     verdict = builtin.verdict(results) if builtin is not None else None
     if verdict is not None:
         print(verdict.text)
@@ -130,16 +140,8 @@ def _progress(s) -> None:
           + (f" — {s.message}" if s.message else ""), file=sys.stderr, flush=True)
 
 
-def reasons(messages) -> list[tuple[int, str]]:
-    """The distinct reasons among failed cells' ``messages``, most frequent first, with their counts
-    (each on one line, cut at :data:`REASON_WIDTH` characters: a traceback's first line says enough)."""
-    counts: dict[str, int] = {}
-    for m in messages:
-        text = " ".join((m or "no reason was recorded").split())
-        if len(text) > REASON_WIDTH:
-            text = text[:REASON_WIDTH - 1] + "…"
-        counts[text] = counts.get(text, 0) + 1
-    return sorted(((n, text) for text, n in counts.items()), key=lambda x: (-x[0], x[1]))
+#: The distinct reasons among failed cells, counted (shared with the page, the driver and the report).
+reasons = failure_reasons
 
 
 def _failures(store: RunStore, exp_id: int | None) -> int:
@@ -185,7 +187,8 @@ def _write(results, verdict, out: Path) -> None:
     from ..plots.experiments import axis_figure, band_figure, report_html
     from ..plots.export import write_png
 
-    (out / "report.html").write_text(report_html(results, verdict), encoding="utf-8")
+    shown = verdict.for_report() if verdict is not None else None  # below the paper's scale: not red
+    (out / "report.html").write_text(report_html(results, shown), encoding="utf-8")
     written = ["results.csv", "results.json", "report.html"]
     # The two figures a paper shows, as pictures for a README: the curves with their seed bands,
     # and the final f − f* against the varied axis.

@@ -17,7 +17,12 @@ What happens when:
 * Stop: the tasks not started are cancelled, the running ones are told through a Dask event
   and end within seconds; their 'stopped' cells are stored, and run again on resume;
 * resume (launch the same name again): only cells without a complete (done or diverged)
-  result run.
+  result run;
+* a stored name launched with another grid (its :func:`~fedviz.experiments.spec.content_hash`
+  differs): refused with :class:`NameTaken`, which says how to proceed, unless ``replace`` —
+  then the stored experiment and its cells are deleted first.  Refused rather than stored apart
+  under a made-up name, so that a name always means one grid and a user finds their experiment
+  under the name they gave it; cells are reused only within one grid.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from ..runner.job import Entry
 from ..runner.loop import IterationRecord
 from ..runner.store import COMPLETE_CELL_STATUSES, RunStore
 from . import cluster
-from .spec import Cell, Experiment
+from .results import failure_text
+from .spec import Cell, Experiment, content_hash, differences
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +147,7 @@ class ExperimentHandle:
         self._state = dict(experiment_id=None, status="starting", message="starting the cluster", total=experiment.size,
                            reused=0, stored=0, failed=0, stopped=0, cancelled=0, lost=0, queued=0, cluster="")
         self._running: dict[str, CellProgress] = {}
+        self._failures: list[str] = []  # the messages of the cells this launch stored as failed
         self._thread = threading.Thread(target=self._drive, daemon=True, name=f"fedviz-exp-{self.uid[:8]}")
 
     # -- for callers ---------------------------------------------------------------------------------
@@ -283,7 +290,9 @@ class ExperimentHandle:
             status, message = "stopped", f"{self._stop_reason}: {st['reused'] + st['stored']} of {st['total']} cells"
         else:
             status = "done"
-            message = f"{st['failed']} cells failed or diverged" if st["failed"] else ""
+            diverged = st["failed"] - len(self._failures)
+            message = "; ".join(x for x in (failure_text(self._failures),
+                                            f"{diverged} diverged" if diverged else "") if x)
         self.store.finish_experiment(exp_id, status, message)
         self._update(status=status, message=message, queued=0)
 
@@ -344,6 +353,8 @@ class ExperimentHandle:
                              records=collect.records, dataset_fingerprint=info.get("fingerprint", ""),
                              dataset_summary=info.get("summary"), f_star=info.get("f_star"), worker=worker,
                              attempts=max(1, len(attempts - {None})))
+        if collect.status == "failed":
+            self._failures.append(collect.message)
         st = self._state
         complete = collect.status in COMPLETE_CELL_STATUSES
         self._update(stored=st["stored"] + complete, failed=st["failed"] + (collect.status in ("failed", "diverged")),
@@ -372,8 +383,23 @@ _RUNNING: dict[str, ExperimentHandle] = {}
 _RUNNING_LOCK = threading.Lock()
 
 
-def launch(experiment: Experiment, store: RunStore, *, address: str | None = None) -> ExperimentHandle:
-    """Start (or resume) ``experiment`` in a driver thread; refuses a name already running here."""
+class NameTaken(FedvizError):
+    """A stored experiment has this name and another grid (see the module docstring)."""
+
+    def __init__(self, name: str, stored, new: Experiment):
+        self.name, self.stored = name, stored
+        what = ", ".join(differences(stored.spec, new.as_json())) or "its grid"
+        super().__init__(
+            f"an experiment named {name!r} is already in the history with a different grid (it differs in "
+            f"{what}; {stored.n_complete} of its cells are complete), and one name holds one grid: give this "
+            "one another name, or replace the stored one (on the command line --replace; on the page, "
+            "Replace), which deletes its cells")
+
+
+def launch(experiment: Experiment, store: RunStore, *, address: str | None = None,
+           replace: bool = False) -> ExperimentHandle:
+    """Start (or resume) ``experiment`` in a driver thread; refuses a name already running here, and a
+    name stored with another grid (:class:`NameTaken`) unless ``replace`` (the stored one is deleted)."""
     if not isinstance(experiment, Experiment):
         raise ParameterError("experiment", type(experiment).__name__, "an Experiment")
     experiment.check()
@@ -382,6 +408,11 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
         if current is not None and not current.done:
             raise ParameterError("name", experiment.name, "the name of an experiment that is not running now",
                                  hint="stop it first, or give this one another name")
+        stored = store.get_experiment(experiment.name)
+        if stored is not None and content_hash(stored.spec) != experiment.content_hash:
+            if not replace:
+                raise NameTaken(experiment.name, stored, experiment)
+            store.delete_experiment(stored.id)
         handle = ExperimentHandle(experiment, store, address)
         _RUNNING[experiment.name] = handle
     return handle.start()
@@ -393,4 +424,4 @@ def running(name: str | None = None) -> ExperimentHandle | Mapping[str, Experime
         return _RUNNING.get(name) if name is not None else dict(_RUNNING)
 
 
-__all__ = ["CellProgress", "ExperimentHandle", "ExperimentSnapshot", "launch", "running"]
+__all__ = ["CellProgress", "ExperimentHandle", "ExperimentSnapshot", "NameTaken", "launch", "running"]

@@ -64,8 +64,10 @@ class Summary:
 class Results:
     """The stored cells of one experiment, with its definition (see the module docstring)."""
 
-    def __init__(self, info: ExperimentInfo, experiment: Experiment, cells: Sequence[CellResult], store: RunStore):
+    def __init__(self, info: ExperimentInfo, experiment: Experiment, cells: Sequence[CellResult], store: RunStore,
+                 messages: dict[str, str] | None = None):
         self.info, self.experiment, self.cells, self.store = info, experiment, tuple(cells), store
+        self.messages = dict(messages or {})  # a cell's stored message, by key (why it failed)
 
     # -- structure -----------------------------------------------------------------------------------
     @property
@@ -115,7 +117,9 @@ class Results:
                             if c.status in ("done", "diverged")])
             if sm is not None:
                 scored.append((_rank(sm.median), s))
-        return min(scored)[1] if scored else steps[0]
+        # By score alone: on a tie the first value wins (comparing the values too would compare a
+        # grid value with None, a TypeError, were an arm's cells ever of two kinds).
+        return min(scored, key=lambda x: x[0])[1] if scored else steps[0]
 
     def band(self, arm: str, setting: Sequence[int], metric: str = "suboptimality",
              step: float | None | str = "best") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -151,6 +155,10 @@ class Results:
             if sm is not None:
                 out.append((s, sm))
         return out
+
+    def failures(self) -> list[tuple[int, str]]:
+        """The distinct reasons the failed cells give, with their counts (:func:`failure_reasons`)."""
+        return failure_reasons(self.messages.get(c.key) for c in self.cells if c.status == "failed")
 
     def tuned(self) -> list[CellResult]:
         """The cells whose stepsize was chosen by tuning (their label names the value)."""
@@ -192,17 +200,28 @@ class Results:
 
 
 def load(store: RunStore, name_or_id: str | int) -> Results:
-    """The results of the stored experiment ``name_or_id``."""
+    """The results of the stored experiment ``name_or_id``: its cells that belong to its grid (a
+    history written before experiments were identified by their grid may hold other cells under the
+    name; they are left out, so the counts never exceed the grid)."""
     info = store.get_experiment(name_or_id)
     if info is None:
         raise ParameterError("experiment", name_or_id, "the name of a stored experiment")
     experiment = from_json(info.spec)
     params = {a.label: a.param for a in experiment.arms}
-    cells = []
+    # One stored cell per place of the grid (line, setting, grid value, seed): the one whose key is
+    # the grid's own there, else the last stored.
+    grid = {(c.arm, c.setting, c.step, c.seed): c.key for c in experiment.cells()}
+    chosen: dict[tuple, CellInfo] = {}
     for c in store.experiment_cells(info.id):
+        place = (c.arm, tuple(c.setting), c.step, c.seed)
+        if place in grid and (place not in chosen or chosen[place].key != grid[place]):
+            chosen[place] = c
+    cells, messages = [], {}
+    for c in sorted(chosen.values(), key=lambda c: (c.finished, c.run_id)):
         cols = store.columns(c.run_id)
         cells.append(_summarise(c, cols, experiment.target, params.get(c.arm)))
-    return Results(info, experiment, cells, store)
+        messages[c.key] = c.message
+    return Results(info, experiment, cells, store, messages)
 
 
 def _summarise(c: CellInfo, cols: dict, target: float, param: str | None) -> CellResult:
@@ -217,6 +236,36 @@ def _summarise(c: CellInfo, cols: dict, target: float, param: str | None) -> Cel
                       float(cols["test_error"][last]) if last >= 0 else math.nan,
                       float(cols["objective"][last]) if last >= 0 else math.nan,
                       rounds, int(cols["iteration"][last]) if last >= 0 else 0, c.worker)
+
+
+#: The longest failure reason shown (characters): a traceback's first line says enough.
+REASON_WIDTH = 300
+
+
+def failure_reasons(messages: Iterable[str | None]) -> list[tuple[int, str]]:
+    """The distinct reasons among failed cells' ``messages``, most frequent first, with their counts
+    (each on one line, cut at :data:`REASON_WIDTH` characters)."""
+    counts: dict[str, int] = {}
+    for m in messages:
+        text = " ".join((m or "no reason was recorded").split())
+        if len(text) > REASON_WIDTH:
+            text = text[:REASON_WIDTH - 1] + "…"
+        counts[text] = counts.get(text, 0) + 1
+    return sorted(((n, text) for text, n in counts.items()), key=lambda x: (-x[0], x[1]))
+
+
+def failure_text(messages: Sequence[str | None], shown: int = 3) -> str:
+    """One sentence for the page, the report and the log: "10 cells failed: 'nodes …' ×10" ('' if
+    none), the ``shown`` most frequent distinct reasons with their counts."""
+    if not messages:
+        return ""
+    found = failure_reasons(messages)
+    head = f"{len(messages)} cell{'s' if len(messages) != 1 else ''} failed: "
+    text = "; ".join(f"'{r}' ×{n}" for n, r in found[:shown])
+    rest = found[shown:]
+    if rest:
+        text += f"; and {len(rest)} other reason{'s' if len(rest) != 1 else ''} over {sum(n for n, _ in rest)} cells"
+    return head + text
 
 
 def summarise(values: Iterable[float]) -> Summary | None:
@@ -236,4 +285,5 @@ def _check_metric(metric: str) -> None:
         raise ParameterError("metric", metric, "one of " + ", ".join(METRICS))
 
 
-__all__ = ["CellResult", "METRICS", "Results", "Summary", "load", "summarise"]
+__all__ = ["CellResult", "METRICS", "REASON_WIDTH", "Results", "Summary", "failure_reasons", "failure_text", "load",
+           "summarise"]

@@ -8,7 +8,9 @@ that a cell is the same computation as ``fedviz run`` with the same data, algori
 
 A cell's :attr:`Cell.key` is a hash of everything that determines its result (data, loss, λ,
 algorithm and hyperparameters, stepsize mode, iterations, seed), never of its position in the
-grid: an experiment resumed with more seeds or settings reuses every cell it already has.
+grid.  An experiment as a whole is identified by :func:`content_hash`, a hash of its grid (not of
+its name): a stored name is resumed only by the same grid, so two experiments are never mixed
+under one name (the driver refuses a stored name with another grid, or replaces it on request).
 
 The settings an axis can vary (keys of an axis value):
 
@@ -33,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..algorithms.spec import AlgorithmSpec
-from ..data.build import DataSpec
+from ..data.build import MAX_NODES, DataSpec
 from ..data.partition.base import PARTITION_SPEC
 from ..data.presets import format_preset_spec, parse_preset_spec
 from ..errors import FedvizError, ParameterError
@@ -135,7 +137,7 @@ def _check_key(where: str, key: str, value) -> None:
     if key not in PLAIN_KEYS:
         raise ParameterError(where, key, "data.<knob>, partition.<knob>, or one of " + ", ".join(PLAIN_KEYS))
     if key == "nodes":
-        check_int(where, value, low=1)
+        check_int(where, value, low=1, high=MAX_NODES)  # the data builder's bound, checked before launch
     elif key == "lam":
         check_real(where, value, low=0, low_open=True)
     elif key == "test_fraction":
@@ -314,6 +316,12 @@ class Experiment:
         if self.data_seed is not None:
             object.__setattr__(self, "data_seed", check_int("data_seed", self.data_seed, low=0, high=2**32 - 1))
         object.__setattr__(self, "target", check_real("target", self.target, low=0, low_open=True))
+        # The base data's fixed values, against the ranges the data builder enforces on the workers:
+        # out of range, every cell would fail there one by one; here it is one message before launch.
+        if self.data.nodes is not None:
+            check_int("nodes", self.data.nodes, low=1, high=MAX_NODES)
+        if self.data.test_fraction is not None:
+            check_real("test_fraction", self.data.test_fraction, low=0, high=1, high_open=True)
         n = self.size
         if n > MAX_CELLS:
             raise ParameterError("experiment", f"{n:,} cells", f"at most {MAX_CELLS:,} cells",
@@ -383,15 +391,64 @@ class Experiment:
             if data.partition:
                 make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its options, K aside
 
+    # -- identity -------------------------------------------------------------------------------------
+    @property
+    def content_hash(self) -> str:
+        """What this grid computes, as a hash (:func:`content_hash`): two experiments with equal
+        hashes have the same cells whatever their names; a stored name is reused only by its own."""
+        return content_hash(self.as_json())
+
     # -- text forms -----------------------------------------------------------------------------------
     def as_json(self) -> dict:
         data = {k: v for k, v in vars(self.data).items()
                 if k != "loader_options" and v is not None and not isinstance(v, bytes)}
-        return {"name": self.name, "data": data, "uploaded": isinstance(self.data.source, bytes),
-                "algorithms": [a.as_json() for a in self.arms], "axes": [a.as_json() for a in self.axes],
-                "seeds": list(self.seeds), "iterations": self.iterations, "loss": self.loss, "lam": self.lam,
-                "data_seed": self.data_seed, "target": self.target, "description": self.description,
-                "claim": self.claim}
+        out = {"name": self.name, "data": data, "uploaded": isinstance(self.data.source, bytes),
+               "algorithms": [a.as_json() for a in self.arms], "axes": [a.as_json() for a in self.axes],
+               "seeds": list(self.seeds), "iterations": self.iterations, "loss": self.loss, "lam": self.lam,
+               "data_seed": self.data_seed, "target": self.target, "description": self.description,
+               "claim": self.claim}
+        # An upload's bytes are not kept, but their hash is: two uploads are two experiments.
+        uploads = {k: "sha256:" + hashlib.sha256(v).hexdigest()
+                   for k, v in (("source", self.data.source), ("test", self.data.test)) if isinstance(v, bytes)}
+        if uploads:
+            out["uploads"] = uploads
+        return out
+
+
+#: The keys of :meth:`Experiment.as_json` that say what a grid computes and how it is judged; its
+#: name, description and claim are words about it, and the data's display names only label an upload.
+CONTENT_KEYS = ("data", "uploaded", "uploads", "algorithms", "axes", "seeds", "iterations", "loss", "lam",
+                "data_seed", "target")
+_DISPLAY_ONLY = ("name", "test_name")
+
+
+def content_hash(doc: Mapping[str, Any]) -> str:
+    """A hash of the grid that :meth:`Experiment.as_json` wrote in ``doc`` (stored or new): its data,
+    lines, axes, seeds, iterations, loss, λ and target, never its name or prose.  Numbers are compared
+    as numbers (``1`` and ``1.0`` are one value), so a grid read back from the history, from TOML or
+    built in Python hashes alike."""
+    content = {k: doc.get(k) for k in CONTENT_KEYS}
+    if isinstance(content["data"], Mapping):
+        content["data"] = {k: v for k, v in content["data"].items() if k not in _DISPLAY_ONLY}
+    text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _canonical(x):
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, Mapping):
+        return {str(k): _canonical(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_canonical(v) for v in x]
+    return str(x)
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The content keys in which two experiments' ``as_json`` differ ('algorithms', 'seeds', ...)."""
+    return [k for k in CONTENT_KEYS if content_hash({k: old.get(k)}) != content_hash({k: new.get(k)})]
 
 
 def cell_key(problem: ProblemSpec, spec: AlgorithmSpec, arm: Arm, step, seed: int, iterations: int) -> str:
@@ -440,7 +497,7 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
 
     ::
 
-        name = "dirichlet-sweep"
+        name = "label-skew-sweep"
         data = "preset:google-plus-small"      # or a LIBSVM path
         partition = "dirichlet:alpha=1"        # optional, the base partitioner
         nodes = 100                            # optional
@@ -520,6 +577,8 @@ def from_json(doc: Mapping[str, Any]) -> Experiment:
     """The experiment :meth:`Experiment.as_json` wrote (an upload's bytes are not kept: such
     an experiment is reopened for its results, not resumed)."""
     data = dict(doc["data"])
+    if doc.get("uploaded") and "source" not in data:
+        data["source"] = b""  # the bytes are gone: a stand-in, so the results can be read (never resumed)
     arms = tuple(Arm.of(a["name"], a.get("hyper") or {}, label=a.get("label"), step=a.get("step", "default"),
                         values=a.get("values", ()), param=a.get("param")) for a in doc["algorithms"])
     axes = tuple(Axis(a["name"], tuple(a["values"]), tuple(a.get("labels", ()))) for a in doc.get("axes", ()))
@@ -566,5 +625,6 @@ def finite(x: float) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-__all__ = ["Arm", "Axis", "Cell", "DEFAULT_TARGET", "Experiment", "MAX_CELLS", "STEP_MODES", "apply_settings",
-           "cell_key", "from_json", "from_mapping", "from_toml", "parse_values"]
+__all__ = ["Arm", "Axis", "CONTENT_KEYS", "Cell", "DEFAULT_TARGET", "Experiment", "MAX_CELLS", "STEP_MODES",
+           "apply_settings", "cell_key", "content_hash", "differences", "from_json", "from_mapping", "from_toml",
+           "parse_values"]

@@ -740,12 +740,20 @@ def test_failed_cells_print_their_reasons_with_counts_and_exit_1(dask_cluster, t
                                        'seeds = [0, 1]\n\n[[algorithm]]\nname = "gd"\n\n'
                                        '[[algorithm]]\nname = "fsvrg"\n')
     r = subprocess.run([sys.executable, "-m", "fedviz", "experiment", str(tmp_path / "bad.toml"), "--scheduler",
-                        dask_cluster.address], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                        dask_cluster.address, "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300,
                        env={**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"), "PYTHONPATH": str(ROOT)})
     assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
     head = lines.index("fedviz: 4 of 4 cells failed (one reason):")
     assert lines[head + 1] == f"  4 × {e.value}"
+    # Issue 20: the reasons are the experiment's message too, so the page's status and the report carry them.
+    said = f"4 cells failed: '{e.value}' ×4"
+    assert RunStore(tmp_path / "runs.sqlite").get_experiment("bad file").message == said
+    import html
+
+    assert html.escape(said) in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
 
 
 def test_experiment_out_writes_its_pngs_without_playwright_and_exits_0(dask_cluster, tmp_path):
