@@ -83,8 +83,12 @@ LESSONS: tuple[Lesson, ...] = (
            "Section 3.1 lists four properties a federated algorithm should have; (A) says that an algorithm "
            "started at the optimum w* stays there. See which algorithms keep it."),
     Lesson("efficiency", "Efficiency: rounds against computation", "pages/learn_efficiency.py",
-           "Section 2.3.1, eq. (3): TIME = I × (c + T_A). Which algorithm is fastest depends on c, the cost of "
-           "one round: many cheap rounds win in a data centre, few expensive ones over phones."),
+           "Section 2.3.1, eq. (3): TIME = I × (c + T_A), I rounds of communication each costing c to "
+           "communicate and T_A to compute. Press **Run** (FSVRG, GD, CoCoA+ and FedAvg on google-plus-small): "
+           "when c is large (phones on a slow network) TIME ≈ I × c, and the run with the fewest rounds wins; "
+           "when c is small (a data centre) the least computation wins. The sentence under the figure says "
+           "who is fastest where, read from these runs.",
+           RunConfig(algorithms=tuple((name, ()) for name in ("fsvrg", "gd", "cocoa-plus", "fedavg")))),
     Lesson("client-drift", "Client drift", "pages/learn_drift.py",
            "Local steps on non-IID nodes pull each node toward its own optimum, away from the global one. See "
            "how far the nodes drift, and which corrections bring them back."),
