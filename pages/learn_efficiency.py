@@ -85,10 +85,9 @@ with ui.guard("Reading the run history"):
     handle = st.session_state.get("eff-run")
     # Which group the page shows: the one its own Run just finished (once, when it finishes), else the
     # newest group of this page's setup (a lesson's own runs, by their settings), else none until chosen.
-    if handle is not None and handle.done and st.session_state.get("eff-followed") != handle.id:
+    if handle is not None and handle.done and handle.id in by_id and st.session_state.get("eff-followed") != handle.id:
         st.session_state["eff-followed"] = handle.id
-        if handle.id in by_id:
-            st.session_state["eff-group"] = handle.id
+        st.session_state["eff-group"] = handle.id
     key = json.dumps(setup.as_json(), sort_keys=True, default=str)
     if st.session_state.get("eff-setup") != key:  # a new setup (a lesson opened): its own group
         st.session_state["eff-setup"] = key
