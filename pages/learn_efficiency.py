@@ -51,7 +51,8 @@ def compare(store, group) -> None:
     st.markdown("**" + p.describe().replace("*", "\\*") + "**")  # f* is not markdown's emphasis
     st.table({
         "run": [e.label + (" (centralised, not ranked)" if e.central else "") for e in p.entries],
-        "I(ε): rounds": [str(e.rounds) if e.reached else "not reached" for e in p.entries],
+        "I(ε): rounds": ["none (centralised)" if e.central else str(e.rounds) if e.reached else "not reached"
+                         for e in p.entries],
         "iterations": [str(e.iterations) if e.reached else "—" for e in p.entries],
         "T_A(ε) per round": [seconds_text(e.compute) if e.reached and e.rounds else "—" for e in p.entries],
         "TIME at c = 1 ms": [seconds_text(e.time(1e-3)) if e.reached and not e.central else "—"
