@@ -9,7 +9,8 @@ ui.through_navigation()
 
 #: The session keys of the runs a page shows, by page: opening a lesson there takes the earlier run off the
 #: page (it keeps going and stays in the history, on Compare), so the lesson starts on its own setup.
-PAGE_RUNS = {"pages/run.py": "run", "pages/learn_rare_features.py": "rare-run"}
+PAGE_RUNS = {"pages/run.py": "run", "pages/learn_rare_features.py": "rare-run",
+             "pages/learn_efficiency.py": "eff-run"}
 
 st.title("Start here: a guided tour")
 st.markdown(

@@ -455,6 +455,7 @@ def rare_share(omega: np.ndarray, n_nodes: int, fraction: float = 0.1) -> float:
     return float(np.mean(seen < fraction * n_nodes))
 
 
-__all__ = ["AblationConfig", "ablation_findings", "BucketErrors", "BucketTracker", "Buckets", "MAX_ITERATIONS", "METRICS",
+__all__ = ["AblationConfig", "ablation_findings", "BucketErrors", "BucketTracker", "Buckets", "MAX_ITERATIONS",
+           "METRICS",
            "TrackerSnapshot", "VARIANTS", "Variant", "ablation_job", "bucket_errors", "observed",
            "omega_buckets", "rare_share"]
