@@ -7,10 +7,13 @@ from fedviz.learn.tour import LESSONS
 
 ui.through_navigation()
 
-#: The session keys of the runs a page shows, by page: opening a lesson there takes the earlier run off the
-#: page (it keeps going and stays in the history, on Compare), so the lesson starts on its own setup.
-PAGE_RUNS = {"pages/run.py": "run", "pages/learn_rare_features.py": "rare-run",
-             "pages/learn_efficiency.py": "eff-run"}
+#: The session keys of the run a page shows, by page: opening a lesson there takes the earlier run off the
+#: page (it keeps going and stays in the history, on Compare), so the lesson starts on its own setup.  On
+#: Efficiency, "eff-setup" too: the page then opens the lesson's own group even after another was chosen.
+_RUN_KEYS = ("{}", "{}-meta", "{}-figures")
+PAGE_STATE = {"pages/run.py": tuple(k.format("run") for k in _RUN_KEYS),
+              "pages/learn_rare_features.py": tuple(k.format("rare-run") for k in _RUN_KEYS),
+              "pages/learn_efficiency.py": tuple(k.format("eff-run") for k in _RUN_KEYS) + ("eff-setup",)}
 
 st.title("Start here: a guided tour")
 st.markdown(
@@ -33,9 +36,8 @@ for i, lesson in enumerate(LESSONS, 1):
         if go.button(":material/arrow_forward: Open", key=f"tour-{lesson.key}", width="stretch"):
             with ui.guard(f"Opening “{lesson.title}”"):
                 ui.set_config(lesson.config)
-                key = PAGE_RUNS.get(lesson.page)
-                for k in (key, f"{key}-meta", f"{key}-figures") if key else ():
-                    st.session_state.pop(k, None)
+                for key in PAGE_STATE.get(lesson.page, ()):
+                    st.session_state.pop(key, None)
                 st.switch_page(lesson.page, query_params=lesson.query)
         st.markdown(f"{lesson.sentence} [Link to share ↗]({lesson.url()})")
 
