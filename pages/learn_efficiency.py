@@ -1,20 +1,18 @@
 """Learn · the efficiency paradigm (Section 2.3.1, eq. (3)): from runs in the history, I(ε) and T_A(ε)
 per algorithm, TIME = I(ε)(c + T_A(ε)) against the cost c of a round, and who wins where."""
 
+import json
+
 import streamlit as st
 
 from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
-from fedviz.learn.efficiency import (epsilon_choices, group_runs, history_groups, paradigm, seconds_text,
-                                     suggested_epsilon)
+from fedviz.learn.efficiency import (epsilon_choices, group_runs, history_groups, page_setup, paradigm,
+                                     seconds_text, setup_group, suggested_epsilon)
 from fedviz.plots.learn_efficiency import efficiency_figure
 from fedviz.runner import get_manager
-from fedviz.runner.config import RunConfig
 
 ui.through_navigation()
-
-#: The one-click set: the paper's three (Figure 2) and FedAvg, on google-plus-small, 30 iterations.
-DEFAULT_RUN = RunConfig(algorithms=(("fsvrg", ()), ("gd", ()), ("cocoa-plus", ()), ("fedavg", ())))
 
 st.title("The efficiency paradigm")
 st.markdown(
@@ -40,7 +38,7 @@ def compare(store, group) -> None:
     if not choices:
         st.info("These runs have no finite f − f* to compare.")
         return
-    start = suggested_epsilon(runs)
+    start = suggested_epsilon(runs, algorithms=algorithms)
     eps = st.select_slider(
         "ε: the suboptimality f − f* to reach", choices, format_func=lambda e: f"{e:.3g}",
         key=ui.seeded(f"eff-eps-{group.group_id}-{len(runs)}",
@@ -52,12 +50,15 @@ def compare(store, group) -> None:
     st.plotly_chart(efficiency_figure(p, styles=styles), width="stretch", key="eff-figure")
     st.markdown("**" + p.describe().replace("*", "\\*") + "**")  # f* is not markdown's emphasis
     st.table({
-        "run": [e.label for e in p.entries],
-        "I(ε): rounds": [str(e.rounds) if e.reached else "not reached" for e in p.entries],
+        "run": [e.label + (" (centralised, not ranked)" if e.central else "") for e in p.entries],
+        "I(ε): rounds": ["none (centralised)" if e.central else str(e.rounds) if e.reached else "not reached"
+                         for e in p.entries],
         "iterations": [str(e.iterations) if e.reached else "—" for e in p.entries],
         "T_A(ε) per round": [seconds_text(e.compute) if e.reached and e.rounds else "—" for e in p.entries],
-        "TIME at c = 1 ms": [seconds_text(e.time(1e-3)) if e.reached else "—" for e in p.entries],
-        "TIME at c = 10 s": [seconds_text(e.time(10.0)) if e.reached else "—" for e in p.entries],
+        "TIME at c = 1 ms": [seconds_text(e.time(1e-3)) if e.reached and not e.central else "—"
+                             for e in p.entries],
+        "TIME at c = 10 s": [seconds_text(e.time(10.0)) if e.reached and not e.central else "—"
+                             for e in p.entries],
     })
     if p.crossovers:
         st.caption("Where two lines meet, c = (I_b T_b − I_a T_a) / (I_a − I_b): " + "; ".join(
@@ -68,27 +69,54 @@ def compare(store, group) -> None:
 
 
 
+config = ui.current_config()
+ui.show_query_problems()
+setup = page_setup(config)
+names = [ALGORITHMS[n].title for n, _ in setup.algorithms]
+what = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else names[0]
+source = str(setup.data.source).removeprefix("preset:")
 groups: list = []
 with ui.guard("Reading the run history"):
     store = get_manager().store
     if store is None:
         st.warning("The run history is unavailable on this server; runs are kept in memory only.")
     groups = [] if store is None else history_groups(store)
-    with st.container(border=not groups):
-        if not groups:
-            st.info("The history has no finished runs to compare yet (two or more algorithms started by one "
-                    "Run click). Run a small default set here, or any set on the Run page.")
-        label = ":material/play_arrow: Run FSVRG, GD, CoCoA+ and FedAvg on google-plus-small (30 iterations)"
-        if st.button(label, type="primary" if not groups else "secondary", key="eff-start"):
-            ui.start_run(DEFAULT_RUN, key="eff-run")
+    by_id = {g.group_id: g for g in groups}
+    own = setup_group(groups, setup)
+    handle = st.session_state.get("eff-run")
+    # Which group the page shows: the one its own Run just finished (once, when it finishes), else the
+    # newest group of this page's setup (a lesson's own runs, by their settings), else none until chosen.
+    if handle is not None and handle.done and handle.id in by_id and st.session_state.get("eff-followed") != handle.id:
+        st.session_state["eff-followed"] = handle.id
+        st.session_state["eff-group"] = handle.id
+    key = json.dumps(setup.as_json(), sort_keys=True, default=str)
+    if st.session_state.get("eff-setup") != key:  # a new setup (a lesson opened): its own group
+        st.session_state["eff-setup"] = key
+        st.session_state["eff-group"] = own.group_id if own is not None else None
+    if st.session_state.get("eff-group") not in by_id:
+        st.session_state["eff-group"] = None
+    with st.container(border=own is None):
+        st.markdown(f"**This page's setup**: {what} on {source}, {setup.iterations} iterations, seed {setup.seed} "
+                    f"(the settings in force{'' if setup == config else ', with the default federated methods'}; "
+                    "a lesson's link sets them).")
+        if own is None:
+            st.info("The history has no finished runs of this setup yet. Press **Run** (a few seconds), or "
+                    "choose runs started earlier below." if groups else
+                    "The history has no finished runs to compare yet (two or more algorithms started by one "
+                    "Run click). Run this page's setup here, or any set on the Run page.")
+        label = f":material/play_arrow: Run {what} on {source} ({setup.iterations} iterations)"
+        if st.button(label, type="primary" if own is None else "secondary", key="eff-start"):
+            ui.start_run(setup, key="eff-run")
         if st.session_state.get("eff-run") is not None and not st.session_state["eff-run"].done:
             ui.live_view("eff-run", axis_key="eff-axis", cost_key="eff-cost", height=300)
 
 if groups:
     with ui.guard("Comparing the runs"):
-        by_id = {g.group_id: g for g in groups}
         gid = st.selectbox("Runs started together (newest first)", list(by_id), format_func=lambda k: by_id[k].title(),
-                           key="eff-group")
-        compare(store, by_id[gid])
+                           key="eff-group", placeholder="Choose runs started earlier",
+                           help="This page's setup opens its own newest runs; any other group of the history "
+                                "can be compared too.")
+        if gid is not None:
+            compare(store, by_id[gid])
 
 ui.sync_link()

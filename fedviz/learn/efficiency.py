@@ -14,12 +14,21 @@ runs that ran (the run history's records) and finds, exactly, the costs c where 
 Two lines I_a (c + T_a) and I_b (c + T_b) meet at c = (I_b T_b − I_a T_a) / (I_a − I_b), the only
 crossover, which counts when it is positive.  The winners over a range of c are the lower envelope
 of the lines (:func:`paradigm`).
+
+Only federated methods are ranked.  Eq. (3) is the paper's *distributed* measure: c is "the time
+needed for communication during a single iteration" of an algorithm whose data are on many nodes
+(Section 2.3.1), and the distributed setting is the one where "there is no single processing unit
+that would have direct access to all the data" (Section 2.3).  A centralised method (SGD, SVRG)
+runs on one machine holding every example: it has no round to pay c for, and its cost is eq. (2),
+TIME = I × T_A.  Ranking it against eq. (3)'s lines would compare a setting federated optimization
+does not have; it is kept as a labelled reference (a flat line: its computation, whatever c is).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -47,6 +56,7 @@ class Efficiency:
     iterations : int       outer iterations up to it
     seconds : float        the measured computation up to it (wall seconds of the run)
     compute : float        T_A(ε) = seconds / rounds (NaN for 0 rounds or not reached)
+    central : bool         a centralised method: eq. (2)'s TIME = its computation, no c; never ranked
     """
 
     label: str
@@ -56,12 +66,16 @@ class Efficiency:
     iterations: int
     seconds: float
     compute: float
+    central: bool = False
 
     def time(self, c) -> np.ndarray | float:
-        """TIME = I(ε) × (c + T_A(ε)) (eq. (3)); +inf where ε was not reached."""
+        """TIME = I(ε) × (c + T_A(ε)) (eq. (3)); +inf where ε was not reached; for a centralised
+        method eq. (2)'s I × T_A, its computation, the same at every c (it has no rounds)."""
         c = np.asarray(c, dtype=float)
         if not self.reached:
             return np.full(c.shape, math.inf) if c.shape else math.inf
+        if self.central:
+            return np.full(c.shape, self.seconds) if c.shape else self.seconds
         out = self.rounds * c + self.seconds  # = I (c + T_A), exact also for I = 0
         return out if c.shape else float(out)
 
@@ -106,19 +120,32 @@ class Paradigm:
                 return e
         raise KeyError(label)
 
+    @property
+    def ranked(self) -> tuple[Efficiency, ...]:
+        """The federated runs: the ones eq. (3) ranks."""
+        return tuple(e for e in self.entries if not e.central)
+
+    @property
+    def references(self) -> tuple[Efficiency, ...]:
+        """The centralised runs: drawn for reference, never ranked."""
+        return tuple(e for e in self.entries if e.central)
+
     def winner(self, c: float) -> str | None:
-        """The fastest run at round cost c (None if no run reached ε)."""
+        """The fastest federated run at round cost c (None if none reached ε)."""
         best, label = math.inf, None
-        for e in self.entries:
+        for e in self.ranked:
             t = e.time(c)
             if t < best:
                 best, label = t, e.label
         return label
 
     def describe(self) -> str:
-        """Who wins where, in one sentence."""
+        """Who wins where, in one sentence (among the federated runs), and which runs are references."""
+        return self._ranking() + self._reference_note()
+
+    def _ranking(self) -> str:
         if not self.regimes:
-            return f"No run reached f − f* ≤ {self.epsilon:.3g}."
+            return f"No {'federated ' if self.references else ''}run reached f − f* ≤ {self.epsilon:.3g}."
         if len(self.regimes) == 1:
             return (f"{self.regimes[0].label} is fastest to f − f* ≤ {self.epsilon:.3g} at every round cost "
                     f"from {seconds_text(self.c_range[0])} to {seconds_text(self.c_range[1])}.")
@@ -127,6 +154,15 @@ class Paradigm:
             parts.append(f"{r.label} up to {seconds_text(s.c)}")
         parts.append(f"{self.regimes[-1].label} above")
         return f"To f − f* ≤ {self.epsilon:.3g}: " + ", ".join(parts) + "."
+
+    def _reference_note(self) -> str:
+        refs = [e.label for e in self.references]
+        if not refs:
+            return ""
+        names = ", ".join(refs)
+        verb = "is" if len(refs) == 1 else "are"
+        return (f" {names} {verb} centralised, drawn for reference and not ranked: all the data on one machine, "
+                "no round to pay c for (eq. (2), Section 2.3.1).")
 
 
 def seconds_text(s: float) -> str:
@@ -138,26 +174,37 @@ def seconds_text(s: float) -> str:
     return f"{s:,.0f} s" if s >= 1000 else f"{s:.3g} s"
 
 
+def is_central(algorithm: str) -> bool:
+    """Whether the registry's ``algorithm`` is a centralised method (its class says ``federated =
+    False``); an unknown name counts as federated (a run of an algorithm since removed)."""
+    from ..algorithms import ALGORITHMS
+
+    cls = ALGORITHMS.get(algorithm)
+    return cls is not None and not cls.federated
+
+
 def efficiency(label: str, cols: Mapping[str, Sequence], epsilon: float, *, algorithm: str = "") -> Efficiency:
     """I(ε) and T_A(ε) of one run from its record columns (``rounds``, ``seconds``, ``suboptimality``,
-    ``iteration``: :meth:`RunStore.columns <fedviz.runner.store.RunStore.columns>`)."""
+    ``iteration``: :meth:`RunStore.columns <fedviz.runner.store.RunStore.columns>`); a centralised
+    ``algorithm`` is marked (:attr:`Efficiency.central`)."""
     _check_epsilon(epsilon)
+    central = is_central(algorithm)
     sub = np.asarray(cols["suboptimality"], dtype=float)
     hit = np.flatnonzero(np.isfinite(sub) & (sub <= epsilon))
     if hit.size == 0:
-        return Efficiency(label, algorithm, False, 0, 0, math.nan, math.nan)
+        return Efficiency(label, algorithm, False, 0, 0, math.nan, math.nan, central)
     i = int(hit[0])
     rounds = int(np.asarray(cols["rounds"])[i])
     seconds = float(np.asarray(cols["seconds"], dtype=float)[i])
     iterations = int(np.asarray(cols["iteration"])[i]) if "iteration" in cols else i
     compute = seconds / rounds if rounds > 0 else math.nan
-    return Efficiency(label, algorithm, True, rounds, iterations, seconds, compute)
+    return Efficiency(label, algorithm, True, rounds, iterations, seconds, compute, central)
 
 
 def crossover(a: Efficiency, b: Efficiency) -> Crossover | None:
     """The c > 0 where I_a (c + T_a) = I_b (c + T_b), or None (parallel lines, a meeting at c ≤ 0,
-    or a run that never reached ε).  Exact: c = (I_b T_b − I_a T_a) / (I_a − I_b)."""
-    if not (a.reached and b.reached) or a.rounds == b.rounds:
+    or a run that never reached ε, or a centralised run).  Exact: c = (I_b T_b − I_a T_a) / (I_a − I_b)."""
+    if not (a.reached and b.reached) or a.central or b.central or a.rounds == b.rounds:
         return None
     c = (b.seconds - a.seconds) / (a.rounds - b.rounds)
     if not (c > 0 and math.isfinite(c)):
@@ -169,7 +216,7 @@ def crossover(a: Efficiency, b: Efficiency) -> Crossover | None:
 
 def c_range_for(entries: Sequence[Efficiency]) -> tuple[float, float]:
     """:data:`C_RANGE`, widened to two decades below the smallest T_A and above the largest."""
-    t = [e.compute for e in entries if e.reached and math.isfinite(e.compute) and e.compute > 0]
+    t = [e.compute for e in entries if e.reached and not e.central and math.isfinite(e.compute) and e.compute > 0]
     lo, hi = C_RANGE
     if t:
         lo = min(lo, 10.0 ** math.floor(math.log10(min(t)) - 2))
@@ -180,7 +227,8 @@ def c_range_for(entries: Sequence[Efficiency]) -> tuple[float, float]:
 def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
              algorithms: Mapping[str, str] | None = None,
              c_range: tuple[float, float] | None = None) -> Paradigm:
-    """Eq. (3) for every run of ``runs`` (label → record columns) at accuracy ε.
+    """Eq. (3) for every run of ``runs`` (label → record columns) at accuracy ε; ``algorithms`` (label →
+    registry name) marks the centralised runs, which are measured but never ranked (see the module).
 
     The lower envelope is found exactly: its breakpoints are among the pairwise crossovers, and
     between two consecutive candidates the fastest run is the same, so it is read at their
@@ -193,14 +241,15 @@ def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
     lo, hi = c_range or c_range_for(entries)
     if not (0 < lo < hi):
         raise ParameterError("c_range", (lo, hi), "0 < low < high")
+    ranked = [e for e in entries if not e.central]
     crossovers = []
-    for i, a in enumerate(entries):
-        for b in entries[i + 1:]:
+    for i, a in enumerate(ranked):
+        for b in ranked[i + 1:]:
             x = crossover(a, b)
             if x is not None and lo < x.c < hi:
                 crossovers.append(x)
     crossovers.sort(key=lambda x: x.c)
-    reached = [e for e in entries if e.reached]
+    reached = [e for e in ranked if e.reached]
     regimes: list[Regime] = []
     switches: list[Crossover] = []
     if reached:
@@ -246,14 +295,18 @@ def default_epsilon(runs: Mapping[str, Mapping[str, Sequence]], *, at_least: int
     return target
 
 
-def suggested_epsilon(runs: Mapping[str, Mapping[str, Sequence]]) -> float | None:
-    """The ε a view opens at: the smallest of :func:`epsilon_choices` at which the fastest run changes
-    with c (where eq. (3) has something to teach), else :func:`default_epsilon`."""
-    for eps in epsilon_choices(runs):
-        p = paradigm(runs, eps)
+def suggested_epsilon(runs: Mapping[str, Mapping[str, Sequence]], *,
+                      algorithms: Mapping[str, str] | None = None) -> float | None:
+    """The ε a view opens at: the smallest of :func:`epsilon_choices` at which the fastest federated run
+    changes with c (where eq. (3) has something to teach), else :func:`default_epsilon` of the federated
+    runs (``algorithms``: label → registry name; the centralised runs are not ranked)."""
+    algorithms = dict(algorithms or {})
+    ranked = {k: v for k, v in runs.items() if not is_central(algorithms.get(k, ""))} or runs
+    for eps in epsilon_choices(ranked):
+        p = paradigm(ranked, eps, algorithms=algorithms)
         if p.switches and sum(e.reached for e in p.entries) >= 2:
             return eps
-    return default_epsilon(runs)
+    return default_epsilon(ranked)
 
 
 def epsilon_choices(runs: Mapping[str, Mapping[str, Sequence]]) -> list[float]:
@@ -295,6 +348,8 @@ class RunGroup:
     run_ids: tuple[int, ...]
     labels: tuple[str, ...]
     algorithms: tuple[str, ...]
+    #: The settings the group was started with (its first run's stored config).
+    config: Mapping = field(default_factory=dict, compare=False, repr=False)
 
     def title(self) -> str:
         when = self.created[:16].replace("T", " ")
@@ -320,9 +375,23 @@ def history_groups(store, *, limit: int = 500) -> list[RunGroup]:
             group_id=gid, created=runs[0].created,
             description=describe_run({k: v for k, v in runs[0].config.items() if k != "algorithms"}),
             run_ids=tuple(r.id for r in runs), labels=tuple(r.label for r in runs),
-            algorithms=tuple(r.algorithm for r in runs)))
+            algorithms=tuple(r.algorithm for r in runs), config=runs[0].config))
     groups.sort(key=lambda g: max(g.run_ids), reverse=True)
     return groups
+
+
+def setup_key(config: Mapping) -> str:
+    """A stored config's identity: its content as canonical JSON, without what a run adds to it after
+    the start (``tuning``: how tuning chose, written by the worker)."""
+    return json.dumps({k: v for k, v in dict(config).items() if k != "tuning"}, sort_keys=True, default=str)
+
+
+def setup_group(groups: Sequence[RunGroup], config) -> RunGroup | None:
+    """The newest group of ``groups`` (newest first, :func:`history_groups`) started with exactly
+    ``config`` (a :class:`~fedviz.runner.config.RunConfig`): a lesson's own runs, identified by the
+    content of their settings, never merely the newest group."""
+    key = setup_key(json.loads(json.dumps(config.as_json(), default=str)))
+    return next((g for g in groups if setup_key(g.config) == key), None)
 
 
 def group_runs(store, group: RunGroup) -> dict[str, dict[str, np.ndarray]]:
@@ -334,3 +403,19 @@ def group_runs(store, group: RunGroup) -> dict[str, dict[str, np.ndarray]]:
     if not out:
         raise FedvizError("the group has no runs")
     return out
+
+
+#: The federated methods the page runs when the settings in force name fewer than two: the paper's
+#: three of Figure 2 (FSVRG, GD, CoCoA+) and FedAvg.
+DEFAULT_METHODS = ("fsvrg", "gd", "cocoa-plus", "fedavg")
+
+
+def page_setup(config):
+    """The run the Efficiency page compares: the settings in force (a :class:`RunConfig`) when they name
+    at least two federated methods, else the same settings with :data:`DEFAULT_METHODS`."""
+    from dataclasses import replace
+
+    federated = [n for n, _ in config.algorithms if not is_central(n)]
+    if len(federated) >= 2:
+        return config
+    return replace(config, algorithms=tuple((n, ()) for n in DEFAULT_METHODS))

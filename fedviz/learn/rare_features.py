@@ -388,6 +388,63 @@ def observed(spec: AlgorithmSpec, tracker: BucketTracker) -> AlgorithmSpec:
     return AlgorithmSpec(spec.name, spec.hyper, spec.label, spec.group, impl=Observed)
 
 
+def _times(ratio: float) -> str:
+    return f"{ratio:,.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+
+
+def ablation_findings(final: Mapping[str, float], *, iteration: int, reference: str = "FSVRG",
+                      rare: Mapping[str, float] | None = None, rare_bin: str = "", same: float = 1.5,
+                      lag: float = 2.0) -> str:
+    """What the ablation's curves show, in sentences generated from them (never written for one data set).
+
+    ``final``: each curve's f(w) − f* at ``iteration``; each other curve is said to end ``k×`` above or
+    below ``reference`` (FSVRG, Algorithm 4), or about level with it when within a factor ``same``.
+    ``rare``: each curve's remaining error ‖w_B − w*_B‖/‖w*_B‖ in the rarest bin of ω^j (features on
+    ``rare_bin`` nodes); the curves above ``lag`` × the reference's lag behind on rare features, the
+    case the paper's A = Diag(K/ω^j) is for (Section 3.6.1, point 4).
+    """
+    ref = final.get(reference)
+    if ref is None or not (math.isfinite(ref) and ref > 0):
+        return ""
+    above, below, level = [], [], []
+    for label, v in final.items():
+        if label == reference:
+            continue
+        if not math.isfinite(v):
+            above.append((math.inf, f"{label} diverged"))
+            continue
+        ratio = max(v, 1e-300) / ref
+        if ratio >= same:
+            above.append((ratio, f"{label} {_times(ratio)} above"))
+        elif ratio <= 1 / same:
+            below.append((1 / ratio, f"{label} {_times(1 / ratio)} below"))
+        else:
+            level.append(label)
+    parts = [f"**At iteration {iteration}**, FSVRG's f − f* is {ref:.2g}"]
+    ends = [t for _, t in sorted(above, reverse=True)] + [t for _, t in sorted(below, reverse=True)]
+    if ends:
+        parts.append(": " + ", ".join(ends) + " it")
+    if level:
+        parts.append(("; " if ends else ": ") + ", ".join(level) + (" ends" if len(level) == 1 else " end")
+                     + " within a factor 1.5 of it")
+    text = "".join(parts) + "."
+    if below:
+        text += (" A curve below FSVRG is a modification that does not help on these data at this stepsize "
+                 "and iteration (tuning each curve, or more iterations, can change that).")
+    if rare and reference in rare and math.isfinite(rare[reference]):
+        r0 = rare[reference]
+        lagging = sorted(((v, k) for k, v in rare.items() if k != reference and math.isfinite(v) and
+                          v > lag * max(r0, 1e-12)), reverse=True)
+        where = f"the rarest features (those on {rare_bin} node{'s' * (rare_bin != '1')})"
+        if lagging:
+            text += (f"  \nOn {where}, FSVRG has {r0:.2g} of the way to w* still to go; "
+                     + ", ".join(f"{k} {v:.2g}" for v, k in lagging)
+                     + f": {'it lags' if len(lagging) == 1 else 'they lag'} behind there.")
+        else:
+            text += f"  \nOn {where}, no curve has more than {lag:g}× FSVRG's remaining {r0:.2g} of the way to w*."
+    return text
+
+
 def rare_share(omega: np.ndarray, n_nodes: int, fraction: float = 0.1) -> float:
     """The share of the features seen (ω^j > 0) that appear on fewer than ``fraction`` × K nodes:
     Section 4.1's "over 88% of features are present on fewer than 1,000 nodes" (K = 10,000)."""
@@ -398,6 +455,7 @@ def rare_share(omega: np.ndarray, n_nodes: int, fraction: float = 0.1) -> float:
     return float(np.mean(seen < fraction * n_nodes))
 
 
-__all__ = ["AblationConfig", "BucketErrors", "BucketTracker", "Buckets", "MAX_ITERATIONS", "METRICS",
+__all__ = ["AblationConfig", "ablation_findings", "BucketErrors", "BucketTracker", "Buckets", "MAX_ITERATIONS",
+           "METRICS",
            "TrackerSnapshot", "VARIANTS", "Variant", "ablation_job", "bucket_errors", "observed",
            "omega_buckets", "rare_share"]

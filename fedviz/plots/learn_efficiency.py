@@ -14,27 +14,53 @@ from .figures import _LAYOUT, _style, log_axis
 #: Light fills of the regimes (who is fastest where), by the winner's colour.
 _BAND_OPACITY = 0.10
 
+#: Colours for a second (third, …) run of one algorithm: every line of the figure its own colour, so that
+#: six FSVRG variants or FSVRG on two partitions can be told apart (the first run keeps its algorithm's).
+_MORE_COLORS = ("#d62728", "#2ca02c", "#9467bd", "#17becf", "#e6550d", "#393b79", "#8c6d31", "#843c39",
+                "#7b4173", "#5254a3", "#637939", "#ad494a", "#3182bd", "#31a354", "#756bb1", "#636363")
+
+
+def run_colors(p: Paradigm, styles: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    """label → (marker, colour): each run its algorithm's marker, and a colour no other run of the
+    figure has (its algorithm's for the first run of it, the next unused one of a palette after)."""
+    out, used = {}, set()
+    spare = iter(c for c in _MORE_COLORS)
+    for i, e in enumerate(p.entries):
+        marker, color = _style(e.label, e.algorithm, i, styles)
+        while color in used:
+            color = next(spare, None) or f"hsl({(37 * i) % 360}, 60%, 40%)"
+        used.add(color)
+        out[e.label] = (marker, color)
+    return out
+
 
 def efficiency_figure(p: Paradigm, *, styles: dict[str, str] | None = None, height: int = 460) -> go.Figure:
     """TIME(c) on log-log axes over ``p.c_range``; the pieces of the lower envelope shaded in the
     winner's colour, each change of winner marked by a dotted line at its exact c.
 
-    ``styles`` maps a run's label to the algorithm title whose marker and colour it takes."""
+    ``styles`` maps a run's label to the algorithm title whose marker it takes; every run has its own
+    colour (:func:`run_colors`).  A centralised run (:attr:`Efficiency.central`) is a dashed flat line, its
+    computation (eq. (2)), named as a reference: it is not ranked."""
     lo, hi = p.c_range
     c = np.geomspace(lo, hi, 241)
     fig = go.Figure()
-    colors, ys = {}, []
-    for i, e in enumerate(p.entries):
-        marker, color = _style(e.label, e.algorithm, i, styles)
-        colors[e.label] = color
+    styled = run_colors(p, styles)
+    colors, ys = {label: color for label, (_, color) in styled.items()}, []
+    for e in p.entries:
+        marker, color = styled[e.label]
         if not e.reached:
             continue
         y = np.asarray(e.time(c), dtype=float)
         ys.append(y)
         compute = "—" if not math.isfinite(e.compute) else seconds_text(e.compute)
+        if e.central:
+            name = f"{e.label}: centralised, TIME = {seconds_text(e.seconds)} (eq. (2)), not ranked"
+        else:
+            name = f"{e.label}: I = {e.rounds} rounds, T<sub>A</sub> = {compute}"
         fig.add_trace(go.Scatter(
-            x=c, y=y, mode="lines+markers", name=f"{e.label}: I = {e.rounds} rounds, T<sub>A</sub> = {compute}",
-            line=dict(color=color, width=2.5), marker=dict(symbol=marker, size=7, color=color, maxdisplayed=12),
+            x=c, y=y, mode="lines+markers", name=name,
+            line=dict(color=color, width=2.5, dash="dash" if e.central else "solid"),
+            marker=dict(symbol=marker, size=7, color=color, maxdisplayed=12),
             hovertemplate=f"{e.label}<br>c = %{{x:.3g}} s<br>TIME = %{{y:.3g}} s<extra></extra>"))
     if p.crossovers:
         fig.add_trace(go.Scatter(

@@ -203,3 +203,55 @@ def test_history_groups_keep_runs_started_together_on_one_problem_with_a_known_f
     np.testing.assert_array_equal(runs["GD"]["rounds"], [0, 2, 4, 6])
     e = paradigm(runs, 0.05).entry("FSVRG")
     assert (e.rounds, e.iterations, e.seconds) == (4, 2, pytest.approx(0.02))
+
+
+def test_a_centralised_run_is_measured_but_never_ranked():
+    """Eq. (3) compares distributed methods (Section 2.3.1): SGD (centralised) is fastest by computation
+    alone here, and still never the winner; its TIME is eq. (2)'s, the same at every c."""
+    rng = np.random.default_rng(3)
+    runs = {"FSVRG": random_run(rng, 20, 2, 0.05), "GD": random_run(rng, 60, 1, 0.001),
+            "SGD (centralised)": cols_of(np.arange(5) * 100, np.arange(5) * 1e-6, [1, 0.1, 0.01, 1e-3, 1e-9])}
+    algorithms = {"FSVRG": "fsvrg", "GD": "gd", "SGD (centralised)": "sgd"}
+    eps = default_epsilon({k: v for k, v in runs.items() if k != "SGD (centralised)"})
+    p = paradigm(runs, eps, algorithms=algorithms)
+    sgd = p.entry("SGD (centralised)")
+    assert sgd.central and sgd.reached and [e.label for e in p.references] == ["SGD (centralised)"]
+    assert sgd.time(1e-4) == sgd.time(1e3) == sgd.seconds
+    assert all(r.label != "SGD (centralised)" for r in p.regimes)
+    assert all("SGD (centralised)" not in (x.faster_below, x.faster_above) for x in p.crossovers)
+    # The ranking is the one without the reference, and the sentence says it is not ranked.
+    alone = paradigm({k: runs[k] for k in ("FSVRG", "GD")}, eps, algorithms=algorithms)
+    assert p.regimes == alone.regimes and p.switches == alone.switches
+    assert p.describe().startswith(alone.describe())
+    assert "SGD (centralised) is centralised, drawn for reference and not ranked" in p.describe()
+    for c in np.geomspace(*p.c_range, 50):
+        assert p.winner(c) == min(("FSVRG", "GD"), key=lambda k: p.entry(k).time(c))
+
+
+def test_a_setup_s_group_is_found_by_its_settings_not_by_being_newest():
+    from fedviz.learn.efficiency import DEFAULT_METHODS, page_setup, setup_group
+    from fedviz.runner.config import RunConfig
+
+    store = RunStore(":memory:")
+    mine = RunConfig(algorithms=tuple((n, ()) for n in ("fsvrg", "gd")), iterations=3)
+    other = RunConfig(algorithms=mine.algorithms, iterations=4)
+
+    def add(group, config, extra=None):
+        for label, algorithm in (("FSVRG", "fsvrg"), ("GD", "gd")):
+            rid = store.create_run(label=label, algorithm=algorithm, group_id=group, f_star=1.0,
+                                   dataset_fingerprint="fp", config={**config.as_json(), **(extra or {})})
+            store.append_records(rid, [_record(algorithm, i, 0.5 / (i + 1), 0.01 * i, i) for i in range(3)])
+            store.finish_run(rid, "done")
+
+    add("mine-old", mine)
+    add("mine", mine, {"tuning": "pilots: 3"})   # what a worker adds after the start does not count
+    add("other", other)                          # newest, another setup
+    groups = history_groups(store)
+    assert [g.group_id for g in groups] == ["other", "mine", "mine-old"]
+    assert setup_group(groups, mine).group_id == "mine"
+    assert setup_group(groups, other).group_id == "other"
+    assert setup_group(groups, RunConfig()) is None
+    # The page's setup: the settings in force with two or more federated methods, else the default ones.
+    assert page_setup(mine) == mine
+    assert [n for n, _ in page_setup(RunConfig(algorithms=(("fsvrg", ()), ("sgd", ())))).algorithms] \
+        == list(DEFAULT_METHODS)

@@ -228,3 +228,26 @@ def test_the_figure_draws_the_populated_buckets_and_one_line_per_curve(metric):
     assert list(bars.x) == ["1", "4–7", "32–63", "64–100"] and list(bars.y) == [2, 2, 3, 1]
     assert [t.name for t in lines] == ["FSVRG (iteration 3)", "FSVRG without A (iteration 3)"]
     np.testing.assert_array_equal(lines[0].y, values["FSVRG"][[0, 2, 5, 6]])
+
+
+def test_the_ablation_s_findings_are_generated_from_its_curves():
+    """Issue 20: the lesson named only A while 'FSVRG without h/n_k' ended 100× below FSVRG.  The page now
+    says, for every curve, how its final f − f* compares with FSVRG's (the ratio, by direct division)."""
+    from fedviz.learn.rare_features import ablation_findings
+
+    final = {"FSVRG": 1e-4, "FSVRG without h/n_k": 1e-6, "FSVRG without A": 5.7e-3, "FSVRG without S_k": 1.2e-4,
+             "Naive FSVRG": float("nan")}
+    text = ablation_findings(final, iteration=30)
+    assert text.startswith("**At iteration 30**, FSVRG's f − f* is 0.0001: ")
+    assert "Naive FSVRG diverged, FSVRG without A 57× above, FSVRG without h/n_k 100× below it" in text
+    assert "FSVRG without S_k ends within a factor 1.5 of it" in text
+    assert "does not help on these data" in text  # a curve below FSVRG is named as such
+    # The rare bins: who lags more than twice FSVRG's remaining error there, largest first.
+    rare = {"FSVRG": 0.1, "FSVRG without h/n_k": 0.15, "FSVRG without A": 0.9, "Naive FSVRG": 0.5}
+    text = ablation_findings({"FSVRG": 1e-4, "FSVRG without A": 2e-4}, iteration=5, rare=rare, rare_bin="1")
+    assert "On the rarest features (those on 1 node), FSVRG has 0.1 of the way to w* still to go; " \
+           "FSVRG without A 0.9, Naive FSVRG 0.5: they lag behind there." in text
+    assert "does not help" not in text and "FSVRG without A 2.0× above it" in text
+    text = ablation_findings({"FSVRG": 1e-4}, iteration=5, rare={"FSVRG": 0.1, "X": 0.15}, rare_bin="2–3")
+    assert "those on 2–3 nodes), no curve has more than 2× FSVRG's remaining 0.1" in text
+    assert ablation_findings({"FSVRG": 0.0}, iteration=3) == ""  # no ratio to a zero

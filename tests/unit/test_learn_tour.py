@@ -72,3 +72,28 @@ def test_the_notes_explain_only_the_algorithms_in_the_run():
     _, err = chart_notes("iteration", ["gd"], regression=True)
     assert "majority" not in err and "mean squared error" in err
     assert "  \n" in sub  # one idea a line
+
+
+def test_the_efficiency_lesson_compares_federated_methods_only():
+    """Eq. (3) ranks distributed methods (Section 2.3.1): the lesson's own setup has no centralised one, and it
+    is what the Efficiency page runs and opens (fedviz.learn.efficiency.page_setup)."""
+    from fedviz.algorithms import ALGORITHMS
+    from fedviz.learn.efficiency import page_setup
+
+    item = lesson("efficiency")
+    names = [n for n, _ in item.config.algorithms]
+    assert len(names) >= 2 and all(ALGORITHMS[n].federated for n in names)
+    assert page_setup(item.config) == item.config
+
+
+def test_a_lesson_names_only_what_the_dashboard_draws():
+    """Issue 20: lesson 3 spoke of the paper's "red stars" (Figure 2's FSVRGR), which no page draws, and of a
+    side-by-side it did not show; a page a lesson points to (Compare › …, Learn › …) must exist."""
+    app = (ROOT / "app.py").read_text()
+    titles = set(re.findall(r'title="([^"]+)"', app))
+    for item in LESSONS:
+        assert not re.search(r"\b(red|green|blue) (stars|circles|squares)\b", item.sentence), item.key
+        for page in re.findall(r"\*\*(\w[\w ]*) ›", item.sentence):
+            assert page in titles, (item.key, page)
+    assert "Compare › What if: two partitionings" in lesson("non-iid").sentence
+    assert "What if: two partitionings" in (ROOT / "pages" / "compare.py").read_text()
