@@ -30,6 +30,7 @@ from .runner import ProblemSpec, RunJob, cache, get_manager
 from .runner.execute import CRITERION, background_os_thread
 from .runner.config import RunConfig, from_query, to_query
 from .runner.sweep import sweep_outcome, sweep_plan
+from .validation import env_int
 
 log = logging.getLogger("fedviz.ui")
 
@@ -37,6 +38,13 @@ log = logging.getLogger("fedviz.ui")
 MAX_UPLOAD_MB = 200
 #: Rows accepted from an upload: keeps one classroom user from exhausting the server.
 MAX_UPLOAD_ROWS = 3_000_000
+#: Cells one experiment may have when launched from the page (the CLI has no bound); every built-in
+#: at full scale has at most 160.  ``FEDVIZ_MAX_CELLS`` sets it.
+MAX_EXPERIMENT_CELLS = 500
+
+
+def max_experiment_cells() -> int:
+    return env_int("FEDVIZ_MAX_CELLS", MAX_EXPERIMENT_CELLS, low=1)
 #: Seconds between two redraws of a run's live view while it runs, and while it is queued.
 LIVE_INTERVAL = 0.5
 QUEUED_INTERVAL = 2.0

@@ -31,7 +31,7 @@ def _launch(experiment, *, replace: bool = False) -> None:
     experiment.check(presets_only=True)  # a bad knob is named here, not failed on the workers cell by cell
     st.session_state.pop("exp-conflict", None)
     try:
-        handle = driver.launch(experiment, store, replace=replace)
+        handle = driver.launch(experiment, store, replace=replace, max_cells=ui.max_experiment_cells())
     except driver.NameTaken as e:  # another grid under this name: say so, offer Replace (nothing starts)
         st.session_state["exp-conflict"] = (experiment, str(e))
         return

@@ -397,12 +397,20 @@ class NameTaken(FedvizError):
 
 
 def launch(experiment: Experiment, store: RunStore, *, address: str | None = None,
-           replace: bool = False) -> ExperimentHandle:
+           replace: bool = False, max_cells: int | None = None) -> ExperimentHandle:
     """Start (or resume) ``experiment`` in a driver thread; refuses a name already running here, and a
-    name stored with another grid (:class:`NameTaken`) unless ``replace`` (the stored one is deleted)."""
+    name stored with another grid (:class:`NameTaken`) unless ``replace`` (the stored one is deleted).
+
+    ``max_cells`` bounds the grid (the dashboard's ``FEDVIZ_MAX_CELLS``: one click must not take a
+    shared cluster for hours); None, as on the command line, leaves it unbounded."""
     if not isinstance(experiment, Experiment):
         raise ParameterError("experiment", type(experiment).__name__, "an Experiment")
     experiment.check()
+    if max_cells is not None and experiment.size > max_cells:
+        raise ParameterError("cells", experiment.size, f"at most {max_cells:,} cells from the dashboard",
+                             hint="fewer seeds, stepsizes or axis values; the command line "
+                                  "(`python -m fedviz experiment`) takes larger grids, and FEDVIZ_MAX_CELLS sets "
+                                  "this server's bound")
     with _RUNNING_LOCK:
         current = _RUNNING.get(experiment.name)
         if current is not None and not current.done:

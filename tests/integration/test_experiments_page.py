@@ -376,3 +376,21 @@ def test_replace_deletes_the_other_grid_and_runs_this_one():
     assert (info.n_cells, info.n_complete) == (1, 1)  # the 4 cells of the other grid are gone
     assert len(load(get_manager().store, "replace me").cells) == 1
     get_manager().store.delete_experiment(info.id)
+
+
+def test_a_grid_over_the_dashboards_cell_bound_is_refused_before_anything_starts(monkeypatch):
+    """Issue 21: one anonymous click started a 20,000-cell grid (hours of a shared cluster).  The page
+    refuses a grid over FEDVIZ_MAX_CELLS, naming the bound and the command line; nothing is stored."""
+    monkeypatch.setenv("FEDVIZ_MAX_CELLS", "100")
+    at = _page()
+    b = BUILTINS["fedprox-figure2"]
+    name = b.experiment("small").name
+    assert b.experiment("small").size > 100
+    stored, handle = get_manager().store.get_experiment(name), driver.running(name)
+    at.button(key=f"exp-run-{b.name}").click().run()
+    assert not at.exception
+    errors = _errors(at)
+    assert any("at most 100 cells from the dashboard" in e and "FEDVIZ_MAX_CELLS" in e for e in errors), errors
+    after = get_manager().store.get_experiment(name)
+    assert (after is None) == (stored is None) and (after is None or after.updated == stored.updated)
+    assert driver.running(name) is handle
