@@ -30,6 +30,7 @@ from .runner import ProblemSpec, RunJob, cache, get_manager
 from .runner.execute import CRITERION, background_os_thread
 from .runner.config import RunConfig, from_query, to_query
 from .runner.sweep import sweep_outcome, sweep_plan
+from .markup import literal
 from .validation import env_int
 
 log = logging.getLogger("fedviz.ui")
@@ -229,8 +230,8 @@ def show_query_problems() -> None:
     """One warning per setting of the link that was ignored; the address bar then shows the
     link of the settings in force, so that a copied link no longer carries them."""
     problems = st.session_state.pop("query_problems", []) or []
-    for text in problems:
-        st.warning(f"Ignored a setting from the link — {text}", icon=":material/link_off:")
+    for text in problems:  # the link's own text inside: shown as its characters, never as Markdown
+        st.warning(f"Ignored a setting from the link: {literal(text, limit=300)}", icon=":material/link_off:")
     if problems:
         sync_link()
 

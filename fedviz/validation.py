@@ -52,6 +52,30 @@ def env_int(name: str, default: int | None, *, low: int = 1) -> int | None:
     return check_int(name, value, low=low)
 
 
+#: Punctuation a display name (a label, an axis and its values) may hold besides letters, digits and
+#: spaces: enough for "FedProx μ=0.1", "FSVRG ×2", "CoCoA+ sigma_prime ×0.25", "(0.5, 0.5)" or
+#: "α = 1e-3", and none of the characters Markdown or Plotly build links, images, HTML, code, math or
+#: icons from ([ ] < > ` $ ! # | \ : * ~ &).
+DISPLAY_PUNCTUATION = frozenset(" .,()+=-×/%'_")
+#: The longest display name: it is a legend entry, not a sentence.
+MAX_DISPLAY_CHARS = 80
+
+
+def check_display_text(name: str, value) -> str:
+    """``value`` if it is a display name a page can show as it is: letters and digits of any script,
+    spaces and :data:`DISPLAY_PUNCTUATION`, 1 to :data:`MAX_DISPLAY_CHARS` characters (issue 21: an axis
+    name made a link for everyone who opened the experiment's results)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ParameterError(name, value, "a non-empty text")
+    if len(value) > MAX_DISPLAY_CHARS:
+        raise ParameterError(name, value[:MAX_DISPLAY_CHARS] + "…", f"at most {MAX_DISPLAY_CHARS} characters")
+    bad = sorted({c for c in value if not (c.isalnum() or c in DISPLAY_PUNCTUATION)})
+    if bad:
+        raise ParameterError(name, value, "letters, digits, spaces and " + " ".join(sorted(DISPLAY_PUNCTUATION - {" "})),
+                             hint="found " + " ".join(repr(c) for c in bad))
+    return value
+
+
 def check_choice(name: str, value, choices) -> str:
     """Return ``value`` if it is one of ``choices``, or raise :class:`ParameterError`."""
     if value not in choices:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import ParameterError
+from ..validation import check_display_text
 from ..problems.objective import Problem
 from . import get_algorithm
 from .base import Algorithm
@@ -58,8 +59,7 @@ class AlgorithmSpec:
         cls.validate(dict(hyper))
         object.__setattr__(self, "hyper", tuple(sorted(hyper.items())))
         label = self.label or cls.title or self.name
-        if not isinstance(label, str) or not label.strip():
-            raise ParameterError(f"{self.name}.label", label, "a non-empty string")
+        check_display_text(f"{self.name}.label", label)
         object.__setattr__(self, "label", label)
         group = self.group or label
         if not isinstance(group, str):

@@ -41,7 +41,7 @@ from ..data.presets import format_preset_spec, parse_preset_spec
 from ..errors import FedvizError, ParameterError
 from ..problems.losses import make_loss
 from ..runner.job import ProblemSpec, RunJob
-from ..validation import check_int, check_real
+from ..validation import check_display_text, check_int, check_real
 
 #: How an arm sets its step-like hyperparameter.
 STEP_MODES = ("default", "tuned", "grid", "scales")
@@ -70,8 +70,7 @@ class Axis:
     labels: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise ParameterError("axis.name", self.name, "a non-empty string")
+        check_display_text("axis.name", self.name)
         values = tuple(_setting(self.name, k, v) for k, v in enumerate(self.values))
         if not values:
             raise ParameterError(f"axis {self.name!r}.values", [], "at least one value")
@@ -81,7 +80,8 @@ class Axis:
             raise ParameterError(f"axis {self.name!r}.labels", list(labels), f"{len(values)} labels, one per value")
         if len(set(labels)) != len(labels):
             raise ParameterError(f"axis {self.name!r}.labels", list(labels), "distinct labels")
-        object.__setattr__(self, "labels", tuple(str(x) for x in labels))
+        object.__setattr__(self, "labels", tuple(check_display_text(f"axis {self.name!r}.labels", str(x))
+                                                for x in labels))
 
     @classmethod
     def of(cls, key: str, values: Iterable, *, name: str | None = None,

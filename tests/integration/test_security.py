@@ -262,7 +262,7 @@ def test_link_data_naming_a_real_file_is_refused_on_the_page(opened):
     at.switch_page("pages/data.py")
     at.run()
     assert not at.exception
-    assert any(w.value.startswith("Ignored a setting from the link — data: ") for w in at.warning)
+    assert any(w.value.startswith("Ignored a setting from the link: `data: ") for w in at.warning)
     assert at.session_state["config"].data == DEFAULT_DATA
     assert {m.label: m.value for m in at.metric}["features d"] != "13"  # the default preset, not heart_scale
     assert str(REAL_FILE.resolve()) not in opened["paths"]
@@ -397,7 +397,7 @@ def test_bad_link_values_are_warnings_on_the_page():
     at.run()
     assert not at.exception
     warnings = [w.value for w in at.warning]
-    named = {key for key in query for w in warnings if w.startswith(f"Ignored a setting from the link — {key}: ")}
+    named = {key for key in query for w in warnings if w.startswith(f"Ignored a setting from the link: `{key}: ")}
     assert named == set(query), warnings
     assert at.session_state["config"] == RunConfig()
     assert dict(at.query_params) == {}  # the address bar now shows the link of the defaults in force
