@@ -22,7 +22,7 @@ from .algorithms import ALGORITHMS, get_algorithm
 from .data.baselines import majority_test_error, node_majority_test_error
 from .data.build import DataSpec
 from .errors import FedvizError
-from .learn.tour import chart_notes
+from .learn.chart_notes import chart_notes
 from .params import Param
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
@@ -419,11 +419,22 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
         c1, c2 = (st.container(), st.container()) if stacked else st.columns(2)
         c1.plotly_chart(sub, width="stretch", key=f"{key}-sub")
         c2.plotly_chart(err, width="stretch", key=f"{key}-err")
-        sub_note, err_note = chart_notes(axis, snap.algorithms.values(), regression=_mse(snap))
+        sub_note, err_note = _notes(snap, st.session_state.get(key + "-meta", {}), axis)
         c1.caption(sub_note)  # what to look at: the axis, the lines, why the curves look as they do
         c2.caption(err_note)
 
     _view()
+
+
+def _notes(snap, meta: dict, axis: str) -> tuple[str, str]:
+    """The sentences under the two charts, computed from the run's curves and its data's baselines
+    (:func:`fedviz.learn.chart_notes.chart_notes`: a claim about a value only where it holds)."""
+    data = meta.get("data")
+    baselines = {"optimum": snap.optimum_test_error}
+    if data is not None and snap.summary and not _mse(snap):
+        baselines.update(load_baselines(data))
+    curves = {label: snap.columns[label] for label in snap.labels if label in snap.columns}
+    return chart_notes(axis, dict(snap.algorithms), regression=_mse(snap), curves=curves, baselines=baselines)
 
 
 def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool):

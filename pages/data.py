@@ -11,6 +11,7 @@ from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
 from fedviz.data.synthetic import MAX_SEED
 from fedviz.errors import ParameterError
+from fedviz.learn.chart_notes import node_majority_note, rare_features_note
 from fedviz.params import parse_options
 from fedviz.plots import feature_appearance_figure, label_balance_figure, node_size_figure
 
@@ -196,9 +197,8 @@ with right:
             row2[1].metric("test examples", f"{ds.y_test.size:,}")
             st.caption(f"Partition: {ds.meta.get('partition') or 'the data set' + chr(39) + 's own nodes'}. "
                        f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
-                       f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}); "
-                       f"{100 * s['features_on_fewer_than_1000_nodes']:.1f}% of features appear on fewer than "
-                       f"1,000 nodes. {_labels_text(ds.meta.get('labels'))}")
+                       f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}). "
+                       f"{rare_features_note(ds.stats.omega, ds.n_nodes)} {_labels_text(ds.meta.get('labels'))}")
             st.plotly_chart(feature_appearance_figure(ds.stats.omega, ds.n_nodes), width="stretch")
             a, b = st.columns(2)
             a.plotly_chart(node_size_figure(ds.node_sizes), width="stretch")
@@ -211,6 +211,8 @@ with right:
                 st.table({"predictor": ["predict the majority label", "per-node majority", "the optimum w*"],
                           "test error": [ui.fmt_pct(base.get("majority")), ui.fmt_pct(base.get("node_majority")),
                                          ui.fmt_pct(opt["test_error"])]})
+                # Computed: the per-node majority against OPT, or why it is n/a (a test file's rows have no node).
+                st.caption(node_majority_note(base.get("node_majority"), opt["test_error"]))
                 st.caption(f"Optimum: f* = {opt['objective']:.10f}, ‖∇f(w*)‖ = {opt['grad_norm']:.1e}, "
                            f"λ = {opt['lam']:.3g}, {opt['seconds']:.2f} s (Newton-CG).")
         if spec is not None and spec != current:  # the new data failed to build (the error is above)

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from fedviz.learn.rare_features import VARIANTS
-from fedviz.learn.tour import AXIS_NOTES, LESSONS, lesson
+from fedviz.learn.chart_notes import AXIS_NOTES
+from fedviz.learn.tour import LESSONS, lesson
 from live_server import StreamlitServer, browser_page, idle, run_button, screenshot
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
