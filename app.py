@@ -1,11 +1,16 @@
 """fedviz dashboard: `streamlit run app.py`.  Navigation, the kernels' warm-up and the page guard;
 every page lives in pages/."""
 
+from pathlib import Path
+
 import streamlit as st
 
 from fedviz import ui
 
-st.set_page_config(page_title="fedviz — federated optimization", page_icon=":material/hub:", layout="wide")
+# The favicon is a file of the repository, served by the app (/media/…): a ":material/…" icon
+# is fetched from a font CDN, an error on every page offline.
+FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
+st.set_page_config(page_title="fedviz — federated optimization", page_icon=str(FAVICON), layout="wide")
 ui.start_warm_up()
 
 TOOLS = [

@@ -72,3 +72,29 @@ def test_a_test_file_disables_the_fraction_and_small_nodes_are_warned_on_data_an
     page.get_by_text(warning).first.wait_for(timeout=60_000)
     go_sidebar(page, "Run")
     page.get_by_text(warning).first.wait_for(timeout=60_000)
+
+
+def test_the_favicon_is_served_by_the_app_with_the_network_blocked(server, browser):
+    """page_icon=":material/hub:" made every page fetch its icon from a font CDN (an error offline)."""
+    from urllib.parse import urlsplit
+
+    external, failed = [], []
+    with browser_page(browser) as page:
+        def route(r):
+            if urlsplit(r.request.url).hostname in ("127.0.0.1", "localhost"):
+                r.continue_()
+            else:  # offline: nothing leaves the machine
+                external.append(r.request.url)
+                r.abort()
+
+        page.route("**/*", route)
+        page.on("requestfailed", lambda req: failed.append(req.url))
+        for path in ("/", "/data", "/run"):
+            open_page(page, server.url + path)
+            icon = observe(lambda: page.evaluate(
+                "() => [...document.querySelectorAll('link[rel~=\"icon\"]')].map(l => l.href)"),
+                lambda hrefs: hrefs and all("/media/" in h for h in hrefs), page=page)
+            assert icon and all(urlsplit(h).hostname == "127.0.0.1" for h in icon), f"{path}: favicon at {icon}"
+        page.wait_for_timeout(500)
+    icon_requests = [u for u in external + failed if re.search(r"gstatic|favicon|/media/|\.svg|\.png", u)]
+    assert not icon_requests, f"favicon requests outside the app or failed: {icon_requests}"
