@@ -98,3 +98,20 @@ def test_the_favicon_is_served_by_the_app_with_the_network_blocked(server, brows
         page.wait_for_timeout(500)
     icon_requests = [u for u in external + failed if re.search(r"gstatic|favicon|/media/|\.svg|\.png", u)]
     assert not icon_requests, f"favicon requests outside the app or failed: {icon_requests}"
+
+
+def test_the_tuning_rule_is_said_once_for_all_tuned_algorithms(server, page):
+    """The ~70-word 'How tuning chose' paragraph was repeated for each tuned algorithm (its grid centre
+    differed); the rule is one caption, each algorithm's grid is in its own note."""
+    from live_server import run_button
+
+    open_page(page, f"{server.url}/run?data=identical-nodes&algorithms=gd,fsvrg&iterations=12&tune=1")
+    run_button(page).first.click()
+    page.get_by_text(re.compile(r"FSVRG \(stepsize [\d.e+-]+, tuned.*\): done")).first.wait_for(timeout=180_000)
+    page.get_by_text(re.compile(r"GD \(stepsize [\d.e+-]+, tuned.*\): done")).first.wait_for(timeout=60_000)
+    idle(page)
+    rules = page.get_by_text(re.compile("^How tuning chose")).all_inner_texts()
+    assert len(rules) == 1, rules
+    body = page.locator("body").inner_text()
+    grids = re.findall(r"over the grid stepsize = [\d.e+-]+ × \d+\^k", body)
+    assert len(grids) == 2, [line for line in body.splitlines() if "tuned" in line]
