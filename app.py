@@ -11,7 +11,7 @@ from fedviz import ui
 # is fetched from a font CDN, an error on every page offline.
 FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
 st.set_page_config(page_title="fedviz — federated optimization", page_icon=str(FAVICON), layout="wide")
-ui.start_warm_up()
+ui.warm_up_banner(ui.start_warm_up())  # while the kernels compile: how long is left
 
 TOOLS = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),

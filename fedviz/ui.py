@@ -73,22 +73,56 @@ def through_navigation() -> None:
 def start_warm_up():
     """Compile every kernel in a background thread once per server (``FEDVIZ_WARMUP=0``: never),
     so that the first click of the first user waits no longer than any later one.  The thread
-    runs below the server's own threads, as run workers do, and never calls ``st.*``."""
+    runs below the server's own threads, as run workers do, and never calls ``st.*``.  Returns
+    the warm-up's :class:`~fedviz.runner.warmup.Progress` (None when off), read by
+    :func:`warm_up_banner`."""
     import os
     import threading
 
-    from .runner.warmup import warm_up
+    from .runner.warmup import Progress, warm_up
 
     if os.environ.get("FEDVIZ_WARMUP", "1") == "0":
         return None
+    progress = Progress()
 
     def work():
         background_os_thread("fedviz-warmup")
-        warm_up()
+        warm_up(progress=progress)
 
     thread = threading.Thread(target=work, name="fedviz-warmup", daemon=True)
     thread.start()
-    return thread
+    return progress
+
+
+#: Seconds between two redraws of the warm-up banner while the kernels compile.
+WARM_UP_INTERVAL = 2.0
+
+
+def warm_up_text(progress) -> str | None:
+    """The banner's sentence while the warm-up runs (None once it ended)."""
+    if progress is None or progress.finished:
+        return None
+    left = progress.seconds_left()
+    return (f"Warming up the kernels: about {max(1, round(left)):,} s left ({progress.done} of "
+            f"{len(progress.plan)} steps compiled). A run started now waits for its kernels; later runs start "
+            "at once. (Estimate: each remaining step's compile time measured with an empty cache, scaled by "
+            "how long the steps so far took against theirs.)")
+
+
+def warm_up_banner(progress) -> None:
+    """While the kernels compile, every page says so with the time left (redrawn every
+    :data:`WARM_UP_INTERVAL` s); once done, one full rerun draws the page without it."""
+    if warm_up_text(progress) is None:
+        return
+
+    @st.fragment(run_every=WARM_UP_INTERVAL)
+    def _banner():
+        text = warm_up_text(progress)
+        if text is None:
+            st.rerun()  # ended: the page again, without the banner and its timer
+        st.info(text, icon=":material/hourglass_top:")
+
+    _banner()
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -115,3 +115,22 @@ def test_the_tuning_rule_is_said_once_for_all_tuned_algorithms(server, page):
     body = page.locator("body").inner_text()
     grids = re.findall(r"over the grid stepsize = [\d.e+-]+ × \d+\^k", body)
     assert len(grids) == 2, [line for line in body.splitlines() if "tuned" in line]
+
+
+def test_pages_say_how_long_the_warm_up_has_left(browser, tmp_path):
+    """The first click in the first minutes after start waited 29 s for the background compile without a word.
+    A server with its warm-up on and an empty kernel cache: every page shows the banner with a time left
+    that falls; the page goes on working meanwhile."""
+    env = {"FEDVIZ_WARMUP": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
+    banner = re.compile(r"Warming up the kernels: about (\d+) s left \((\d+) of (\d+) steps compiled\)")
+    with StreamlitServer(tmp_path / "runs.sqlite", tmp_path / "server.log", env=env) as s, \
+            browser_page(browser) as page:
+        open_page(page, s.url + "/data")
+        first = page.get_by_text(banner).first.inner_text()
+        go_sidebar(page, "Run")
+        page.get_by_text(banner).first.wait_for()
+        later = observe(lambda: page.get_by_text(banner).first.inner_text(),
+                        lambda t: banner.search(t)[2] != banner.search(first)[2], timeout_ms=60_000, page=page)
+        a, b = banner.search(first), banner.search(later)
+        assert a and b and int(b[2]) > int(a[2]), (first, later)  # steps done: the banner follows them
+        assert int(b[1]) <= int(a[1]) + 5, (first, later)  # the time left falls (a little slack: re-estimated)
