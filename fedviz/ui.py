@@ -384,6 +384,21 @@ def partitioner_label(name: str) -> str:
 
 
 # -- runs ------------------------------------------------------------------------------------------
+def show_slow_run_warnings(config: RunConfig) -> None:
+    """Before Run: a warning for each chosen algorithm whose first iteration is estimated to take
+    long (:func:`fedviz.runner.slow.slow_run_warnings`: DANE's exact solver on a large problem),
+    since no curve is drawn until every first iteration ended.  The problem is loaded (shared,
+    cached) only when such an algorithm is chosen."""
+    from .runner.slow import slow_run_warnings
+
+    if not any(hasattr(ALGORITHMS.get(name), "first_iteration_cost") for name, _ in config.algorithms):
+        return
+    with guard("Estimating the first iteration"):
+        problem = load_problem(config.data, config.loss, config.lam)
+        for text in slow_run_warnings(problem, config.specs()):
+            st.warning(text, icon=":material/schedule:")
+
+
 def start_run(config: RunConfig, *, key: str = "run"):
     """Submit ``config`` to the server's run manager; the handle lives in the session.
 

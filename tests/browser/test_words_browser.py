@@ -134,3 +134,19 @@ def test_pages_say_how_long_the_warm_up_has_left(browser, tmp_path):
         a, b = banner.search(first), banner.search(later)
         assert a and b and int(b[2]) > int(a[2]), (first, later)  # steps done: the banner follows them
         assert int(b[1]) <= int(a[1]) + 5, (first, later)  # the time left falls (a little slack: re-estimated)
+
+
+def test_run_warns_before_dane_s_slow_first_iteration(server, page):
+    """DANE's default (the exact local solver) on the default data gave no word before its long first
+    iteration; the warning, with the estimate, is on the page before Run is pressed, and goes with the
+    'svrg' solver."""
+    from fedviz.algorithms.spec import AlgorithmSpec
+    from fedviz.runner import cache
+    from fedviz.runner.config import DEFAULT_DATA
+    from fedviz.runner.slow import first_iteration_seconds
+
+    seconds, _ = first_iteration_seconds(cache.problem(DEFAULT_DATA), AlgorithmSpec("dane"))
+    open_page(page, f"{server.url}/run?algorithms=fsvrg,dane")
+    page.get_by_text(f"DANE's first iteration will take about {seconds:.0f} s here").first.wait_for()
+    open_page(page, f"{server.url}/run?algorithms=fsvrg,dane&dane.solver=svrg")
+    assert page.get_by_text("first iteration will take about").count() == 0
