@@ -130,26 +130,30 @@ def _last(cols: Mapping, field: str) -> tuple[int, float] | None:
 
 
 def _lowest_suboptimality(curves: Mapping[str, Mapping]) -> str:
-    """Which run has the lowest f − f* at the last iteration every run has reached."""
+    """Which run has the lowest f − f* at the furthest iteration two or more runs reached (a run
+    that ended early, diverged say, is left out rather than holding the comparison back)."""
     ends = {label: np.asarray(cols.get("iteration", ()), dtype=np.int64) for label, cols in curves.items()}
-    if len(ends) < 2 or any(e.size == 0 for e in ends.values()):
+    ends = {label: e for label, e in ends.items() if e.size}
+    if len(ends) < 2:
         return ""
-    common = min(int(e.max()) for e in ends.values())
+    last = sorted((int(e.max()) for e in ends.values()), reverse=True)
+    common = last[1]  # the furthest iteration at least two runs reached
     if common < 1:
         return ""
     at = {}
-    for label, cols in curves.items():
-        idx = np.flatnonzero(ends[label] == common)
-        if idx.size == 0:
-            return ""
-        v = float(np.asarray(cols["suboptimality"], dtype=float)[idx[-1]])
-        if not math.isfinite(v):
-            return ""
-        at[label] = v
+    for label, e in ends.items():
+        idx = np.flatnonzero(e == common)
+        if idx.size:
+            v = float(np.asarray(curves[label]["suboptimality"], dtype=float)[idx[-1]])
+            if math.isfinite(v):
+                at[label] = v
+    if len(at) < 2:
+        return ""
     best = min(at, key=at.get)
     if sum(1 for v in at.values() if v == at[best]) > 1:
         return ""
-    return f"At iteration {common:,} the lowest f − f* is **{best}**'s ({at[best]:.2e})."
+    among = "" if len(at) == len(curves) else f" (of the {len(at)} runs that got there)"
+    return f"At iteration {common:,} the lowest f − f*{among} is **{best}**'s ({at[best]:.2e})."
 
 
 def _overshoot(label: str, cols: Mapping) -> str:
