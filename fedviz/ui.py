@@ -481,7 +481,7 @@ def _notes(snap, meta: dict, axis: str) -> tuple[str, str]:
     data = meta.get("data")
     baselines = {"optimum": snap.optimum_test_error}
     if data is not None and snap.summary and not _mse(snap):
-        baselines.update(load_baselines(data))
+        baselines.update(load_baselines(data), test_file=data.test is not None)
     curves = {label: snap.columns[label] for label in snap.labels if label in snap.columns}
     return chart_notes(axis, dict(snap.algorithms), regression=_mse(snap), curves=curves, baselines=baselines)
 

@@ -221,8 +221,9 @@ with right:
                 st.table({"predictor": ["predict the majority label", "per-node majority", "the optimum w*"],
                           "test error": [ui.fmt_pct(base.get("majority")), ui.fmt_pct(base.get("node_majority")),
                                          ui.fmt_pct(opt["test_error"])]})
-                # Computed: the per-node majority against OPT, or why it is n/a (a test file's rows have no node).
-                st.caption(node_majority_note(base.get("node_majority"), opt["test_error"]))
+                # Computed: the per-node majority against OPT, or why it is n/a (the test rows belong to no node).
+                st.caption(node_majority_note(base.get("node_majority"), opt["test_error"],
+                                              test_file=current.test is not None))
                 st.caption(f"Optimum: f* = {opt['objective']:.10f}, ‖∇f(w*)‖ = {opt['grad_norm']:.1e}, "
                            f"λ = {opt['lam']:.3g}, {opt['seconds']:.2f} s (Newton-CG).")
         if spec is not None and spec != current:  # the new data failed to build (the error is above)

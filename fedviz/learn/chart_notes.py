@@ -76,16 +76,19 @@ def _value(v) -> str:
     return f" ({pct(v)})" if _finite(v) else ""
 
 
-def node_majority_note(node_majority: float | None, optimum: float | None) -> str:
+def node_majority_note(node_majority: float | None, optimum: float | None, *, test_file: bool = True) -> str:
     """What the per-node majority line (Section 4.1's "per-author majority") says on this data.
 
     Compared with OPT by value: below it, knowing the node beats the best global model (the
     paper's finding on Google+, 17.14% against 26.27%); above it, the global model wins; and
-    where the test rows belong to no node (a separate test file) there is no such baseline.
+    where the test rows belong to no node there is no such baseline, for one of two reasons:
+    they come from a separate test file (``test_file``), or a partition dealt the training rows
+    to new nodes (a preset's test rows stay with its generator's nodes, none of the new ones).
     """
     if not _finite(node_majority):
-        return ("**per-node majority**: n/a — the test rows come from a separate test file and belong to no "
-                "node, so no node's commoner label applies to them.")
+        why = ("the test rows come from a separate test file and belong to no node" if test_file else
+               "the partition dealt the training rows to new nodes, and the test rows belong to none of them")
+        return f"**per-node majority**: n/a — {why}, so no node's commoner label applies to them."
     head = f"**per-node majority** ({pct(node_majority)}): each node's own commoner training label for its test rows"
     if not _finite(optimum):
         return head + "."
@@ -173,7 +176,8 @@ def chart_notes(axis: str, algorithms, *, regression: bool = False, curves: Mapp
     ``algorithms`` maps each run's label to its registry name (an iterable of names is read
     as labels equal to the names); ``curves`` maps a label to its columns (``iteration``,
     ``suboptimality``, ``test_error``); ``baselines`` holds ``optimum``, ``majority`` and
-    ``node_majority`` (test errors; None or NaN where unknown).  A sentence about a value
+    ``node_majority`` (test errors; None or NaN where unknown) and ``test_file`` (whether the
+    test rows come from a separate file: why a per-node majority is n/a).  A sentence about a value
     is said only when that value is given and the claim holds for it.  One idea a line
     (Markdown line breaks), so a reader can skip to the algorithm they are looking at.
     """
@@ -192,7 +196,7 @@ def chart_notes(axis: str, algorithms, *, regression: bool = False, curves: Mapp
         return _join(sub), _join(err)
     err = [_OPT_NOTE.format(value=_value(optimum)), _MAJORITY_NOTE.format(value=_value(majority))]
     if "node_majority" in base:
-        err.append(node_majority_note(base.get("node_majority"), optimum))
+        err.append(node_majority_note(base.get("node_majority"), optimum, test_file=bool(base.get("test_file", True))))
     for label, name in names.items():
         last = _last(curves[label], "test_error") if label in curves else None
         if last is None:

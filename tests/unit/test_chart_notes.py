@@ -186,3 +186,14 @@ def test_the_notes_explain_only_the_algorithms_in_the_run():
     _, err = chart_notes("iteration", ["gd"], regression=True)
     assert "majority" not in err and "mean squared error" in err
     assert "  \n" in sub  # one idea a line
+
+
+def test_a_partitioned_preset_s_n_a_is_explained_by_the_partition_not_a_test_file():
+    """Reshuffled google-plus-small (the non-IID lesson): the test rows stay with the generator's authors, so
+    they belong to none of the new nodes — the sentence must not blame a test file there is none of."""
+    spec = DataSpec("preset:google-plus-small", partition="reshuffle")
+    ds = cache.dataset(spec)
+    assert spec.test is None and np.all(ds.test_nodes < 0) and np.isnan(_node_majority(ds))
+    _, err = chart_notes("iteration", {}, baselines={"optimum": 0.26, "majority": 0.335, "node_majority": float("nan"),
+                                                     "test_file": spec.test is not None})
+    assert "n/a — the partition dealt the training rows to new nodes" in err and "test file" not in err
