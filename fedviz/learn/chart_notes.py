@@ -165,7 +165,8 @@ def _overshoot(label: str, cols: Mapping) -> str:
     sub = np.asarray(cols.get("suboptimality", ()), dtype=float)
     i0, i1 = np.flatnonzero(its == 0), np.flatnonzero(its == 1)
     if i0.size and i1.size and sub[i1[0]] > sub[i0[0]]:
-        return f"**{label}** overshoots in its first round here: f − f* rises from {sub[i0[0]]:.2e} to {sub[i1[0]]:.2e}."
+        return (f"**{label}** overshoots in its first round here: f − f* rises from {sub[i0[0]]:.2e} to "
+                f"{sub[i1[0]]:.2e}.")
     return ""
 
 

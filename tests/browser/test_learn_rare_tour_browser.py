@@ -100,6 +100,7 @@ def test_a_lesson_link_opens_run_set_up_and_its_charts_carry_their_sentences(ser
         idle(page)
         # Computed from this run (fedviz.learn.chart_notes): the per-node majority against OPT, the lowest f − f*.
         page.get_by_text(re.compile(r"per-node majority: n/a — the partition dealt the training rows to new nodes"
-                                    if not SHOTS else r"per-node majority \(\d+\.\d\d%\): .*below OPT")).first.wait_for()
+                                    if not SHOTS else r"per-node majority \(\d+\.\d\d%\): .*below OPT")
+                         ).first.wait_for()
         page.get_by_text(re.compile(r"At iteration 10 the lowest f − f\*")).first.wait_for()
         _shot(page, "run-sentences", height=1300)
