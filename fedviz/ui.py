@@ -104,9 +104,8 @@ def warm_up_text(progress) -> str | None:
         return None
     left = progress.seconds_left()
     return (f"Warming up the kernels: about {max(1, round(left)):,} s left ({progress.done} of "
-            f"{len(progress.plan)} steps compiled). A run started now waits for its kernels; later runs start "
-            "at once. (Estimate: each remaining step's compile time measured with an empty cache, scaled by "
-            "how long the steps so far took against theirs.)")
+            f"{len(progress.plan)} steps compiled); a run started now waits for them. Estimate: the remaining "
+            "steps' compile times with an empty cache, scaled by how long the steps so far took.")
 
 
 def warm_up_banner(progress) -> None:

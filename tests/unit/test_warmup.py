@@ -75,6 +75,6 @@ def test_the_banner_says_the_time_left_and_goes_when_done():
     p.start_step()
     clock.now += 5.0
     p.end_step()  # half the cold time: 0.5 × 30 = 15 s left
-    assert ui.warm_up_text(p).startswith("Warming up the kernels: about 15 s left (1 of 2 steps compiled).")
+    assert ui.warm_up_text(p).startswith("Warming up the kernels: about 15 s left (1 of 2 steps compiled);")
     p.finish()
     assert ui.warm_up_text(p) is None and ui.warm_up_text(None) is None
