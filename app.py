@@ -1,13 +1,18 @@
 """fedviz dashboard: `streamlit run app.py`.  Navigation, the kernels' warm-up and the page guard;
 every page lives in pages/."""
 
+from pathlib import Path
+
 import streamlit as st
 
 from fedviz import ui, ui_sessions
 
 ui_sessions.install()  # Streamlit 1.67 leaves 3 descriptors per closed tab open (see the module)
-st.set_page_config(page_title="fedviz — federated optimization", page_icon=":material/hub:", layout="wide")
-ui.start_warm_up()
+# The favicon is a file of the repository, served by the app (/media/…): a ":material/…" icon
+# is fetched from a font CDN, an error on every page offline.
+FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
+st.set_page_config(page_title="fedviz — federated optimization", page_icon=str(FAVICON), layout="wide")
+ui.warm_up_banner(ui.start_warm_up())  # while the kernels compile: how long is left
 
 TOOLS = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),

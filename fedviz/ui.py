@@ -22,7 +22,7 @@ from .algorithms import ALGORITHMS, get_algorithm
 from .data.baselines import majority_test_error, node_majority_test_error
 from .data.build import DataSpec
 from .errors import FedvizError
-from .learn.tour import chart_notes
+from .learn.chart_notes import chart_notes
 from .params import Param
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
@@ -82,22 +82,55 @@ def through_navigation() -> None:
 def start_warm_up():
     """Compile every kernel in a background thread once per server (``FEDVIZ_WARMUP=0``: never),
     so that the first click of the first user waits no longer than any later one.  The thread
-    runs below the server's own threads, as run workers do, and never calls ``st.*``."""
+    runs below the server's own threads, as run workers do, and never calls ``st.*``.  Returns
+    the warm-up's :class:`~fedviz.runner.warmup.Progress` (None when off), read by
+    :func:`warm_up_banner`."""
     import os
     import threading
 
-    from .runner.warmup import warm_up
+    from .runner.warmup import Progress, warm_up
 
     if os.environ.get("FEDVIZ_WARMUP", "1") == "0":
         return None
+    progress = Progress()
 
     def work():
         background_os_thread("fedviz-warmup")
-        warm_up()
+        warm_up(progress=progress)
 
     thread = threading.Thread(target=work, name="fedviz-warmup", daemon=True)
     thread.start()
-    return thread
+    return progress
+
+
+#: Seconds between two redraws of the warm-up banner while the kernels compile.
+WARM_UP_INTERVAL = 2.0
+
+
+def warm_up_text(progress) -> str | None:
+    """The banner's sentence while the warm-up runs (None once it ended)."""
+    if progress is None or progress.finished:
+        return None
+    left = progress.seconds_left()
+    return (f"Warming up the kernels: about {max(1, round(left)):,} s left ({progress.done} of "
+            f"{len(progress.plan)} steps compiled); a run started now waits for them. Estimate: the remaining "
+            "steps' compile times with an empty cache, scaled by how long the steps so far took.")
+
+
+def warm_up_banner(progress) -> None:
+    """While the kernels compile, every page says so with the time left (redrawn every
+    :data:`WARM_UP_INTERVAL` s); once done, one full rerun draws the page without it."""
+    if warm_up_text(progress) is None:
+        return
+
+    @st.fragment(run_every=WARM_UP_INTERVAL)
+    def _banner():
+        text = warm_up_text(progress)
+        if text is None:
+            st.rerun()  # ended: the page again, without the banner and its timer
+        st.info(text, icon=":material/hourglass_top:")
+
+    _banner()
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -359,6 +392,21 @@ def partitioner_label(name: str) -> str:
 
 
 # -- runs ------------------------------------------------------------------------------------------
+def show_slow_run_warnings(config: RunConfig) -> None:
+    """Before Run: a warning for each chosen algorithm whose first iteration is estimated to take
+    long (:func:`fedviz.runner.slow.slow_run_warnings`: DANE's exact solver on a large problem),
+    since no curve is drawn until every first iteration ended.  The problem is loaded (shared,
+    cached) only when such an algorithm is chosen."""
+    from .runner.slow import slow_run_warnings
+
+    if not any(hasattr(ALGORITHMS.get(name), "first_iteration_cost") for name, _ in config.algorithms):
+        return
+    with guard("Estimating the first iteration"):
+        problem = load_problem(config.data, config.loss, config.lam)
+        for text in slow_run_warnings(problem, config.specs()):
+            st.warning(text, icon=":material/schedule:")
+
+
 def start_run(config: RunConfig, *, key: str = "run"):
     """Submit ``config`` to the server's run manager; the handle lives in the session.
 
@@ -428,11 +476,22 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
         c1, c2 = (st.container(), st.container()) if stacked else st.columns(2)
         c1.plotly_chart(sub, width="stretch", key=f"{key}-sub")
         c2.plotly_chart(err, width="stretch", key=f"{key}-err")
-        sub_note, err_note = chart_notes(axis, snap.algorithms.values(), regression=_mse(snap))
+        sub_note, err_note = _notes(snap, st.session_state.get(key + "-meta", {}), axis)
         c1.caption(sub_note)  # what to look at: the axis, the lines, why the curves look as they do
         c2.caption(err_note)
 
     _view()
+
+
+def _notes(snap, meta: dict, axis: str) -> tuple[str, str]:
+    """The sentences under the two charts, computed from the run's curves and its data's baselines
+    (:func:`fedviz.learn.chart_notes.chart_notes`: a claim about a value only where it holds)."""
+    data = meta.get("data")
+    baselines = {"optimum": snap.optimum_test_error}
+    if data is not None and snap.summary and not _mse(snap):
+        baselines.update(load_baselines(data), test_file=data.test is not None)
+    curves = {label: snap.columns[label] for label in snap.labels if label in snap.columns}
+    return chart_notes(axis, dict(snap.algorithms), regression=_mse(snap), curves=curves, baselines=baselines)
 
 
 def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool):

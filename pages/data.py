@@ -6,11 +6,12 @@ import numpy as np
 import streamlit as st
 
 from fedviz import ui
-from fedviz.data.build import MAX_NODES, PRESET_PREFIX, DataSpec
+from fedviz.data.build import DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
 from fedviz.data.synthetic import MAX_SEED
 from fedviz.errors import ParameterError
+from fedviz.learn.chart_notes import node_majority_note, rare_features_note
 from fedviz.params import parse_options
 from fedviz.plots import feature_appearance_figure, label_balance_figure, node_size_figure
 
@@ -134,15 +135,25 @@ def split_widgets(current: DataSpec, spec: DataSpec) -> DataSpec:
     """The test fraction (every source) and, for a file without a test file, how rows are drawn.
 
     None in the spec means the source's own fraction (a preset's, or 0.25 for a file), so a
-    link carries the fraction only when the user changed it."""
-    own = preset_config(parse_preset_spec(spec.source[len(PRESET_PREFIX):])[0]).test_fraction \
-        if spec.is_preset else 0.25
-    fraction = st.number_input("Test fraction", 0.0, 0.9, step=0.05, format="%.2f",
-                               key=ui.seeded("data-test-fraction", own if current.test_fraction is None
-                                             else float(current.test_fraction)),
-                               help="The share of each node's rows held out to measure the test error.")
-    split = "auto"  # a preset splits by its generator's time order; a test file needs no split
-    if not spec.is_preset and spec.test is None:
+    link carries the fraction only when the user changed it.  The widget's key names the
+    preset (as its knobs do), so each preset shows its own fraction (fedprox-synthetic's 0.1,
+    not the 0.25 of the preset before it); with a test file the fraction is moot and disabled."""
+    if spec.is_preset:
+        name = parse_preset_spec(spec.source[len(PRESET_PREFIX):])[0]
+        own, key = preset_config(name).test_fraction, f"data-{name}-test-fraction"
+        same = current.is_preset and parse_preset_spec(current.source[len(PRESET_PREFIX):])[0] == name
+    else:
+        own, key, same = DEFAULT_TEST_FRACTION, "data-file-test-fraction", not current.is_preset
+    moot = spec.test is not None
+    start = own if current.test_fraction is None or not same else float(current.test_fraction)
+    fraction = st.number_input("Test fraction", 0.0, 0.9, step=0.05, format="%.2f", key=ui.seeded(key, start),
+                               disabled=moot, help="The share of each node's rows held out to measure the test error.")
+    if moot:
+        st.caption("Test fraction: not used — the test file is the test set, and every row of the training file "
+                   "trains.")
+        return dataclasses.replace(spec, test_fraction=None, split="auto")
+    split = "auto"  # a preset splits by its generator's time order
+    if not spec.is_preset:
         split = st.selectbox("Test rows", list(SPLITS), format_func=SPLITS.get,
                              key=ui.seeded("data-split", "auto" if current.is_preset else current.split),
                              help="Random rows make a fair test set for a file in any order (sorted by label, "
@@ -199,9 +210,8 @@ with right:
             row2[1].metric("test examples", f"{ds.y_test.size:,}")
             st.caption(f"Partition: {ds.meta.get('partition') or 'the data set' + chr(39) + 's own nodes'}. "
                        f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
-                       f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}); "
-                       f"{100 * s['features_on_fewer_than_1000_nodes']:.1f}% of features appear on fewer than "
-                       f"1,000 nodes. {_labels_text(ds.meta.get('labels'))}")
+                       f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}). "
+                       f"{rare_features_note(ds.stats.omega, ds.n_nodes)} {_labels_text(ds.meta.get('labels'))}")
             st.plotly_chart(feature_appearance_figure(ds.stats.omega, ds.n_nodes), width="stretch")
             a, b = st.columns(2)
             a.plotly_chart(node_size_figure(ds.node_sizes), width="stretch")
@@ -214,6 +224,9 @@ with right:
                 st.table({"predictor": ["predict the majority label", "per-node majority", "the optimum w*"],
                           "test error": [ui.fmt_pct(base.get("majority")), ui.fmt_pct(base.get("node_majority")),
                                          ui.fmt_pct(opt["test_error"])]})
+                # Computed: the per-node majority against OPT, or why it is n/a (the test rows belong to no node).
+                st.caption(node_majority_note(base.get("node_majority"), opt["test_error"],
+                                              test_file=current.test is not None))
                 st.caption(f"Optimum: f* = {opt['objective']:.10f}, ‖∇f(w*)‖ = {opt['grad_norm']:.1e}, "
                            f"λ = {opt['lam']:.3g}, {opt['seconds']:.2f} s (Newton-CG).")
         if spec is not None and spec != current:  # the new data failed to build (the error is above)

@@ -64,6 +64,7 @@ with left:
     if new is not None and new != config:
         ui.set_config(new)
         config = new
+    ui.show_slow_run_warnings(config)  # a first iteration estimated to take long: said before Run
     b1, b2 = st.columns(2)
     if b1.button(":material/play_arrow: Run", type="primary", disabled=new is None, width="stretch"):
         with ui.guard("Starting the run"):

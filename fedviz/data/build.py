@@ -24,12 +24,15 @@ from .synthetic import MAX_NODES, estimate_entries
 
 PRESET_PREFIX = "preset:"
 __all__ = ["DataSpec", "build", "default_nodes", "PRESET_PREFIX", "MAX_NODES", "SPLITS",
-           "DEFAULT_TEST_FRACTION", "MIN_ROWS_PER_NODE", "MAX_DEFAULT_NODES"]
+           "DEFAULT_TEST_FRACTION", "MIN_ROWS_PER_NODE", "MAX_DEFAULT_NODES", "SMALL_NODE_ROWS",
+           "small_node_warnings"]
 # MAX_NODES: the generator's bound, also the most nodes a partitioner may split a data set into
 # (the Data page's widgets allow as many)
 
 #: A file's test fraction when none is given (each node's last or random quarter).
 DEFAULT_TEST_FRACTION = 0.25
+#: Fewer training rows than this on a node is warned about (:func:`small_node_warnings`): "a handful".
+SMALL_NODE_ROWS = 5
 #: :func:`default_nodes`: the fewest rows a node gets by default, and the most nodes.
 MIN_ROWS_PER_NODE = 20
 MAX_DEFAULT_NODES = 100
@@ -157,8 +160,30 @@ def build(spec: DataSpec) -> FederatedDataset:
         ds = _build_preset(spec)
     else:
         ds = _build_file(spec)
-    ds.meta["warnings"] = list(ds.meta.get("warnings", ())) + _test_set_warnings(ds)
+    ds.meta["warnings"] = list(ds.meta.get("warnings", ())) + small_node_warnings(ds, spec) + _test_set_warnings(ds)
     return ds
+
+
+def small_node_warnings(ds: FederatedDataset, spec: DataSpec | None = None) -> list[str]:
+    """A sentence when some node holds fewer than :data:`SMALL_NODE_ROWS` training rows.
+
+    Such a node's local steps (FSVRG's pass, FedAvg's epochs: Algorithm 4's n_k-step loop) fit
+    a row or two, and its per-node statistics (n_k^j / n_k, Section 3.6.1) are all or nothing;
+    Dirichlet label skew with a small α leaves many (a9a, α = 0.1: one-row nodes).  Says how
+    many, how many hold a single row, and what to change."""
+    sizes = np.asarray(ds.node_sizes)
+    small = int(np.count_nonzero(sizes < SMALL_NODE_ROWS))
+    if not small or ds.n_nodes <= 1:
+        return []
+    ones = int(np.count_nonzero(sizes == 1))
+    fix = "use fewer nodes"
+    name = (spec.partition or "").split(":", 1)[0] if spec is not None else ""
+    if name == "dirichlet":
+        fix = "raise dirichlet's min_size (or alpha), or use fewer nodes"
+    return [f"{small:,} of {ds.n_nodes:,} nodes hold fewer than {SMALL_NODE_ROWS} training rows"
+            + (f" ({ones:,} hold a single row)" if ones else "")
+            + f", smallest {int(sizes.min()):,}: their local steps fit a handful of examples and their "
+              f"per-node statistics are noise; {fix}"]
 
 
 def _build_preset(spec: DataSpec) -> FederatedDataset:

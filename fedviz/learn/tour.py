@@ -7,11 +7,6 @@ setting the pages would refuse.  The sentence says what to do and what to look f
 paper's section (Konečný, McMahan, Ramage, Richtárik 2016, numbered as :mod:`fedviz.properties`
 explains).  The Learn pages other than the tour are written by their own modules; a lesson only
 names their file.
-
-The sentences under the convergence charts of Home and Run (:func:`chart_notes`) live here too:
-what each x axis counts, what each baseline line means, and why the curves of the paper's
-algorithms look as they do (FSVRG's pass per round, CoCoA+'s dual overshoot at iteration 1, GD's
-test error held at the majority rate by the bias feature).
 """
 
 from __future__ import annotations
@@ -108,62 +103,6 @@ LESSONS: tuple[Lesson, ...] = (
 )
 
 
-# =======================================================================================
-# The sentences under the convergence charts (Home and Run: fedviz.ui.live_view)
-# =======================================================================================
-#: What each x axis (fedviz.plots.X_AXES) counts.
-AXIS_NOTES = {
-    "iteration": "**x: iterations**, not the same work everywhere: an FSVRG iteration is two rounds and a pass over "
-                 "every node's data, a GD iteration one round and one gradient.",
-    "rounds": "**x: communication rounds**, what federated optimization pays for (Section 1.2): two per FSVRG or "
-              "DANE iteration, one per GD or CoCoA+ iteration.",
-    "vectors": "**x: vectors of length d** each node sends and receives; a round costs a node at least one each way.",
-    "seconds": "**x: wall seconds** of this simulation on the server: computation only, no network.",
-    "simulated": "**x: simulated time**, the paper's eq. (3): TIME = I × (c + T_A), each round costing c on top of "
-                 "the measured computation.",
-}
-
-#: Why an algorithm's f(w) − f* curve looks as it does, by registry name.
-SUBOPTIMALITY_NOTES = {
-    "fsvrg": "**FSVRG** falls fastest: between two rounds every node makes a whole pass of variance-reduced steps "
-             "over its own data (Algorithm 4; its four modifications one by one: Learn › Rare features).  Its "
-             "safeguard shows the last point it accepted, so iteration 1 is flat (the first pass is checked by the "
-             "next round's gradient); a later flat step is a pass that raised f, taken back with the stepsize "
-             "halved, its rounds counted.",
-    "gd": "**GD**: one full-gradient step per round, safe and slow.",
-    "cocoa-plus": "**CoCoA+** improves its dual, not f(w) (w = Xα/(λn), eq. (14)): its first round overshoots — "
-                  "the jump at iteration 1 — and sparse data damp its steps by σ' ≈ K (Section 4.1).",
-    "naive-fsvrg": "**Naive FSVRG** (Algorithm 3) is FSVRG without its four modifications.",
-}
-
-#: Why an algorithm's test-error curve looks as it does (classification), by registry name.
-TEST_ERROR_NOTES = {
-    "gd": "**GD** sits at the majority rate: the bias feature, in every example, leads its small first steps, so "
-          "nearly every prediction is the majority label.",
-    "fsvrg": "**FSVRG** reaches OPT in 30 iterations on the paper's data (Figure 2); watch whether it does here.",
-}
-
-_BASELINE_NOTE = (
-    "**OPT**: the optimum w*'s test error, where a converged run ends. **predict majority**: one label for everyone. "
-    "**per-node majority**: each node's own commoner label; when it lies below OPT, knowing the node beats the best "
-    "global model — the data are far from IID, the case for personalised models (Section 4.1).")
-
-
-def chart_notes(axis: str, algorithms, *, regression: bool = False) -> tuple[str, str]:
-    """(the sentences under the f(w) − f* chart, those under the test-error chart) for a run of
-    ``algorithms`` (registry names) drawn against ``axis``: what the axis counts, what the lines
-    mean, and why the curves of the algorithms present look as they do.  One idea a line
-    (Markdown line breaks), so a reader can skip to the algorithm they are looking at."""
-    names = list(dict.fromkeys(algorithms))
-    sub = ["f(w) − f* on a log scale: a straight falling line is linear convergence.", AXIS_NOTES.get(axis, "")]
-    sub += [SUBOPTIMALITY_NOTES[n] for n in names if n in SUBOPTIMALITY_NOTES]
-    if regression:
-        err = ["Test mean squared error; **OPT** is the optimum w*'s, where a converged run ends."]
-    else:
-        err = [_BASELINE_NOTE] + [TEST_ERROR_NOTES[n] for n in names if n in TEST_ERROR_NOTES]
-    return "  \n".join(s for s in sub if s), "  \n".join(err)
-
-
 def lesson(key: str) -> Lesson:
     """The lesson of ``key``."""
     for item in LESSONS:
@@ -172,4 +111,4 @@ def lesson(key: str) -> Lesson:
     raise KeyError(key)
 
 
-__all__ = ["AXIS_NOTES", "LESSONS", "Lesson", "SUBOPTIMALITY_NOTES", "TEST_ERROR_NOTES", "chart_notes", "lesson"]
+__all__ = ["LESSONS", "Lesson", "lesson"]

@@ -265,10 +265,11 @@ class _Run:
                 spec = spec.with_hyper(label=f"{spec.label} [{e.label}]")
             label = spec.label
             entry = Entry.of(spec)
-            note = (f"tuned {result.param} = {result.value:.4g} by {result.cost()} (the pilots' rounds and "
-                    "seconds are apart from the run's)"
+            note = (f"tuned {result.param} = {result.value:.4g}"
+                    + (f" over the grid {result.grid}" if result.grid else "")
+                    + f" by {result.cost()} (the pilots' rounds and seconds are apart from the run's)"
                     + ("; the best value sits at the edge of the widest grid tried" if result.edge else "")
-                    + f"{CRITERION}{result.criterion}")
+                    + f"{CRITERION}{result.rule or result.criterion}")  # the rule: one for every algorithm
             self.entries[k] = entry
             self.open[self.open.index(e.label)] = label
             self.sink.retuned(e.label, entry, note)

@@ -142,6 +142,8 @@ class TuneResult:
     seeds: tuple[int, ...] = ()
     run_rounds: int | None = None
     runs: int = 0   # pilot runs: one per value and seed, and the default's second seed when it was one
+    rule: str = ""  # the criterion without this algorithm's grid: the same for every algorithm of a run
+    grid: str = ""  # this algorithm's grid: "stepsize = 0.5 × 2^k (at most the safe …)"
 
     @property
     def tuned(self) -> bool:
@@ -320,17 +322,23 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
     length = pilot_iterations(iterations)
     half = second_half(length)
     seeds = pilot_seeds(seed)
-    criterion = (f"lowest f − f* (the geometric mean over iterations {half.start}–{half.stop - 1} of its mean "
-                 f"over the pilot seeds) of {length}-iteration pilots over {param} = {base:.4g} × {RATIO:g}^k"
-                 + (f" (at most the safe {cap:.4g}: larger only slows)" if cap is not None else "")
-                 + f", grown while the lowest is at an edge (at most {MAX_EXTENSIONS} times), refined × "
-                 f"{math.sqrt(RATIO):g}; the default kept unless a value beats it by {PREFER:g}× in that mean "
-                 f"and on every pilot seed; seeds {', '.join(map(str, seeds))} (not the run's {seed}), one "
-                 f"when the method is deterministic; diverging, oscillating or relapsing pilots excluded")
+    # The rule is the same for every algorithm of a run; the grid is the algorithm's own (its default
+    # and cap), so a page can say the rule once and each grid beside its algorithm.
+    grid = (f"{param} = {base:.4g} × {RATIO:g}^k" if base is not None else f"{param}: no default to centre on") \
+        + (f" (at most the safe {cap:.4g}: larger only slows)" if cap is not None else "")
+    head = (f"lowest f − f* (the geometric mean over iterations {half.start}–{half.stop - 1} of its mean "
+            f"over the pilot seeds) of {length}-iteration pilots over ")
+    tail = (f", grown while the lowest is at an edge (at most {MAX_EXTENSIONS} times), refined × "
+            f"{math.sqrt(RATIO):g}; the default kept unless a value beats it by {PREFER:g}× in that mean "
+            f"and on every pilot seed; seeds {', '.join(map(str, seeds))} (not the run's {seed}), one "
+            f"when the method is deterministic; diverging, oscillating or relapsing pilots excluded")
+    criterion = head + grid + tail
+    rule = head + f"each algorithm's grid (its default × {RATIO:g}^k, below its safe value where it has one)" + tail
     if length == 0:
-        criterion = "no pilot runs: the run has 0 iterations"
+        criterion = rule = "no pilot runs: the run has 0 iterations"
     if base is None or length == 0:
-        return TuneResult(cls.name, param, base, hyper, criterion, (), time.perf_counter() - start, False)
+        return TuneResult(cls.name, param, base, hyper, criterion, (), time.perf_counter() - start, False,
+                          rule=rule, grid=grid)
 
     pilots: dict[float, Pilot] = {}   # by grid exponent k (value = base · RATIO**k)
     curves: dict[float, list[float]] = {}  # k → mean f − f* over the seeds (clamped), over the second half
@@ -449,7 +457,8 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
             run(j)
     k = best()
     run_rounds = None if math.isnan(per_round[0]) else int(round(per_round[0] * iterations))
-    extra = dict(rounds=spent["rounds"], seeds=tuple(used), run_rounds=run_rounds, runs=spent["runs"])
+    extra = dict(rounds=spent["rounds"], seeds=tuple(used), run_rounds=run_rounds, runs=spent["runs"], rule=rule,
+                 grid=grid)
     if k is None:
         return TuneResult(cls.name, param, base, hyper, criterion, _ordered(pilots),
                           time.perf_counter() - start, True, **extra)

@@ -51,26 +51,144 @@ def _problems():
             yield Problem(ds, loss)
 
 
-def warm_up(stop: Callable[[], bool] | None = None) -> dict[str, float]:
+def steps() -> list[tuple[int, str]]:
+    """The warm-up's steps in order: (problem index in :func:`_problems`, algorithm name)."""
+    from ..algorithms import ALGORITHMS
+
+    losses = ["logistic", "logistic", "logistic", "logistic", "squared", "smoothed-hinge"]  # _problems' order
+    return [(i, name) for i, loss in enumerate(losses) for name, cls in ALGORITHMS.items() if loss in cls.losses]
+
+
+#: Seconds each warm-up step took with an empty kernel cache (``NUMBA_CACHE_DIR`` a new directory) on
+#: the 2-core development machine: ``python -m fedviz.runner.warmup --measure`` prints this table.  Only
+#: their proportions matter (:class:`Progress` rescales them by the steps already timed); a step
+#: missing here (an algorithm added later) counts as the median step.
+COLD_SECONDS: dict[tuple[int, str], float] = {
+    (0, 'cocoa'): 0, (0, 'cocoa-plus'): 2.24, (0, 'dane'): 3.22, (0, 'fedavg'): 4.12, (0, 'fedprox'): 0.01,
+    (0, 'fsvrg'): 22.91, (0, 'gd'): 0.01, (0, 'naive-fsvrg'): 0, (0, 'one-shot'): 0.01, (0, 'scaffold'): 0.01,
+    (0, 'sgd'): 0.34, (0, 'svrg'): 0.02,
+    (1, 'cocoa'): 0.04, (1, 'cocoa-plus'): 1.28, (1, 'dane'): 0.22, (1, 'fedavg'): 0.01, (1, 'fedprox'): 0,
+    (1, 'fsvrg'): 1.43, (1, 'gd'): 0.08, (1, 'naive-fsvrg'): 0.04, (1, 'one-shot'): 0.58, (1, 'scaffold'): 0.15,
+    (1, 'sgd'): 0.06, (1, 'svrg'): 0.02,
+    (2, 'cocoa'): 0.05, (2, 'cocoa-plus'): 0.04, (2, 'dane'): 0.38, (2, 'fedavg'): 0.01, (2, 'fedprox'): 0,
+    (2, 'fsvrg'): 2.22, (2, 'gd'): 0.04, (2, 'naive-fsvrg'): 0.05, (2, 'one-shot'): 0.03, (2, 'scaffold'): 0.05,
+    (2, 'sgd'): 0.04, (2, 'svrg'): 0.06,
+    (3, 'cocoa'): 0.04, (3, 'cocoa-plus'): 0.03, (3, 'dane'): 1.18, (3, 'fedavg'): 0.09, (3, 'fedprox'): 0.02,
+    (3, 'fsvrg'): 1.67, (3, 'gd'): 0.07, (3, 'naive-fsvrg'): 0.01, (3, 'one-shot'): 1.38, (3, 'scaffold'): 0.03,
+    (3, 'sgd'): 0.04, (3, 'svrg'): 0.02,
+    (4, 'cocoa'): 0.02, (4, 'cocoa-plus'): 0.03, (4, 'dane'): 0.08, (4, 'dual-method'): 0.1, (4, 'fedavg'): 0,
+    (4, 'fedprox'): 0.09, (4, 'fsvrg'): 0.02, (4, 'gd'): 0.21, (4, 'naive-fsvrg'): 0, (4, 'one-shot'): 0.03,
+    (4, 'primal-method'): 0.13, (4, 'scaffold'): 0.06, (4, 'sgd'): 0.05, (4, 'svrg'): 0.19,
+    (5, 'cocoa'): 0.09, (5, 'cocoa-plus'): 0.09, (5, 'dane'): 0.13, (5, 'fedavg'): 0.02, (5, 'fedprox'): 0.1,
+    (5, 'fsvrg'): 0.03, (5, 'gd'): 0.13, (5, 'naive-fsvrg'): 0, (5, 'one-shot'): 1, (5, 'scaffold'): 0.2,
+    (5, 'sgd'): 0.08, (5, 'svrg'): 0.07,
+}
+
+
+class Progress:
+    """How far a warm-up is, and an estimate of the seconds it has left.
+
+    The estimate: the cold-cache seconds of the steps still to come (:data:`COLD_SECONDS`)
+    times the ratio of the wall seconds the finished steps took (from the first step's start)
+    to their cold-cache seconds, so
+    a faster or busier machine, or a disk cache already warm, scales the whole table; the
+    step under way counts for its scaled seconds less the time it has run, never below 0.
+    Before a step has finished the ratio is 1.  Written by the warm-up's thread, read by
+    the pages' (a float and a few ints: a read may be one step stale, never torn)."""
+
+    def __init__(self, plan: list[tuple[int, str]] | None = None, cold: dict | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.plan = list(steps() if plan is None else plan)
+        cold = COLD_SECONDS if cold is None else cold
+        known = [v for v in cold.values() if v > 0]
+        median = float(np.median(known)) if known else 1.0
+        self.cold = [float(cold.get(step, median)) for step in self.plan]
+        self.clock = clock
+        self.done = 0                 # steps finished
+        self.spent = 0.0              # wall seconds from the start to the end of the last finished step
+        self.started: float | None = None
+        self.step_started: float | None = None
+        self.finished = False
+
+    def start_step(self) -> None:
+        self.step_started = self.clock()
+        if self.started is None:
+            self.started = self.step_started
+
+    def end_step(self) -> None:
+        # Wall time from the start, so the time between steps (building the next problem) counts too.
+        self.spent = self.clock() - (self.started if self.started is not None else self.clock())
+        self.step_started = None
+        self.done += 1
+
+    def finish(self) -> None:
+        self.finished = True
+
+    def ratio(self) -> float:
+        """Measured over cold-table seconds of the finished steps (1 before any finished)."""
+        expected = sum(self.cold[:self.done])
+        return self.spent / expected if self.done and expected > 0 else 1.0
+
+    def seconds_left(self) -> float:
+        if self.finished or self.done >= len(self.plan):
+            return 0.0
+        r = self.ratio()
+        current = r * self.cold[self.done]
+        if self.step_started is not None:
+            current = max(0.0, current - (self.clock() - self.step_started))
+        return current + r * sum(self.cold[self.done + 1:])
+
+
+def warm_up(stop: Callable[[], bool] | None = None, progress: Progress | None = None) -> dict[str, float]:
     """One iteration of every registered algorithm on each warm-up problem; returns seconds per
-    algorithm.  Never raises: a kernel that fails here fails, with its message, in the real run."""
+    algorithm (``progress``, if given, follows the steps of :func:`steps`).  Never raises: a kernel
+    that fails here fails, with its message, in the real run."""
     from ..algorithms import ALGORITHMS
     from .loop import iterate
 
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    for problem in _problems():
-        for name, cls in ALGORITHMS.items():
-            if stop is not None and stop():
-                return seconds
-            if problem.loss.name not in cls.losses:
-                continue
-            t0 = time.perf_counter()
-            try:
-                for _ in iterate(problem, name, iterations=1, f_star=0.0):
-                    pass
-            except Exception:  # noqa: BLE001 - warming must never take the server down
-                log.exception("warm-up of %s failed", name)
-            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
+    try:
+        for problem in _problems():
+            for name, cls in ALGORITHMS.items():
+                if stop is not None and stop():
+                    return seconds
+                if problem.loss.name not in cls.losses:
+                    continue
+                if progress is not None:
+                    progress.start_step()
+                t0 = time.perf_counter()
+                try:
+                    for _ in iterate(problem, name, iterations=1, f_star=0.0):
+                        pass
+                except Exception:  # noqa: BLE001 - warming must never take the server down
+                    log.exception("warm-up of %s failed", name)
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
+                if progress is not None:
+                    progress.end_step()
+    finally:
+        if progress is not None:
+            progress.finish()
     log.info("kernels warmed up in %.1f s", time.perf_counter() - start)
     return seconds
+
+
+def measure() -> dict[tuple[int, str], float]:
+    """Seconds of each warm-up step (run it with an empty ``NUMBA_CACHE_DIR`` for :data:`COLD_SECONDS`)."""
+    plan, out = steps(), {}
+
+    class Timer(Progress):
+        def end_step(self):
+            out[plan[self.done]] = round(self.clock() - self.step_started, 2)
+            super().end_step()
+
+    warm_up(progress=Timer(plan, cold={}, clock=time.perf_counter))
+    return out
+
+
+if __name__ == "__main__":  # python -m fedviz.runner.warmup --measure
+    import pprint
+    import sys
+
+    if "--measure" in sys.argv:
+        pprint.pprint(measure(), width=120, compact=True)

@@ -14,7 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from fedviz.data.build import DataSpec
 from fedviz.learn.rare_features import VARIANTS
-from fedviz.learn.tour import AXIS_NOTES, LESSONS, SUBOPTIMALITY_NOTES, TEST_ERROR_NOTES
+from fedviz.learn.chart_notes import AXIS_NOTES, SUBOPTIMALITY_NOTES
+from fedviz.learn.tour import LESSONS
 from fedviz.runner import cache
 from fedviz.runner.config import RunConfig
 
@@ -176,7 +177,7 @@ def test_run_charts_say_what_to_look_at_for_the_axis_and_algorithms_shown():
     text = _captions(at)
     assert AXIS_NOTES["iteration"] in text
     assert SUBOPTIMALITY_NOTES["fsvrg"] in text and SUBOPTIMALITY_NOTES["gd"] in text
-    assert TEST_ERROR_NOTES["gd"] in text and SUBOPTIMALITY_NOTES["cocoa-plus"] not in text
+    assert "predict majority" in text and SUBOPTIMALITY_NOTES["cocoa-plus"] not in text
     at.radio(key="axis").set_value("rounds").run()
     text = _captions(at)
     assert AXIS_NOTES["rounds"] in text and AXIS_NOTES["iteration"] not in text

@@ -92,7 +92,19 @@ def test_statistics_match_a_dense_reference_on_random_data():
 def test_summary_keys(tiny):
     s = tiny.stats.summary()
     assert s["node_size_min"] == 1 and s["node_size_max"] == 2 and s["node_size_median"] == 2
-    assert s["features_on_fewer_than_1000_nodes"] == 1.0
+    # K = 3 < 1,000: every feature is trivially on fewer than 1,000 nodes, so the paper's statistic is n/a.
+    assert np.isnan(s["features_on_fewer_than_1000_nodes"])
+
+
+def test_features_on_fewer_than_1000_nodes_from_k_1000():
+    """Feature 0 in every one of 1,200 nodes' single row, feature 1 in 999 of them, feature 2 in 1,000: 1 of 3 below."""
+    K = 1200
+    rows = np.zeros((K, 3))
+    rows[:, 0] = 1
+    rows[:999, 1] = 1
+    rows[:1000, 2] = 1
+    ds = FederatedDataset.from_assignment(sp.csr_matrix(rows), np.where(np.arange(K) % 2, 1.0, -1.0), np.arange(K))
+    assert ds.stats.summary()["features_on_fewer_than_1000_nodes"] == pytest.approx(1 / 3)
 
 
 def test_baselines_by_hand(tiny):

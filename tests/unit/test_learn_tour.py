@@ -1,12 +1,11 @@
-"""The guided tour's lessons as data, and the sentences under the convergence charts."""
+"""The guided tour's lessons as data: links, keys and what each lesson says (the sentences under the charts: tests/unit/test_chart_notes.py)."""
 
 import re
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from fedviz.learn.tour import AXIS_NOTES, LESSONS, SUBOPTIMALITY_NOTES, TEST_ERROR_NOTES, chart_notes, lesson
-from fedviz.plots import X_AXES
+from fedviz.learn.tour import LESSONS, lesson
 from fedviz.runner.config import DEFAULT_DATA, from_query
 
 from conftest import ROOT
@@ -51,27 +50,6 @@ def test_every_lesson_page_that_exists_is_in_the_app_s_navigation():
         assert item.exists() == (ROOT / item.page).is_file()
         if item.exists():
             assert item.page in registered, f"{item.page} exists but app.py does not list it"
-
-
-# -- the sentences under the charts ----------------------------------------------------------------
-def test_every_x_axis_has_its_sentence():
-    assert set(AXIS_NOTES) == set(X_AXES)
-    for axis in X_AXES:
-        sub, _ = chart_notes(axis, [])
-        assert AXIS_NOTES[axis] in sub
-
-
-def test_the_notes_explain_only_the_algorithms_in_the_run():
-    sub, err = chart_notes("rounds", ["fsvrg", "gd", "cocoa-plus"])
-    for name in ("fsvrg", "gd", "cocoa-plus"):
-        assert SUBOPTIMALITY_NOTES[name] in sub
-    assert TEST_ERROR_NOTES["gd"] in err and "per-node majority" in err and "OPT" in err
-    sub, err = chart_notes("rounds", ["fedavg"])
-    assert not any(note in sub for note in SUBOPTIMALITY_NOTES.values())
-    assert not any(note in err for note in TEST_ERROR_NOTES.values())
-    _, err = chart_notes("iteration", ["gd"], regression=True)
-    assert "majority" not in err and "mean squared error" in err
-    assert "  \n" in sub  # one idea a line
 
 
 def test_the_efficiency_lesson_compares_federated_methods_only():

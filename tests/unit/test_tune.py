@@ -380,3 +380,16 @@ def test_tuning_never_tries_sigma_prime_above_the_safe_value(agaricus20, name, c
     assert result.value <= cap * (1 + 1e-9)
     assert f"at most the safe {cap:.4g}: larger only slows" in result.criterion
     assert tuning_cap(ALGORITHMS["gd"], problem, {}, "stepsize") is None
+
+
+def test_the_rule_is_one_for_every_algorithm_and_the_grid_each_one_s(agaricus20):
+    """A page says the rule once (issue 20: the 70-word paragraph repeated for each tuned algorithm) and
+    each algorithm's grid beside it: the criterion is the rule with the algorithm's grid in its place."""
+    problem, f_star = agaricus20
+    results = [tune(problem, name, iterations=12, seed=0, f_star=f_star) for name in ("gd", "cocoa-plus")]
+    assert results[0].rule == results[1].rule and "each algorithm's grid" in results[0].rule
+    for r in results:
+        assert r.grid.startswith(f"{r.param} = ") and r.grid in r.criterion
+        assert r.criterion == r.rule.replace(
+            "each algorithm's grid (its default × 4^k, below its safe value where it has one)", r.grid)
+    assert "at most the safe" in results[1].grid and "at most the safe" not in results[0].grid

@@ -16,3 +16,65 @@ def test_warm_up_runs_every_registered_algorithm_and_the_row_block_products():
 
 def test_warm_up_stops_when_asked():
     assert warmup.warm_up(stop=lambda: True) == {}
+
+
+# -- the banner's estimate of the time left (issue 20: the first click waited 29 s without a word) -----------
+def test_the_plan_is_the_warm_up_s_own_order_and_the_cold_table_covers_it():
+    plan = [(i, name) for i, problem in enumerate(warmup._problems())
+            for name, cls in ALGORITHMS.items() if problem.loss.name in cls.losses]
+    assert warmup.steps() == plan
+    assert set(warmup.COLD_SECONDS) == set(plan)  # re-measure (python -m fedviz.runner.warmup --measure) when it grows
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_time_left_is_the_cold_table_scaled_by_the_steps_so_far():
+    """Cold seconds 1, 3, 6: the first step took 2 s (twice its cold time), so 2 × (3 + 6) = 18 s are left;
+    1 s into the second, 2 × 3 − 1 + 2 × 6 = 17; a step missing from the table counts as the median."""
+    clock = Clock()
+    p = warmup.Progress([(0, "a"), (0, "b"), (0, "c")], cold={(0, "a"): 1.0, (0, "b"): 3.0, (0, "c"): 6.0},
+                        clock=clock)
+    assert p.seconds_left() == 10.0  # before any step: the table as it is
+    p.start_step()
+    clock.now += 2.0
+    p.end_step()
+    assert p.ratio() == 2.0 and p.seconds_left() == 18.0
+    p.start_step()
+    clock.now += 1.0
+    assert p.seconds_left() == 17.0
+    clock.now += 10.0  # far over its estimate: the step under way counts 0, not less
+    assert p.seconds_left() == 12.0
+    p.end_step()
+    p.start_step()
+    p.end_step()
+    assert p.done == 3 and p.seconds_left() == 0.0
+    q = warmup.Progress([(0, "a"), (0, "new")], cold={(0, "a"): 1.0, (1, "x"): 3.0, (1, "y"): 5.0})
+    assert q.cold == [1.0, 3.0]
+
+
+def test_a_warm_up_reports_every_step_and_its_end():
+    p = warmup.Progress()
+    warmup.warm_up(progress=p)
+    assert p.finished and p.done == len(p.plan) and p.seconds_left() == 0.0
+    stopped = warmup.Progress()
+    warmup.warm_up(stop=lambda: True, progress=stopped)
+    assert stopped.finished and stopped.done == 0  # a stopped warm-up ends too: no banner left behind
+
+
+def test_the_banner_says_the_time_left_and_goes_when_done():
+    from fedviz import ui
+
+    clock = Clock()
+    p = warmup.Progress([(0, "a"), (0, "b")], cold={(0, "a"): 10.0, (0, "b"): 30.0}, clock=clock)
+    p.start_step()
+    clock.now += 5.0
+    p.end_step()  # half the cold time: 0.5 × 30 = 15 s left
+    assert ui.warm_up_text(p).startswith("Warming up the kernels: about 15 s left (1 of 2 steps compiled);")
+    p.finish()
+    assert ui.warm_up_text(p) is None and ui.warm_up_text(None) is None
