@@ -426,7 +426,10 @@ def test_link_values_at_the_edge_of_their_range_render():
         at.switch_page(page)
         at.run()
         assert not at.exception, (page, at.exception)
-        assert not at.warning and not at.error, (page, [e.value for e in at.error])
+        # The one warning due: a million nodes over 4,000 rows leave nodes of one row (the data's own
+        # small-node sentence), which is the data speaking, not a widget refusing the value.
+        assert not at.error, (page, [e.value for e in at.error])
+        assert [w.value for w in at.warning if "nodes hold fewer than" not in w.value] == [], page
         config = at.session_state["config"]
         assert (config.data.nodes, config.data.seed, config.iterations, config.seed, config.lam) == \
             (10**6, 2**32 - 1, MAX_ITERATIONS, 2**32 - 1, 1e300), page
