@@ -450,9 +450,13 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool)
     # Each curve styled as its algorithm (a label such as 'FSVRG ×2' or 'GD (stepsize 3.6, tuned)'
     # is made from a spec and never parsed): the snapshot names every label's algorithm.
     styles = {label: ALGORITHMS[name].title for label, name in snap.algorithms.items() if name in ALGORITHMS}
-    sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height, styles=styles)
+    # A run the health check called diverged is cut at the axes' edge and marked, whatever its values.
+    diverged = {label for label, status in snap.statuses.items() if status == "diverged"}
+    sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height, styles=styles,
+                               diverged=diverged)
     err = test_error_figure(runs, baselines=baselines, axis=axis, nodes=nodes, round_cost=cost,
-                            height=height, regression=_mse(snap), loss=snap.summary.get("loss"), styles=styles)
+                            height=height, regression=_mse(snap), loss=snap.summary.get("loss"), styles=styles,
+                            diverged=diverged)
     for fig in (sub, err):
         fig.update_traces(marker_maxdisplayed=LIVE_MARKERS)  # evenly spread, as in the paper's Figure 2
     return table, sub, err

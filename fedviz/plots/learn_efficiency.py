@@ -9,7 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..learn.efficiency import Paradigm, seconds_text
-from .figures import _LAYOUT, _style, log_axis
+from .figures import _LAYOUT, log_axis
+from .styles import run_styles
 
 #: Light fills of the regimes (who is fastest where), by the winner's colour.
 _BAND_OPACITY = 0.10
@@ -24,8 +25,9 @@ def efficiency_figure(p: Paradigm, *, styles: dict[str, str] | None = None, heig
     c = np.geomspace(lo, hi, 241)
     fig = go.Figure()
     colors, ys = {}, []
-    for i, e in enumerate(p.entries):
-        marker, color = _style(e.label, e.algorithm, i, styles)
+    look = run_styles({e.label: (styles or {}).get(e.label, e.algorithm) for e in p.entries})  # one style per run
+    for e in p.entries:
+        marker, color = look[e.label].marker, look[e.label].color
         colors[e.label] = color
         if not e.reached:
             continue
@@ -34,7 +36,7 @@ def efficiency_figure(p: Paradigm, *, styles: dict[str, str] | None = None, heig
         compute = "—" if not math.isfinite(e.compute) else seconds_text(e.compute)
         fig.add_trace(go.Scatter(
             x=c, y=y, mode="lines+markers", name=f"{e.label}: I = {e.rounds} rounds, T<sub>A</sub> = {compute}",
-            line=dict(color=color, width=2.5), marker=dict(symbol=marker, size=7, color=color, maxdisplayed=12),
+            line=look[e.label].line(2.5), marker=dict(symbol=marker, size=7, color=color, maxdisplayed=12),
             hovertemplate=f"{e.label}<br>c = %{{x:.3g}} s<br>TIME = %{{y:.3g}} s<extra></extra>"))
     if p.crossovers:
         fig.add_trace(go.Scatter(

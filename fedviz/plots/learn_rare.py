@@ -11,7 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .figures import _LAYOUT, _style, log_axis
+from .figures import _LAYOUT, log_axis
+from .styles import run_styles
 
 #: One marker per curve, in order (colours follow the convergence figures' styles).
 _MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross", "pentagon")
@@ -51,10 +52,11 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
                      row=1, col=1)
     ys = []
     curves = list((latest or {}).items())
+    look = run_styles({label: (styles or {}).get(label, label) for label, _ in curves})
     for i, (label, values) in enumerate(curves):
         y = np.asarray(values, dtype=float)[keep]
         ys.append(y)
-        _, color = _style(label, (styles or {}).get(label, label), i, styles)
+        color = look[label].color
         at = (iterations or {}).get(label)
         # Variants often coincide (a modification that changes nothing on these data): each curve drawn
         # narrower than the one before and with its own marker, so the ones underneath still show.
@@ -62,7 +64,7 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
         fig.add_trace(go.Scatter(x=labels, y=y, mode="lines+markers", name=label if at is None else
                                  f"{label} (iteration {at})", legendgroup=label,
                                  marker=dict(symbol=_MARKERS[i % len(_MARKERS)], size=6 + width, color=color),
-                                 line=dict(color=color, width=width),
+                                 line=dict(color=color, width=width, dash=look[label].dash),
                                  hovertemplate=f"{label}<br>{w} in %{{x}}: %{{y:.3g}}<extra></extra>"),
                       row=2, col=1)
     if metric == "relative":
