@@ -163,18 +163,17 @@ def _add_curves(fig, series, styles: Mapping, *, row=None, col=None, showlegend=
             fig.add_trace(mark, row=row, col=col) if row is not None else fig.add_trace(mark)
 
 
-def _sub_limits(series, diverged) -> tuple[list[np.ndarray], tuple[float, float]]:
-    """The values that set a log f − f* axis (the converging runs', and the diverged runs' up to the
-    cap), and the (lo, hi) the diverged runs are cut at: :data:`DIVERGED_FACTOR` × the largest start."""
+def _sub_limits(series, diverged) -> tuple[dict, tuple[float, float]]:
+    """The log f − f* axis (keyword arguments of :func:`log_axis`) and the (lo, hi) the diverged runs
+    are cut at: the axis spans the converging runs; the diverged ones count only up to
+    :data:`DIVERGED_FACTOR` × the largest start, and only when no run converges."""
     ys = [_positive(y) for label, _, y, _, _ in series if label not in diverged]
-    starts = [y[np.isfinite(y)][0] for _, _, y, _, _ in series if np.isfinite(y).any()]
-    cap = DIVERGED_FACTOR * max([abs(v) for v in starts if v > 0] or [1.0])
-    hi = max([cap, *[float(np.nanmax(y)) for y in ys if np.isfinite(y).any()]])
-    for label, _, y, _, _ in series:
-        if label in diverged:
-            v = _positive(y)
-            ys.append(np.where(v <= hi, v, np.nan))
-    return ys, (0.0, hi)
+    if not any(np.isfinite(y).any() for y in ys):
+        starts = [y[np.isfinite(y)][0] for _, _, y, _, _ in series if np.isfinite(y).any()]
+        cap = DIVERGED_FACTOR * max([abs(v) for v in starts if v > 0] or [1.0])
+        ys = [np.where(_positive(y) <= cap, _positive(y), np.nan) for _, _, y, _, _ in series]
+    axis = log_axis(ys)
+    return axis, (0.0, 10.0 ** axis["range"][1])
 
 
 def _positive(y) -> np.ndarray:
@@ -302,23 +301,26 @@ def _refs(fig, row, col) -> tuple[str, str]:
 def suboptimality_figure(runs: Mapping[str, Sequence], *, axis: str = "iteration", nodes: int = 1,
                          round_cost: float = 0.0, height: int = 420,
                          styles: Mapping[str, str] | None = None, diverged: Iterable[str] = (),
-                         width: int = 420) -> go.Figure:
+                         width: int = 420, also=()) -> go.Figure:
     """f(w) − f* on a log axis, one curve per run label (``styles``: label → title to style it as;
     ``diverged``: labels whose status says so; ``width``: a narrow estimate of the figure's width,
-    for the legend's rows, :func:`legend_below`).
+    for the legend's rows, :func:`legend_below`; ``also``: (runs, nodes) drawn in another figure
+    beside this one, whose values set this one's ranges too — panels to compare on the same axes).
 
     The axis stops at :data:`DIVERGED_FACTOR` × the largest start: a diverged run is cut there and
     marked (:func:`diverged_runs`)."""
     fig = go.Figure()
     series = _series(runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost)
     gone = diverged_runs(runs, diverged)
-    ys, limits = _sub_limits(series, gone)
+    beside, gone_beside = _beside(also, "suboptimality", axis=axis, round_cost=round_cost)
+    axis_kw, limits = _sub_limits(series + beside, gone | gone_beside)
     series = [(label, x, _positive(y), a, c) for label, x, y, a, c in series]
     _add_curves(fig, series, styles_of(runs, styles), diverged=gone, limits=limits)
+    _shared_x(fig, series + beside, also)
     fig.update_layout(title="Objective suboptimality f(w) − f*", xaxis_title=_AXIS_TITLES[axis],
                       yaxis_title="f(w) − f*", **_LAYOUT)
     legend_below(fig, [_name(label, gone) for label, *_ in series], height=height, width=width)
-    fig.update_yaxes(**log_axis(ys))
+    fig.update_yaxes(**axis_kw)
     return fig
 
 
@@ -341,8 +343,9 @@ def test_error_figure(runs: Mapping[str, Sequence], *, baselines: Mapping[str, f
                       axis: str = "iteration", nodes: int = 1, round_cost: float = 0.0,
                       height: int = 420, regression: bool = False, loss: str | None = None,
                       styles: Mapping[str, str] | None = None, diverged: Iterable[str] = (),
-                      width: int = 420) -> go.Figure:
-    """Test error per run, with horizontal lines for the optimum and the naive baselines.
+                      width: int = 420, also=()) -> go.Figure:
+    """Test error per run, with horizontal lines for the optimum and the naive baselines (``also``:
+    runs beside it that share its ranges, as in :func:`suboptimality_figure`).
 
     ``regression`` is the metric's ("mse" when True, else the sign error rate; see
     :func:`error_labels`, also keyed by ``loss``).  The axis spans the converging runs and the
@@ -353,13 +356,41 @@ def test_error_figure(runs: Mapping[str, Sequence], *, baselines: Mapping[str, f
     gone = diverged_runs(runs, diverged)
     hover = (f"%{{fullData.name}}<br>{_AXIS_TITLES[axis]} %{{x}}<br>{labels['axis']} {labels['hover']}"
              "<extra></extra>")
-    rng = _error_limits(series, gone, baselines, regression)
+    beside, gone_beside = _beside(also, "test_error", axis=axis, round_cost=round_cost)
+    # The baselines beside count for the range too (another partition has another per-node majority).
+    every = {f"{k} {i}": v for i, (*_, base) in enumerate(a for a in (also or ()) if len(a) > 2)
+             for k, v in (base or {}).items()}
+    rng = _error_limits(series + beside, gone | gone_beside, {**(baselines or {}), **every}, regression)
     _add_curves(fig, series, styles_of(runs, styles), diverged=gone, limits=rng, hover=hover)
+    _shared_x(fig, series + beside, also)
     fig.update_layout(title=labels["title"], xaxis_title=_AXIS_TITLES[axis], yaxis_title=labels["axis"],
                       yaxis_tickformat=labels["tickformat"], **_LAYOUT)
     height = legend_below(fig, [_name(label, gone) for label, *_ in series], height=height, width=width)
     _error_axis(fig, [s[2] for s in series], baselines, height=height, regression=regression, rng=rng)
     return fig
+
+
+def _beside(also, column, *, axis, round_cost) -> tuple[list, set[str]]:
+    """The series (and the diverged labels) of the runs of ``also`` [(runs, nodes), ...], labels
+    made apart from this figure's own ("B: FSVRG")."""
+    series, gone = [], set()
+    for k, (runs, nodes, *_) in enumerate(also or ()):  # (runs, nodes[, baselines])
+        tag = f"beside {k}: "
+        series += [(tag + label, x, y, a, c)
+                   for label, x, y, a, c in _series(runs, column, axis=axis, nodes=nodes, round_cost=round_cost)]
+        gone |= {tag + label for label in diverged_runs(runs)}
+    return series, gone
+
+
+def _shared_x(fig, series, also) -> None:
+    """With runs beside the figure (``also``), its x range spans theirs too."""
+    if not also:
+        return
+    x = _finite([s[1] for s in series])
+    if x.size:
+        lo, hi = float(x.min()), float(x.max())
+        pad = 0.03 * (hi - lo) or 0.5
+        fig.update_xaxes(range=[lo - pad, hi + pad])
 
 
 def _error_limits(series, diverged, baselines, regression: bool) -> tuple[float, float] | None:
@@ -442,7 +473,7 @@ def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round
     look = styles_of(runs, styles)
     gone = diverged_runs(runs, diverged)
     subs = _series(runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost)
-    ys, limits = _sub_limits(subs, gone)
+    axis_kw, limits = _sub_limits(subs, gone)
     subs = [(label, x, _positive(y), a, c) for label, x, y, a, c in subs]
     _add_curves(fig, subs, look, row=1, col=1, diverged=gone, limits=limits)
     errs = _series(runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost)
@@ -453,7 +484,7 @@ def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round
     for tr in fig.data:
         if tr.xaxis == "x2" and tr.meta and tr.meta.get("label") not in left and not tr.meta.get("edge"):
             tr.showlegend = True
-    fig.update_yaxes(**log_axis(ys), row=1, col=1)
+    fig.update_yaxes(**axis_kw, row=1, col=1)
     fig.update_yaxes(tickformat=None if regression else ".1%", row=1, col=2)
     fig.update_xaxes(title_text=_AXIS_TITLES[axis])
     fig.update_layout(**_LAYOUT)
