@@ -376,7 +376,7 @@ def start_run(config: RunConfig, *, key: str = "run"):
 
 
 def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "round_cost", height: int = 420,
-              sweep: bool = False, stacked: bool = False, shared: tuple[str, ...] = ()):
+              sweep: bool = False, stacked: bool = False, shared: tuple[str, ...] = (), width: int = 420):
     """Progress, statuses and the two live figures of the run in ``st.session_state[key]``.
 
     A fragment redraws them every :data:`LIVE_INTERVAL` seconds while the run runs, every
@@ -392,7 +392,8 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
 
     ``shared``: the session keys of other runs drawn beside this one (Compare's What-if A and B):
     their curves set this view's axes too, so that the panels are on the same x and y ranges, and
-    the view redraws while any of them runs.
+    the view redraws while any of them runs.  ``width``: about the narrowest a figure is drawn at
+    (its legend's rows are reckoned for it, :func:`fedviz.plots.figures.legend_below`).
     """
     handle = st.session_state.get(key)
     state = None if handle is None else handle.status
@@ -422,7 +423,7 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
         cached = st.session_state.get(key + "-figures")
         if cached is None or cached[0] != version:
             figures = _figures(snap, st.session_state.get(key + "-meta", {}), axis, cost, height, sweep,
-                               beside=list(zip(beside, beside_meta)))
+                               beside=list(zip(beside, beside_meta)), width=width)
             cached = st.session_state[key + "-figures"] = (version, *figures)
         table, sub, err = cached[1:]
         if table:
@@ -438,7 +439,7 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
     _view()
 
 
-def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool, beside=()):
+def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool, beside=(), width: int = 420):
     """(sweep table or None, suboptimality figure, test error figure) of a snapshot; the runs of the
     (snapshot, meta) pairs ``beside`` it share its axes' ranges."""
     runs = {label: snap.columns[label] for label in snap.columns}
@@ -470,10 +471,10 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool,
              {**(load_baselines(m["data"]) if m.get("data") is not None and b.summary else {}),
               "optimum": b.optimum_test_error}) for b, m in beside]
     sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height, styles=styles,
-                               diverged=diverged, also=also)
+                               diverged=diverged, also=also, width=width)
     err = test_error_figure(runs, baselines=baselines, axis=axis, nodes=nodes, round_cost=cost,
                             height=height, regression=_mse(snap), loss=snap.summary.get("loss"), styles=styles,
-                            diverged=diverged, also=also)
+                            diverged=diverged, also=also, width=width)
     for fig in (sub, err):
         fig.update_traces(marker_maxdisplayed=LIVE_MARKERS)  # evenly spread, as in the paper's Figure 2
     return table, sub, err

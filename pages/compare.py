@@ -133,10 +133,16 @@ with tab_history:
                 if chosen:
                     by_id = {r.id: r for r in runs}
                     overlay = {f"#{i} {by_id[i].label}": store.columns(i) for i in chosen}
+                    # Each run its own style, in its algorithm's family hue (fedviz.plots.styles.run_styles).
                     styles = {f"#{i} {by_id[i].label}": ALGORITHMS[by_id[i].algorithm].title
-                              for i in chosen if by_id[i].algorithm in ALGORITHMS}  # each algorithm its own marker
+                              for i in chosen if by_id[i].algorithm in ALGORITHMS}
+                    # A run that diverged is cut at the axes' edge and marked; a mean squared error is not a %.
+                    diverged = {f"#{i} {by_id[i].label}" for i in chosen if by_id[i].status == "diverged"}
+                    mse = any(by_id[i].dataset_summary.get("error_metric") == "mse"
+                              or by_id[i].dataset_summary.get("task") == "regression" for i in chosen)
                     fig = convergence_figure(overlay, axis=st.session_state.get("cmp-axis", "iteration"),
-                                             round_cost=float(st.session_state.get("cmp-cost", 1.0)), styles=styles)
+                                             round_cost=float(st.session_state.get("cmp-cost", 1.0)), styles=styles,
+                                             diverged=diverged, regression=mse)
                     st.plotly_chart(fig, width="stretch")
                     c1, c2, c3 = st.columns(3)  # files made on click, not on every page load
                     c1.download_button("Runs as CSV", lambda: store.export_csv(chosen), "fedviz-runs.csv", "text/csv")
@@ -191,11 +197,11 @@ with tab_whatif:
     with left:
         st.subheader(f"A: {ran[0] or _choice_label(a)}")
         ui.live_view("whatif-run-a", axis_key="whatif-axis", cost_key="whatif-cost", height=330, stacked=True,
-                     shared=pair)
+                     shared=pair, width=280)
     with right:
         st.subheader(f"B: {ran[1] or _choice_label(b)}")
         ui.live_view("whatif-run-b", axis_key="whatif-axis", cost_key="whatif-cost", height=330, stacked=True,
-                     shared=pair)
+                     shared=pair, width=280)
     whatif_link = link_of(a, spec_a, b, spec_b, nodes)
 
 ui.sync_link(extra=whatif_link)

@@ -44,8 +44,9 @@ DIVERGED_FACTOR = 100.0
 PLOT_MIN = 240
 #: Pixels under a plot area for the x tick labels and the x title, above the legend.
 _X_TITLE_SPACE = 58
-#: One row of a horizontal legend (12 px text), and the width of an entry besides its text.
-_LEGEND_ROW, _LEGEND_ITEM = 21, 46
+#: One row of a horizontal legend (12 px text; 24.5 px a row as Chromium draws it), and the width of an
+#: entry besides its text.
+_LEGEND_ROW, _LEGEND_ITEM = 25, 46
 #: Width of one character of a legend entry at Plotly's 12 px font (an upper estimate).
 _CHAR = 7.0
 
@@ -204,15 +205,16 @@ def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width
 
 
 def legend_rows(names: Sequence[str], width: float) -> int:
-    """How many rows Plotly's horizontal legend takes for entries ``names`` in ``width`` pixels
-    (entries flow left to right, each its marker and line, then its text)."""
-    rows, used = 0, width
-    for name in names:
-        w = _LEGEND_ITEM + _CHAR * len(_plain(name))
-        if used + w > width:
-            rows, used = rows + 1, 0.0
-        used += w
-    return rows
+    """How many rows Plotly's horizontal legend takes for entries ``names`` in ``width`` pixels: one
+    row when every entry fits side by side, else a grid of columns as wide as the widest entry
+    (plotly.js aligns a wrapped horizontal legend so)."""
+    widths = [_LEGEND_ITEM + _CHAR * len(_plain(name)) for name in names]
+    if not widths:
+        return 0
+    if sum(widths) <= width:
+        return 1
+    per_row = max(1, int(width // max(widths)))
+    return -(-len(widths) // per_row)
 
 
 def _plain(text: str) -> str:

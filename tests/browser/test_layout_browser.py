@@ -99,7 +99,11 @@ _RANGES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
 def test_what_if_panels_a_and_b_share_their_axes(server, small):
     """Run both on a small problem: the two suboptimality panels, and the two test-error panels, have
     the same y (and x) ranges."""
-    _open(small, server + "/compare?algorithms=gd,fsvrg&iterations=6&whatif_b=shards")
+    _open(small, server + "/compare?algorithms=gd,fsvrg&iterations=6")
+    small.get_by_role("tab", name=re.compile("What if")).click()
+    small.get_by_role("combobox", name="Partition B").click()
+    small.get_by_role("option", name=re.compile("label shards")).click()
+    idle(small)
     small.get_by_role("button", name=re.compile("Run both")).click()
     small.get_by_text(re.compile(r"FSVRG\*?\*?: done")).nth(1).wait_for(timeout=180_000)
     idle(small)

@@ -224,7 +224,7 @@ _BOXES = """() => {
 }"""
 
 
-@pytest.mark.parametrize("width", [420, 700])
+@pytest.mark.parametrize("width", [280, 420, 700])
 def test_drawn_with_every_algorithm_the_plot_keeps_its_height_and_the_legend_clears_the_x_title(browser, tmp_path,
                                                                                                 width):
     """In Chromium at the width a 1024 px page gives a figure: the plot area is ≥ 200 px tall, the
