@@ -44,11 +44,11 @@ DIVERGED_FACTOR = 100.0
 PLOT_MIN = 240
 #: Pixels under a plot area for the x tick labels and the x title, above the legend.
 _X_TITLE_SPACE = 58
-#: One row of a horizontal legend (12 px text; 24.5 px a row as Chromium draws it), and the width of an
-#: entry besides its text.
-_LEGEND_ROW, _LEGEND_ITEM = 25, 46
-#: Width of one character of a legend entry at Plotly's 12 px font (an upper estimate).
-_CHAR = 7.0
+#: One row of a horizontal legend (29 px a row of line-and-marker entries as Chromium draws them), and
+#: the width of an entry besides its text (its line and marker, and the gap to the next).
+_LEGEND_ROW, _LEGEND_ITEM = 29, 52
+#: Width of one character of a legend entry at Plotly's 12 px font (measured 4.6–5.5; a little more).
+_CHAR = 5.8
 
 
 def _columns(records) -> dict[str, np.ndarray]:
@@ -195,9 +195,9 @@ def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width
     legend, and at least :data:`PLOT_MIN` pixels, however many runs the legend lists.
     """
     rows = legend_rows(names, width - left - right)
-    legend_h = rows * _LEGEND_ROW + 8 if rows else 0
+    legend_h = rows * _LEGEND_ROW + 26 if rows else 0  # + the legend box's own padding
     bottom = _X_TITLE_SPACE + legend_h
-    plot = max(PLOT_MIN, height - top - _X_TITLE_SPACE - _LEGEND_ROW - 8)
+    plot = max(PLOT_MIN, height - top - _X_TITLE_SPACE - _LEGEND_ROW - 26)
     total = top + plot + bottom
     fig.update_layout(height=total, margin=dict(l=left, r=right, t=top, b=bottom),
                       legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0))
@@ -205,16 +205,15 @@ def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width
 
 
 def legend_rows(names: Sequence[str], width: float) -> int:
-    """How many rows Plotly's horizontal legend takes for entries ``names`` in ``width`` pixels: one
-    row when every entry fits side by side, else a grid of columns as wide as the widest entry
-    (plotly.js aligns a wrapped horizontal legend so)."""
-    widths = [_LEGEND_ITEM + _CHAR * len(_plain(name)) for name in names]
-    if not widths:
-        return 0
-    if sum(widths) <= width:
-        return 1
-    per_row = max(1, int(width // max(widths)))
-    return -(-len(widths) // per_row)
+    """How many rows Plotly's horizontal legend takes for entries ``names`` in ``width`` pixels (the
+    plot area's width): entries flow left to right, each its line and marker, then its text."""
+    rows, used = 0, width
+    for name in names:
+        w = _LEGEND_ITEM + _CHAR * len(_plain(name))
+        if used + w > width:
+            rows, used = rows + 1, 0.0
+        used += w
+    return rows
 
 
 def _plain(text: str) -> str:
