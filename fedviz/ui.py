@@ -376,7 +376,7 @@ def start_run(config: RunConfig, *, key: str = "run"):
 
 
 def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "round_cost", height: int = 420,
-              sweep: bool = False, stacked: bool = False, shared: tuple[str, ...] = (), width: int = 420):
+              sweep: bool = False, stacked: bool = False, shared: tuple[str, ...] = (), width: int = 340):
     """Progress, statuses and the two live figures of the run in ``st.session_state[key]``.
 
     A fragment redraws them every :data:`LIVE_INTERVAL` seconds while the run runs, every
@@ -393,7 +393,8 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
     ``shared``: the session keys of other runs drawn beside this one (Compare's What-if A and B):
     their curves set this view's axes too, so that the panels are on the same x and y ranges, and
     the view redraws while any of them runs.  ``width``: about the narrowest a figure is drawn at
-    (its legend's rows are reckoned for it, :func:`fedviz.plots.figures.legend_below`).
+    (its legend's rows are reckoned for it, :func:`fedviz.plots.figures.legend_below`): 340 px, the
+    Run page's chart column on a 1024 px screen.
     """
     handle = st.session_state.get(key)
     state = None if handle is None else handle.status
@@ -439,7 +440,7 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
     _view()
 
 
-def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool, beside=(), width: int = 420):
+def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool, beside=(), width: int = 340):
     """(sweep table or None, suboptimality figure, test error figure) of a snapshot; the runs of the
     (snapshot, meta) pairs ``beside`` it share its axes' ranges."""
     runs = {label: snap.columns[label] for label in snap.columns}

@@ -185,23 +185,39 @@ def _positive(y) -> np.ndarray:
 
 
 def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width: int = 420,
-                 left: int = 60, right: int = 20) -> int:
+                 left: int = 60, right: int = 20, xtitle: int = _X_TITLE_SPACE) -> int:
     """Put the legend under the plot, outside it, and grow the figure with it; returns the height.
 
     The legend is anchored to the bottom of the figure (``yref="container"``), under the x title;
     the bottom margin holds the x title and the legend's rows as they wrap at ``width`` pixels
     (a narrow estimate of the width the page gives the figure: a wider figure wraps to fewer rows
     and keeps a little space).  The plot area keeps ``height`` − ``top`` − the margin of a one-row
-    legend, and at least :data:`PLOT_MIN` pixels, however many runs the legend lists.
+    legend, and at least :data:`PLOT_MIN` pixels, however many runs the legend lists.  ``xtitle``:
+    the pixels under the plot area for its tick labels and x title, above the legend.
     """
     rows = legend_rows(names, width - left - right)
     legend_h = rows * _LEGEND_ROW + 26 if rows else 0  # + the legend box's own padding
-    bottom = _X_TITLE_SPACE + legend_h
-    plot = max(PLOT_MIN, height - top - _X_TITLE_SPACE - _LEGEND_ROW - 26)
+    bottom = xtitle + legend_h
+    plot = max(PLOT_MIN, height - top - xtitle - _LEGEND_ROW - 26)
     total = top + plot + bottom
     fig.update_layout(height=total, margin=dict(l=left, r=right, t=top, b=bottom),
                       legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0))
     return total
+
+
+def wrap_title(text: str, width: int) -> str:
+    """``text`` broken with <br> at spaces into lines of at most ``width`` characters (Plotly neither
+    wraps a title nor shrinks it: at 1024 px a long one was cut off at the figure's edge)."""
+    if "<br>" in text or len(_plain(text)) <= width:
+        return text
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(_plain(line)) + 1 + len(_plain(word)) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
 
 
 def legend_rows(names: Sequence[str], width: float) -> int:
@@ -463,14 +479,15 @@ def _close_groups(lines, close: float) -> list[list]:
 
 def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round_cost=0.0,
                        title=None, height=430, styles: Mapping[str, str] | None = None,
-                       diverged: Iterable[str] = (), regression: bool = False, width: int = 640) -> go.Figure:
+                       diverged: Iterable[str] = (), regression: bool = False, width: int = 560) -> go.Figure:
     """Suboptimality (log) and test error side by side: the layout of the paper's Figure 2.
 
     ``styles`` maps a label to the title it is styled as (Compare: '#3 FSVRG' → 'FSVRG'); every run
     has its own style (:func:`~fedviz.plots.styles.run_styles`).  Diverged runs are cut at the edge
     of both axes and marked (:func:`diverged_runs`)."""
+    # 0.16 of the width between the panels: room for the right panel's "35.0%" ticks at 330 px.
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Objective suboptimality f(w) − f*", "Test error"),
-                        horizontal_spacing=0.1)
+                        horizontal_spacing=0.16)
     look = styles_of(runs, styles)
     gone = diverged_runs(runs, diverged)
     subs = _series(runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost)
@@ -490,17 +507,19 @@ def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round
     fig.update_xaxes(title_text=_AXIS_TITLES[axis])
     fig.update_layout(**_LAYOUT)
     names = [_name(label, gone) for label in dict.fromkeys([s[0] for s in subs] + [s[0] for s in errs])]
-    top = 90 if title else 50
+    title = wrap_title(title, max(30, int(width / 9))) if title else None  # Plotly cuts a long title off
+    top = (90 + 20 * title.count("<br>")) if title else 50
     height = legend_below(fig, names, height=height, width=width, top=top)
     _error_axis(fig, [s[2] for s in errs], baselines, height=height, row=1, col=2, regression=regression, rng=rng)
     if title:  # above the subplot titles, not on them
-        fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"))
+        fig.update_layout(title=dict(text=title, y=1 - 8 / height, yanchor="top"))
     return fig
 
 
-def paper_figure2(runs, *, baselines, title="Figure 2, reproduced") -> go.Figure:
-    """Rounds of communication vs objective and test error, as in the paper's Figure 2."""
-    return convergence_figure(runs, baselines=baselines, axis="rounds", title=title)
+def paper_figure2(runs, *, baselines, title="Figure 2, reproduced", width: int = 1100) -> go.Figure:
+    """Rounds of communication vs objective and test error, as in the paper's Figure 2 (drawn
+    ``width`` pixels wide: the CLI's file)."""
+    return convergence_figure(runs, baselines=baselines, axis="rounds", title=title, width=width)
 
 
 def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 380) -> go.Figure:
@@ -528,13 +547,14 @@ def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 
     fig.update_layout(bargap=0)
     fig.add_hline(y=n_nodes, line=dict(dash="dot", color="#7f7f7f"), annotation_text=f"all K = {n_nodes:,} nodes",
                   row=1, col=1)
+    # Axis titles on two lines and the title on two: each half is about 150 px wide on a 1024 px screen.
     fig.update_xaxes(title_text="feature index j", row=1, col=1)
-    fig.update_yaxes(title_text=f"nodes the feature appears on ({w})", row=1, col=1)
-    fig.update_xaxes(title_text=f"nodes a feature appears on ({w})", row=1, col=2)
+    fig.update_yaxes(title_text=f"nodes the feature<br>appears on ({w})", row=1, col=1)
+    fig.update_xaxes(title_text=f"nodes a feature<br>appears on ({w})", row=1, col=2)
     fig.update_yaxes(title_text="features", **log_axis([counts]), row=1, col=2)
     fig.update_layout(height=height, **_LAYOUT)
-    fig.update_layout(title=dict(text="On how many nodes each feature appears: the paper's Figure 1",
-                                 y=0.98, yanchor="top"), margin=dict(t=90))
+    fig.update_layout(title=dict(text="On how many nodes each feature appears:<br>the paper's Figure 1",
+                                 y=0.98, yanchor="top"), margin=dict(t=100, b=60))
     return fig
 
 
@@ -549,8 +569,9 @@ def node_size_figure(node_sizes: np.ndarray, *, height: int = 340) -> go.Figure:
                            customdata=np.c_[edges[:-1], edges[1:]],
                            hovertemplate="%{y} nodes of %{customdata[0]:.0f}–%{customdata[1]:.0f} examples"
                                          "<extra></extra>"))
-    fig.update_layout(title="Node sizes n<sub>k</sub>", xaxis_title="examples on the node (n<sub>k</sub>)",
-                      yaxis_title="nodes", height=height, bargap=0, **_LAYOUT)
+    fig.update_layout(title="Node sizes n<sub>k</sub>", xaxis_title="examples on<br>the node (n<sub>k</sub>)",
+                      yaxis_title="nodes", height=height, bargap=0, **{**_LAYOUT, "margin": dict(l=60, r=20, t=50,
+                                                                                                   b=60)})
     fig.update_xaxes(**log_axis([edges]))
     return fig
 
@@ -569,9 +590,9 @@ def label_balance_figure(positive_fraction: np.ndarray, node_sizes: np.ndarray, 
                                          "<br>+1 fraction %{y:.1%}<extra></extra>"))
     fig.add_hline(y=float(np.average(frac, weights=sizes)), line=dict(dash="dot", color="#444"),
                   annotation_text="overall")
-    fig.update_layout(title="Label balance per node (sorted)", xaxis_title="nodes, sorted",
+    fig.update_layout(title="Label balance<br>per node (sorted)", xaxis_title="nodes, sorted",
                       yaxis_title="fraction of +1 labels", yaxis_tickformat=".0%", height=height, bargap=0,
-                      **_LAYOUT)
+                      **{**_LAYOUT, "margin": dict(l=60, r=20, t=70, b=40)})
     return fig
 
 
