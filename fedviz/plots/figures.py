@@ -554,7 +554,7 @@ def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 
     fig.update_yaxes(title_text="features", **log_axis([counts]), row=1, col=2)
     fig.update_layout(height=height, **_LAYOUT)
     fig.update_layout(title=dict(text="On how many nodes each feature appears:<br>the paper's Figure 1",
-                                 y=0.98, yanchor="top"), margin=dict(t=100, b=60))
+                                 y=1 - 14 / height, yanchor="top"), margin=dict(t=100, b=60))
     return fig
 
 

@@ -3,7 +3,7 @@
 Colour follows the algorithm's *family* (FSVRG and naive FSVRG are one family, CoCoA and CoCoA+
 another), so that like methods look alike; every further run of a family in the same figure —
 an ablation variant, the same method on another partition, another stepsize — gets its own
-lightness, dash and marker, so that no two runs of one figure are drawn alike.  The first run of
+lightness (and a hue turned by at most 22°), dash and marker, so that no two runs of one figure are drawn alike.  The first run of
 a family keeps the paper's Figure 2 style where it has one (Section 4: FSVRG green circles, GD
 diamonds, CoCoA+ triangles, FSVRGR red stars).
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-__all__ = ["DASHES", "MARKERS", "Style", "family", "run_styles", "shade"]
+__all__ = ["DASHES", "MARKERS", "Style", "family", "run_styles", "shade", "turn"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ MARKERS = ("circle", "square", "diamond", "triangle-up", "triangle-down", "x", "
            "hexagon", "triangle-left", "triangle-right")
 #: Lightness of the k-th variant: 0 the family's colour, < 0 towards black, > 0 towards white.
 _SHADES = (0.0, -0.35, 0.35, -0.55, 0.55, -0.2, 0.2, -0.7, 0.7)
+#: Hue turn of the k-th variant, in degrees: small enough to stay in the family's hue, enough that two
+#: dark variants (the 2nd and the 4th) do not read as one colour.
+_TURNS = (0, 22, -22, -22, 22, 11, -11, 0, 0)
 
 # Family of each registered algorithm (registry name or title) and of the paper's labels.
 _FAMILY = {
@@ -65,6 +68,16 @@ def family(algorithm: str | None) -> str | None:
     if not algorithm:
         return None
     return _FAMILY.get(str(algorithm).strip().lower())
+
+
+def turn(color: str, degrees: float) -> str:
+    """``color`` ("#rrggbb") with its hue turned by ``degrees`` (lightness and saturation kept)."""
+    import colorsys
+
+    c = color.lstrip("#")
+    h, l, sat = colorsys.rgb_to_hls(*(int(c[i:i + 2], 16) / 255 for i in (0, 2, 4)))
+    r, g, b = colorsys.hls_to_rgb((h + degrees / 360) % 1.0, l, sat)
+    return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))
 
 
 def shade(color: str, t: float) -> str:
@@ -103,7 +116,7 @@ def run_styles(runs: Mapping[str, str | None] | Iterable[tuple[str, str | None]]
         k = seen.get(fam, 0)
         seen[fam] = k + 1
         if k:
-            color = shade(color, _SHADES[k % len(_SHADES)])
+            color = shade(turn(color, _TURNS[k % len(_TURNS)]), _SHADES[k % len(_SHADES)])
             start = MARKERS.index(marker) if marker in MARKERS else 0
             marker = MARKERS[(start + k) % len(MARKERS)]
         out[label] = Style(color=color, dash=DASHES[k % len(DASHES)], marker=marker)
