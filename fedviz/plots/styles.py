@@ -3,7 +3,7 @@
 Colour follows the algorithm's *family* (FSVRG and naive FSVRG are one family, CoCoA and CoCoA+
 another), so that like methods look alike; every further run of a family in the same figure —
 an ablation variant, the same method on another partition, another stepsize — gets its own
-lightness (and a hue turned by at most 22°), dash and marker, so that no two runs of one figure are drawn alike.  The first run of
+lightness (and a hue turned by at most 40°), dash and marker, so that no two runs of one figure are drawn alike.  The first run of
 a family keeps the paper's Figure 2 style where it has one (Section 4: FSVRG green circles, GD
 diamonds, CoCoA+ triangles, FSVRGR red stars).
 
@@ -37,10 +37,10 @@ DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 MARKERS = ("circle", "square", "diamond", "triangle-up", "triangle-down", "x", "star", "cross", "pentagon",
            "hexagon", "triangle-left", "triangle-right")
 #: Lightness of the k-th variant: 0 the family's colour, < 0 towards black, > 0 towards white.
-_SHADES = (0.0, -0.35, 0.35, -0.55, 0.55, -0.2, 0.2, -0.7, 0.7)
+_SHADES = (0.0, -0.35, 0.35, -0.1, 0.6, -0.55, 0.2, -0.7, 0.7)
 #: Hue turn of the k-th variant, in degrees: small enough to stay in the family's hue, enough that two
 #: dark variants (the 2nd and the 4th) do not read as one colour.
-_TURNS = (0, 22, -22, -22, 22, 11, -11, 0, 0)
+_TURNS = (0, 25, -25, -40, 40, 12, -12, 0, 0)
 
 # Family of each registered algorithm (registry name or title) and of the paper's labels.
 _FAMILY = {
