@@ -240,10 +240,11 @@ def set_config(config: RunConfig) -> None:
     sync_link()
 
 
-def sync_link() -> None:
+def sync_link(extra: dict[str, str] | None = None) -> None:
     """Rewrite the address bar from the settings in force (every page calls it last, so the link
-    survives sidebar navigation, which clears the query string)."""
-    query = to_query(current_config())
+    survives sidebar navigation, which clears the query string); ``extra``: a page's own choices
+    (Compare's What-if partitions), kept in its link too."""
+    query = {**to_query(current_config()), **(extra or {})}
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
 
@@ -432,7 +433,7 @@ def start_run(config: RunConfig, *, key: str = "run"):
 
 
 def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "round_cost", height: int = 420,
-              sweep: bool = False, stacked: bool = False):
+              sweep: bool = False, stacked: bool = False, shared: tuple[str, ...] = (), width: int = 340):
     """Progress, statuses and the two live figures of the run in ``st.session_state[key]``.
 
     A fragment redraws them every :data:`LIVE_INTERVAL` seconds while the run runs, every
@@ -445,10 +446,19 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
     changed.  The fragment only reads the manager's immutable snapshot, and heartbeats
     the session (the manager's fallback sign of life when the runtime cannot say whether
     the browser is connected).
+
+    ``shared``: the session keys of other runs drawn beside this one (Compare's What-if A and B):
+    their curves set this view's axes too, so that the panels are on the same x and y ranges, and
+    the view redraws while any of them runs.  ``width``: about the narrowest a figure is drawn at
+    (its legend's rows are reckoned for it, :func:`fedviz.plots.figures.legend_below`): 340 px, the
+    Run page's chart column on a 1024 px screen.
     """
     handle = st.session_state.get(key)
     state = None if handle is None else handle.status
-    every = {"running": LIVE_INTERVAL, "queued": QUEUED_INTERVAL}.get(state)
+    others = [st.session_state.get(k) for k in shared if k != key]
+    states = [state] + [h.status for h in others if h is not None]
+    every = min([{"running": LIVE_INTERVAL, "queued": QUEUED_INTERVAL}[s] for s in states
+                 if s in ("running", "queued")], default=None)
 
     @st.fragment(run_every=every)
     def _view():
@@ -457,17 +467,21 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
             return
         manager().touch(session_id())
         snap = handle.snapshot()
-        if every is not None and snap.status != state:
+        beside = [st.session_state[k].snapshot() for k in shared if k != key and st.session_state.get(k) is not None]
+        beside_meta = [st.session_state.get(k + "-meta", {}) for k in shared
+                       if k != key and st.session_state.get(k) is not None]
+        if every is not None and (snap.status != state or [b.status for b in beside] != states[1:]):
             st.rerun()  # started or ended: the whole page again, with the timer its new state needs
         _progress(snap)
         if snap.status == "queued":
             return
         axis = st.session_state.get(axis_key, "iteration")
         cost = float(st.session_state.get(cost_key, 1.0))
-        version = (snap.run_id, snap.version, axis, cost)
+        version = (snap.run_id, snap.version, axis, cost, tuple((b.run_id, b.version) for b in beside))
         cached = st.session_state.get(key + "-figures")
         if cached is None or cached[0] != version:
-            figures = _figures(snap, st.session_state.get(key + "-meta", {}), axis, cost, height, sweep)
+            figures = _figures(snap, st.session_state.get(key + "-meta", {}), axis, cost, height, sweep,
+                               beside=list(zip(beside, beside_meta)), width=width)
             cached = st.session_state[key + "-figures"] = (version, *figures)
         table, sub, err = cached[1:]
         if table:
@@ -494,8 +508,9 @@ def _notes(snap, meta: dict, axis: str) -> tuple[str, str]:
     return chart_notes(axis, dict(snap.algorithms), regression=_mse(snap), curves=curves, baselines=baselines)
 
 
-def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool):
-    """(sweep table or None, suboptimality figure, test error figure) of a snapshot."""
+def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool, beside=(), width: int = 340):
+    """(sweep table or None, suboptimality figure, test error figure) of a snapshot; the runs of the
+    (snapshot, meta) pairs ``beside`` it share its axes' ranges."""
     runs = {label: snap.columns[label] for label in snap.columns}
     table = None
     groups = meta.get("sweep_groups")
@@ -518,9 +533,17 @@ def _figures(snap, meta: dict, axis: str, cost: float, height: int, sweep: bool)
     # Each curve styled as its algorithm (a label such as 'FSVRG ×2' or 'GD (stepsize 3.6, tuned)'
     # is made from a spec and never parsed): the snapshot names every label's algorithm.
     styles = {label: ALGORITHMS[name].title for label, name in snap.algorithms.items() if name in ALGORITHMS}
-    sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height, styles=styles)
+    # A run the health check called diverged is cut at the axes' edge and marked, whatever its values.
+    diverged = {label for label, status in snap.statuses.items() if status == "diverged"}
+    # The runs beside this one, for the ranges: each at its own x (nodes: its own K), with its baselines.
+    also = [({label: _thin(b.columns[label]) for label in b.columns}, b.summary.get("nodes", 1),
+             {**(load_baselines(m["data"]) if m.get("data") is not None and b.summary else {}),
+              "optimum": b.optimum_test_error}) for b, m in beside]
+    sub = suboptimality_figure(runs, axis=axis, nodes=nodes, round_cost=cost, height=height, styles=styles,
+                               diverged=diverged, also=also, width=width)
     err = test_error_figure(runs, baselines=baselines, axis=axis, nodes=nodes, round_cost=cost,
-                            height=height, regression=_mse(snap), loss=snap.summary.get("loss"), styles=styles)
+                            height=height, regression=_mse(snap), loss=snap.summary.get("loss"), styles=styles,
+                            diverged=diverged, also=also, width=width)
     for fig in (sub, err):
         fig.update_traces(marker_maxdisplayed=LIVE_MARKERS)  # evenly spread, as in the paper's Figure 2
     return table, sub, err

@@ -8,6 +8,8 @@ import streamlit as st
 from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, human_label, make_partitioner
+from fedviz.errors import FedvizError
+from fedviz.params import Param
 from fedviz.plots import convergence_figure
 from fedviz.runner import get_manager
 from fedviz.runner.store import describe_run
@@ -15,6 +17,8 @@ from fedviz.runner.store import describe_run
 ui.through_navigation()
 
 OWN = "the data's own nodes"
+#: K of the What-if partitioners, as its input takes it (and a link gives it).
+NODES_PARAM = Param("whatif_nodes", "int", 100, "K, for the What-if partitioners that take it.", low=1, high=100_000)
 
 
 def history_label(r) -> str:
@@ -33,7 +37,10 @@ def partition_knobs(side: str, choice: str) -> str | None:
     if choice == OWN:
         return None
     cls = PARTITIONERS[choice]
-    changed = ui.param_inputs(cls.params.values(), owner=choice, key=lambda pname: f"whatif-{side}-{choice}-{pname}")
+    start = st.session_state.get("whatif-link", {}).get(side) if st.session_state.get(f"whatif-{side}") == choice \
+        else None
+    changed = ui.param_inputs(cls.params.values(), owner=choice, key=lambda pname: f"whatif-{side}-{choice}-{pname}",
+                              start=start)
     return PARTITION_SPEC.join(choice, {pname: cls.params[pname].format(v) for pname, v in changed.items()})
 
 
@@ -41,8 +48,73 @@ def _choice_label(option: str) -> str:
     return option if option == OWN else ui.partitioner_label(option)
 
 
+#: The What-if choices a link carries: each side's partitioner spec ("own": the data's own nodes) and K.
+LINK_KEYS = {"whatif_a": "a", "whatif_b": "b"}
+LINK_NODES = "whatif_nodes"
+DEFAULTS = {"a": OWN, "b": "reshuffle"}
+WHATIF_TAB = "What if: two partitionings"
+
+
+def read_link() -> list[str]:
+    """Seed the What-if choices from the link (``whatif_a``, ``whatif_b``: a partitioner spec such as
+    ``dirichlet:alpha=0.1``, or ``own``; ``whatif_nodes``: K) and take these keys out of the query
+    before the run settings read it; returns what could not be used, as the run settings' problems."""
+    link = {k: str(st.query_params[k]) for k in (*LINK_KEYS, LINK_NODES) if k in st.query_params}
+    for k in link:
+        del st.query_params[k]
+    problems, state = [], st.session_state
+    if not link or "whatif-link" in state:
+        return problems
+    state["whatif-link"] = {}
+    state["whatif-open"] = True  # a link with What-if choices opens on that tab
+    for k, side in LINK_KEYS.items():
+        if k not in link:
+            continue
+        spec = link[k].strip()
+        if spec == "own":
+            state.setdefault(f"whatif-{side}", OWN)
+            continue
+        try:
+            name, options = PARTITION_SPEC.split(spec)
+            if name not in PARTITIONERS:
+                raise FedvizError(f"unknown partitioner {name!r}; one of own, {', '.join(PARTITIONERS)}")
+            params = PARTITIONERS[name].params
+            for pname in options:
+                if pname not in params:
+                    raise FedvizError(f"{name} has no knob {pname!r} (it has: {', '.join(params) or 'none'})")
+            knobs = {pname: params[pname].parse(text, name) for pname, text in options.items()}
+        except FedvizError as e:
+            problems.append(f"{k}: {e}")
+            continue
+        state.setdefault(f"whatif-{side}", name)
+        state["whatif-link"][side] = knobs
+    if LINK_NODES in link:
+        try:
+            state.setdefault("whatif-nodes", int(NODES_PARAM.parse(link[LINK_NODES])))
+        except FedvizError as e:
+            problems.append(f"{LINK_NODES}: {e}")
+    return problems
+
+
+def link_of(a: str, spec_a: str | None, b: str, spec_b: str | None, nodes: int) -> dict[str, str]:
+    """The What-if choices as link keys, the ones that differ from the page's defaults."""
+    out = {}
+    for key, side, choice, spec in (("whatif_a", "a", a, spec_a), ("whatif_b", "b", b, spec_b)):
+        text = "own" if choice == OWN else (spec or choice)
+        if choice != DEFAULTS[side] or (spec or choice) != choice:
+            out[key] = text
+    if nodes != 100:
+        out[LINK_NODES] = str(nodes)
+    return out
+
+
+link_problems = read_link()
 st.title("Compare")
-tab_history, tab_whatif = st.tabs(["History", "What if: two partitionings"])
+ui.current_config()  # reads the link's run settings; a setting it cannot use is warned about here
+st.session_state["query_problems"] = list(st.session_state.get("query_problems") or []) + link_problems
+ui.show_query_problems()
+tab_history, tab_whatif = st.tabs(["History", WHATIF_TAB], key="compare-tab",
+                                  default=WHATIF_TAB if st.session_state.get("whatif-open") else None)
 
 with tab_history:
     with ui.guard("Reading the run history"):
@@ -61,10 +133,16 @@ with tab_history:
                 if chosen:
                     by_id = {r.id: r for r in runs}
                     overlay = {f"#{i} {by_id[i].label}": store.columns(i) for i in chosen}
+                    # Each run its own style, in its algorithm's family hue (fedviz.plots.styles.run_styles).
                     styles = {f"#{i} {by_id[i].label}": ALGORITHMS[by_id[i].algorithm].title
-                              for i in chosen if by_id[i].algorithm in ALGORITHMS}  # each algorithm its own marker
+                              for i in chosen if by_id[i].algorithm in ALGORITHMS}
+                    # A run that diverged is cut at the axes' edge and marked; a mean squared error is not a %.
+                    diverged = {f"#{i} {by_id[i].label}" for i in chosen if by_id[i].status == "diverged"}
+                    mse = any(by_id[i].dataset_summary.get("error_metric") == "mse"
+                              or by_id[i].dataset_summary.get("task") == "regression" for i in chosen)
                     fig = convergence_figure(overlay, axis=st.session_state.get("cmp-axis", "iteration"),
-                                             round_cost=float(st.session_state.get("cmp-cost", 1.0)), styles=styles)
+                                             round_cost=float(st.session_state.get("cmp-cost", 1.0)), styles=styles,
+                                             diverged=diverged, regression=mse)
                     st.plotly_chart(fig, width="stretch")
                     c1, c2, c3 = st.columns(3)  # files made on click, not on every page load
                     c1.download_button("Runs as CSV", lambda: store.export_csv(chosen), "fedviz-runs.csv", "text/csv")
@@ -89,21 +167,20 @@ with tab_whatif:
     c1, c2 = st.columns(2)
     invalid = False
     with c1:
-        a = st.selectbox("Partition A", options, index=0, key="whatif-a", format_func=_choice_label)
+        a = st.selectbox("Partition A", options, key=ui.seeded("whatif-a", OWN), format_func=_choice_label)
         try:
             spec_a = partition_knobs("a", a)
         except ui.InvalidInput:
             spec_a, invalid = None, True
     with c2:
-        b = st.selectbox("Partition B", options, index=options.index("reshuffle"), key="whatif-b",
-                         format_func=_choice_label)
+        b = st.selectbox("Partition B", options, key=ui.seeded("whatif-b", "reshuffle"), format_func=_choice_label)
         try:
             spec_b = partition_knobs("b", b)
         except ui.InvalidInput:
             spec_b, invalid = None, True
     needs_k = any(choice != OWN and not PARTITIONERS[choice].nodes_from_groups for choice in (a, b))
-    nodes = int(st.number_input("Nodes K (for the partitioners that take it)", 1, 100_000, 100, key="whatif-nodes",
-                                disabled=not needs_k))
+    nodes = int(st.number_input("Nodes K (for the partitioners that take it)", 1, 100_000,
+                                key=ui.seeded("whatif-nodes", 100), disabled=not needs_k))
     if st.button(":material/play_arrow: Run both", type="primary", disabled=invalid):
         with ui.guard("Starting the comparison"):
             for key, choice, spec in (("whatif-run-a", a, spec_a), ("whatif-run-b", b, spec_b)):
@@ -116,11 +193,15 @@ with tab_whatif:
     ui.axis_controls("whatif-axis", "whatif-cost")
     ran = st.session_state.get("whatif-specs", (None, None))
     left, right = st.columns(2)
+    pair = ("whatif-run-a", "whatif-run-b")  # A and B on the same axes: each panel's ranges span both
     with left:
         st.subheader(f"A: {ran[0] or _choice_label(a)}")
-        ui.live_view("whatif-run-a", axis_key="whatif-axis", cost_key="whatif-cost", height=330, stacked=True)
+        ui.live_view("whatif-run-a", axis_key="whatif-axis", cost_key="whatif-cost", height=330, stacked=True,
+                     shared=pair, width=280)
     with right:
         st.subheader(f"B: {ran[1] or _choice_label(b)}")
-        ui.live_view("whatif-run-b", axis_key="whatif-axis", cost_key="whatif-cost", height=330, stacked=True)
+        ui.live_view("whatif-run-b", axis_key="whatif-axis", cost_key="whatif-cost", height=330, stacked=True,
+                     shared=pair, width=280)
+    whatif_link = link_of(a, spec_a, b, spec_b, nodes)
 
-ui.sync_link()
+ui.sync_link(extra=whatif_link)

@@ -28,6 +28,9 @@ with left:
                            key=ui.seeded("run-algorithms", [n for n, _ in config.algorithms]),
                            help="The paper's methods (GD, CoCoA+, DANE, FSVRG, ...) and today's baselines "
                                 "(FedAvg, FedProx, SCAFFOLD). Centralised references are marked.")
+    # Run and Stop sit here, above the settings, so that a 768 px high screen shows them without
+    # scrolling; they are drawn into this place below, once the settings have made the config.
+    actions = st.container()
     st.caption("The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2). Under the charts, a few sentences say "
                "what each line and axis means; Learn › Start here has a lesson per idea.")
     algorithms = ui.algorithm_widgets(names, config)
@@ -64,8 +67,9 @@ with left:
     if new is not None and new != config:
         ui.set_config(new)
         config = new
-    ui.show_slow_run_warnings(config)  # a first iteration estimated to take long: said before Run
-    b1, b2 = st.columns(2)
+    b1, b2 = actions.columns(2)
+    with actions:
+        ui.show_slow_run_warnings(config)  # a first iteration estimated to take long: said beside Run
     if b1.button(":material/play_arrow: Run", type="primary", disabled=new is None, width="stretch"):
         with ui.guard("Starting the run"):
             ui.start_run(config, key="run")
@@ -77,6 +81,7 @@ with right:
     ui.axis_controls()
     if st.session_state.get("run") is None:
         st.info("Choose algorithms and press **Run**. Curves appear as iterations finish.")
-    ui.live_view("run", sweep=True)
+    # One figure above the other: side by side, a 1024 px screen left each about 170 px wide.
+    ui.live_view("run", sweep=True, stacked=True)
 
 ui.sync_link()

@@ -32,7 +32,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..experiments.results import METRICS, Results
-from .figures import _LAYOUT, _PALETTE, _STYLE, decade_text, log_axis
+from .figures import _LAYOUT, _PALETTE, decade_text, log_axis
+from .styles import Style, run_styles
 
 #: The curves a band can show (record columns), and how each reads.
 CURVES = {"suboptimality": "f(w) − f*", "test_error": "test error", "objective": "objective f(w)"}
@@ -43,14 +44,17 @@ FLOOR = 1e-16
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+def arm_styles(results: Results) -> dict[str, Style]:
+    """One style per line, the same in every figure (:func:`~fedviz.plots.styles.run_styles`: the
+    algorithm's family hue; two lines of one algorithm — two stepsizes, an ablation — differ in
+    lightness, dash and marker)."""
+    algos = {a.label: a.spec.name for a in results.experiment.arms}
+    return run_styles({arm: algos.get(arm) for arm in results.arms})
+
+
 def arm_colors(results: Results) -> dict[str, str]:
-    """One colour per line, the same in every figure (the paper's Figure 2 colours where the label
-    is one of its algorithms)."""
-    out = {}
-    for i, arm in enumerate(results.arms):
-        style = _STYLE.get(arm)
-        out[arm] = style[1] if style else _PALETTE[i % len(_PALETTE)]
-    return out
+    """The colour of each line's :func:`arm_styles`."""
+    return {arm: st.color for arm, st in arm_styles(results).items()}
 
 
 def _metric_title(metric: str, results: Results) -> str:
@@ -109,7 +113,8 @@ def band_figure(results: Results, settings: Sequence[Sequence[int]] | None = Non
         raise ParameterError("metric", metric, "one of " + ", ".join(CURVES))
     chosen = _settings(results, settings)
     fig, rows, cols = _facets([results.setting_label(s) for s in chosen] or ["no settings"])
-    colors = arm_colors(results)
+    looks = arm_styles(results)
+    colors = {arm: st.color for arm, st in looks.items()}
     ys = []
     for k, setting in enumerate(chosen):
         r, c = k // cols + 1, k % cols + 1
@@ -129,8 +134,9 @@ def band_figure(results: Results, settings: Sequence[Sequence[int]] | None = Non
             fig.add_trace(go.Scatter(x=it, y=hi, mode="lines", line=dict(width=0, color=color), fill="tonexty",
                                      fillcolor=_alpha(color, 0.2), hoverinfo="skip", showlegend=False,
                                      legendgroup=arm, meta={**meta, "part": "max"}), row=r, col=c)
-            fig.add_trace(go.Scatter(x=it, y=med, mode="lines", name=arm, legendgroup=arm, showlegend=k == 0,
-                                     line=dict(color=color, width=2), meta={**meta, "part": "median"},
+            fig.add_trace(go.Scatter(x=it, y=med, mode="lines+markers", name=arm, legendgroup=arm, showlegend=k == 0,
+                                     line=looks[arm].line(), meta={**meta, "part": "median"},
+                                     marker=dict(symbol=looks[arm].marker, size=6, color=color, maxdisplayed=12),
                                      hovertemplate=f"{arm}{_step_text(step)}<br>iteration %{{x}}<br>median "
                                                    f"%{{y:.3g}}<extra></extra>"), row=r, col=c)
     if metric == "suboptimality":
@@ -170,7 +176,7 @@ def axis_figure(results: Results, metric: str = "suboptimality", *, axis: int = 
         from ..errors import ParameterError
 
         raise ParameterError("metric", metric, "one of " + ", ".join(METRICS))
-    colors = arm_colors(results)
+    looks = arm_styles(results)
     if not exp.axes:
         xs, xtype, other = ["base"], "category", [None]
         fig, rows, cols = _facets(["base"], cols=1)
@@ -208,7 +214,7 @@ def axis_figure(results: Results, metric: str = "suboptimality", *, axis: int = 
             ys += [np.array(med) - np.nan_to_num(minus), np.array(med) + np.nan_to_num(plus)]
             fig.add_trace(go.Scatter(
                 x=xs, y=med, mode="lines+markers", name=arm, legendgroup=arm, showlegend=k == 0,
-                line=dict(color=colors[arm], width=2), marker=dict(size=8, color=colors[arm]),
+                line=looks[arm].line(), marker=dict(symbol=looks[arm].marker, size=8, color=looks[arm].color),
                 error_y=dict(type="data", symmetric=False, array=plus, arrayminus=minus, thickness=1.2, width=4),
                 text=hover, hovertemplate=f"{arm}<br>%{{x}}<br>%{{text}}<extra></extra>",
                 meta={"arm": arm, "facet": j}), row=r, col=c)
@@ -286,7 +292,8 @@ def sensitivity_figure(results: Results, settings: Sequence[Sequence[int]] | Non
     arms = grid_arms(results)
     chosen = _settings(results, settings)
     fig, rows, cols = _facets([results.setting_label(s) for s in chosen] or ["no settings"])
-    colors = arm_colors(results)
+    looks = arm_styles(results)
+    colors = {arm: st.color for arm, st in looks.items()}
     xs_all, ys = [], []
     for k, setting in enumerate(chosen):
         r, c = k // cols + 1, k % cols + 1
@@ -302,7 +309,7 @@ def sensitivity_figure(results: Results, settings: Sequence[Sequence[int]] | Non
             ys += [lo, hi]
             fig.add_trace(go.Scatter(
                 x=x, y=med, mode="lines+markers", name=arm, legendgroup=arm, showlegend=k == 0,
-                line=dict(color=colors[arm], width=2), marker=dict(size=8, color=colors[arm]),
+                line=looks[arm].line(), marker=dict(symbol=looks[arm].marker, size=8, color=colors[arm]),
                 error_y=dict(type="data", symmetric=False, array=hi - med, arrayminus=med - lo, thickness=1.2),
                 meta={"arm": arm, "setting": list(setting)},
                 hovertemplate=f"{arm}<br>grid value %{{x:g}}<br>median %{{y:.3g}}<extra></extra>"), row=r, col=c)
@@ -523,6 +530,6 @@ def _cell_text(v) -> str:
     return str(v)
 
 
-__all__ = ["CURVES", "FLOOR", "MAX_FACETS", "arm_colors", "axis_figure", "axis_x", "band_figure", "figures",
+__all__ = ["CURVES", "FLOOR", "MAX_FACETS", "arm_colors", "arm_styles", "axis_figure", "axis_x", "band_figure", "figures",
            "grid_arms", "heatmap_figure", "heatmap_values", "live_figure", "progress", "report_html",
            "sensitivity_figure", "tuned_figure", "tuned_rows"]

@@ -90,11 +90,14 @@ def _write_chromium(fig, path, scale: float) -> None:
 # -- matplotlib ---------------------------------------------------------------------------------------------
 DPI = 100
 PT = 72 / DPI  # Plotly sizes are pixels; matplotlib's are points
-_DASH = {"solid": "-", None: "-", "dot": ":", "dash": "--", "dashdot": "-.", "longdash": "--", "longdashdot": "-."}
+# Every dash of fedviz.plots.styles.DASHES drawn apart (a long dash is not a dash: two runs would look alike).
+_DASH = {"solid": "-", None: "-", "dot": ":", "dash": "--", "dashdot": "-.", "longdash": (0, (9, 3)),
+         "longdashdot": (0, (9, 3, 2, 3))}
 _SUP = str.maketrans("0123456789−-+=()nijk", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁻⁺⁼⁽⁾ⁿⁱʲᵏ")
 _SUB = str.maketrans("0123456789−-+=()", "₀₁₂₃₄₅₆₇₈₉₋₋₊₌₍₎")
+# Every marker of fedviz.plots.styles.MARKERS, each its own matplotlib marker.
 _SYMBOLS = {"circle": "o", "diamond": "D", "square": "s", "triangle-up": "^", "triangle-down": "v", "star": "*",
-            "x": "x", "cross": "P"}
+            "x": "x", "cross": "P", "pentagon": "p", "hexagon": "h", "triangle-left": "<", "triangle-right": ">"}
 _PLOTLY_COLORS = ["#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880"]
 
 
@@ -154,9 +157,11 @@ def draw_matplotlib(fig, path: str | Path, *, scale: float = 1.0) -> None:
     ml, mr, mt, mb = (80 if v is None else v for v in (m.l, m.r, m.t, m.b))
     mt = 100 if m.t is None else m.t
     lg = layout.legend
-    below = (layout.showlegend is not False and lg.orientation == "h" and lg.y is not None and lg.y < 0
-             and any(tr.showlegend is not False and tr.name for tr in fig.data))
-    if below:  # Plotly grows the bottom margin for a legend under the plot (automargin): so does this
+    shown = layout.showlegend is not False and any(tr.showlegend is not False and tr.name for tr in fig.data)
+    # A legend at the foot of the figure (yref "container"): its room is already in the bottom margin.
+    footer = shown and lg.orientation == "h" and lg.yref == "container"
+    below = footer or (shown and lg.orientation == "h" and lg.y is not None and lg.y < 0)
+    if below and not footer:  # Plotly grows the bottom margin for a legend under the plot (automargin): so does this
         mb += 36
     plot_w, plot_h = max(1.0, width - ml - mr), max(1.0, height - mt - mb)
     mfig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI * scale)
@@ -348,8 +353,11 @@ def draw_matplotlib(fig, path: str | Path, *, scale: float = 1.0) -> None:
             ly = 4 / height
         loc = ("lower" if lg.yanchor == "bottom" or below else "upper" if lg.yanchor in ("top", None) else "center")
         loc += " right" if lg.xanchor == "right" else " left"
+        # A horizontal legend wraps as Plotly's does: as many entries to a row as the width holds.
+        chars = max((len(k) for k in legend), default=1)
+        per_row = max(1, int((width - ml - mr) // (46 + 7 * chars))) if horizontal else 1
         mfig.legend(list(legend.values()), list(legend), loc=loc, bbox_to_anchor=(lx, ly), frameon=False,
-                    ncol=len(legend) if horizontal else 1, fontsize=12 * PT, handlelength=2.2,
+                    ncol=min(len(legend), per_row) if horizontal else 1, fontsize=12 * PT, handlelength=2.2,
                     labelcolor=font)
     mfig.savefig(str(path), dpi=DPI * scale, facecolor="white")
 

@@ -6,12 +6,14 @@ Every builder takes plain data (records or statistics) and returns a
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
+
+from .styles import run_styles
 
 # fedviz's figures use Plotly's white template.  Set as the default, Plotly attaches it
 # to a new figure without validating it again; passed to each figure, its validation took
@@ -30,14 +32,23 @@ X_AXES = {
 #: The same axes as axis titles (HTML: Plotly draws <sub>; the radio buttons showing X_AXES do not).
 _AXIS_TITLES = {**X_AXES, "simulated": "Simulated time I × (c + T<sub>A</sub>) (s)"}
 
-# The paper's Figure 2 markers where they exist (OPT squares, GD diamonds, CoCoA+ triangles,
-# FSVRG circles, FSVRGR stars), then Plotly's defaults.
-_STYLE = {
-    "GD": ("diamond", "#17becf"), "CoCoA+": ("triangle-up", "#9467bd"),
-    "FSVRG": ("circle", "#2ca02c"), "FSVRGR": ("star", "#d62728"),
-}
+# Colours of the experiments' live cells (runs are styled by :func:`fedviz.plots.styles.run_styles`).
 _PALETTE = ["#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78",
             "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
+
+#: A run is drawn as diverged when f − f* climbs above this multiple of the largest start f(w⁰) − f*
+#: (or becomes NaN/∞); the suboptimality axis stops at this multiple, the test-error axis at the
+#: converging runs' range.
+DIVERGED_FACTOR = 100.0
+#: The least height of a plot area in pixels, whatever its legend holds (14 algorithms included).
+PLOT_MIN = 240
+#: Pixels under a plot area for the x tick labels and the x title, above the legend.
+_X_TITLE_SPACE = 58
+#: One row of a horizontal legend (29 px a row of line-and-marker entries as Chromium draws them), and
+#: the width of an entry besides its text (its line and marker, and the gap to the next).
+_LEGEND_ROW, _LEGEND_ITEM = 29, 52
+#: Width of one character of a legend entry at Plotly's 12 px font (measured 4.6–5.5; a little more).
+_CHAR = 5.8
 
 
 def _columns(records) -> dict[str, np.ndarray]:
@@ -70,41 +81,161 @@ def x_values(cols: Mapping[str, np.ndarray], axis: str, *, nodes: int = 1, round
     raise ValueError(f"unknown x axis {axis!r}; one of {', '.join(X_AXES)}")
 
 
-def _style(label: str, algorithm: str, i: int, styles: Mapping[str, str] | None = None):
-    """(marker, color) of a curve: by its label ('FSVRGR'), else by the title ``styles`` gives
-    for it ('FSVRG ×2' → 'FSVRG', from the spec that made the label: labels are never parsed),
-    else by its records' algorithm column, else the palette."""
-    key = styles.get(label) if styles else None
-    marker, color = _STYLE.get(label) or _STYLE.get(key) or _STYLE.get(algorithm) or (None, None)
-    return marker or "circle", color or _PALETTE[i % len(_PALETTE)]
-
-
-def _add_curves(fig, runs, column, *, axis, nodes, round_cost, row=None, col=None, positive=False,
-                showlegend=True, styles: Mapping[str, str] | None = None) -> list[np.ndarray]:
-    """Add one curve per run; return the y values drawn (one array per run with records).
-
-    ``styles`` maps a label to the title whose marker and colour it takes (optional)."""
-    drawn = []
-    for i, (label, records) in enumerate(runs.items()):
+def _series(runs, column, *, axis, nodes, round_cost) -> list[tuple[str, np.ndarray, np.ndarray, str, dict]]:
+    """(label, x, y, algorithm, columns) of every run with records and ``column``."""
+    out = []
+    for label, records in runs.items():
         cols = _columns(records)
         if not cols or column not in cols:
             continue
-        y = np.asarray(cols[column], dtype=float)
-        if positive:
-            # On a log axis, f − f* ≤ 0 (rounding at the optimum) cannot be drawn: clip it
-            # to a floor below anything meaningful instead of dropping the point.
-            y = np.where(np.isfinite(y), np.maximum(y, 1e-16), np.nan)
-        algorithm = str(cols["algorithm"][0]) if "algorithm" in cols else label
-        marker, color = _style(label, algorithm, i, styles)
-        trace = go.Scatter(x=x_values(cols, axis, nodes=nodes, round_cost=round_cost), y=y,
-                           mode="lines+markers", name=label, legendgroup=label, showlegend=showlegend,
-                           marker=dict(symbol=marker, size=6, color=color), line=dict(color=color, width=2))
-        if row is None:
-            fig.add_trace(trace)
+        algorithm = str(cols["algorithm"][0]) if "algorithm" in cols and len(cols["algorithm"]) else label
+        out.append((label, np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float),
+                    np.asarray(cols[column], dtype=float), algorithm, cols))
+    return out
+
+
+def styles_of(runs, styles: Mapping[str, str] | None = None) -> dict:
+    """The :class:`~fedviz.plots.styles.Style` of every run of ``runs`` (label → records): its family
+    from ``styles`` (label → algorithm title, from the spec that made the label: labels are never
+    parsed), else its records' algorithm column, else the label."""
+    algos = {}
+    for label, records in runs.items():
+        algo = (styles or {}).get(label)
+        if algo is None:
+            cols = _columns(records) if records is not None else {}
+            algo = str(cols["algorithm"][0]) if cols and "algorithm" in cols and len(cols["algorithm"]) else None
+        algos[label] = algo
+    return run_styles(algos)
+
+
+def diverged_runs(runs, diverged: Iterable[str] = ()) -> set[str]:
+    """The labels of the runs that diverged: named in ``diverged`` (a run's status), or whose
+    f − f* becomes NaN/∞ after a finite value or climbs above :data:`DIVERGED_FACTOR` × the largest
+    start f(w⁰) − f* of all the runs."""
+    subs = {}
+    for label, records in runs.items():
+        cols = _columns(records) if records is not None else {}
+        if cols and "suboptimality" in cols and len(cols["suboptimality"]):
+            subs[label] = np.asarray(cols["suboptimality"], dtype=float)
+    starts = [y[np.isfinite(y)][0] for y in subs.values() if np.isfinite(y).any()]
+    ref = max([abs(v) for v in starts] or [0.0])
+    out = {label for label in diverged if label in runs}
+    for label, y in subs.items():
+        finite = np.isfinite(y)
+        if finite.any() and not finite[int(np.argmax(finite)):].all():
+            out.add(label)
+        elif ref > 0 and finite.any() and np.nanmax(y[finite]) > DIVERGED_FACTOR * ref:
+            out.add(label)
+    return out
+
+
+def _add_curves(fig, series, styles: Mapping, *, row=None, col=None, showlegend=True, diverged=frozenset(),
+                limits: tuple[float, float] | None = None, hover: str | None = None) -> None:
+    """One curve per series (see :func:`_series`), styled by ``styles`` (label → Style).
+
+    A diverged run (``diverged``) is drawn up to where it leaves ``limits`` (lo, hi): from there on
+    it is off the axis, and a marker on the axis's edge says where it left, its legend entry and
+    hover text say "diverged" — one run that blew up no longer stretches the axis of all the others."""
+    for label, x, y, _, _ in series:
+        st = styles[label]
+        name = f"{label} — diverged" if label in diverged else label
+        edge = None
+        if label in diverged and limits is not None:
+            lo, hi = limits
+            out = ~np.isfinite(y) | (y > hi) | (y < lo)
+            if out.any():
+                i = int(np.argmax(out))
+                edge = (x[i], hi if not (np.isfinite(y[i]) and y[i] < lo) else lo, y[i])
+                y = np.where(np.arange(y.size) < i, y, np.nan)
+        trace = go.Scatter(x=x, y=y, mode="lines+markers", name=name, legendgroup=label, showlegend=showlegend,
+                           marker=dict(symbol=st.marker, size=6, color=st.color), line=st.line(),
+                           meta={"label": label, "diverged": label in diverged})
+        if hover:
+            trace.hovertemplate = hover
+        fig.add_trace(trace, row=row, col=col) if row is not None else fig.add_trace(trace)
+        if edge is not None:
+            ex, ey, actual = edge
+            value = "NaN/∞" if not np.isfinite(actual) else f"{actual:.3g}"
+            mark = go.Scatter(x=[ex], y=[ey], mode="markers", showlegend=False, legendgroup=label, name=name,
+                              marker=dict(symbol="x", size=13, color=st.color,
+                                          line=dict(width=2, color=st.color)),
+                              cliponaxis=False, meta={"label": label, "edge": True},
+                              hovertemplate=f"{label}: diverged here, value {value} (off the axis)<extra></extra>")
+            fig.add_trace(mark, row=row, col=col) if row is not None else fig.add_trace(mark)
+
+
+def _sub_limits(series, diverged) -> tuple[dict, tuple[float, float]]:
+    """The log f − f* axis (keyword arguments of :func:`log_axis`) and the (lo, hi) the diverged runs
+    are cut at: the axis spans the converging runs; the diverged ones count only up to
+    :data:`DIVERGED_FACTOR` × the largest start, and only when no run converges."""
+    ys = [_positive(y) for label, _, y, _, _ in series if label not in diverged]
+    if not any(np.isfinite(y).any() for y in ys):
+        starts = [y[np.isfinite(y)][0] for _, _, y, _, _ in series if np.isfinite(y).any()]
+        cap = DIVERGED_FACTOR * max([abs(v) for v in starts if v > 0] or [1.0])
+        ys = [np.where(_positive(y) <= cap, _positive(y), np.nan) for _, _, y, _, _ in series]
+    axis = log_axis(ys)
+    return axis, (0.0, 10.0 ** axis["range"][1])
+
+
+def _positive(y) -> np.ndarray:
+    """On a log axis, f − f* ≤ 0 (rounding at the optimum) cannot be drawn: clipped to a floor below
+    anything meaningful instead of dropping the point."""
+    y = np.asarray(y, dtype=float)
+    return np.where(np.isfinite(y), np.maximum(y, 1e-16), y)
+
+
+def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width: int = 420,
+                 left: int = 60, right: int = 20, xtitle: int = _X_TITLE_SPACE) -> int:
+    """Put the legend under the plot, outside it, and grow the figure with it; returns the height.
+
+    The legend is anchored to the bottom of the figure (``yref="container"``), under the x title;
+    the bottom margin holds the x title and the legend's rows as they wrap at ``width`` pixels
+    (a narrow estimate of the width the page gives the figure: a wider figure wraps to fewer rows
+    and keeps a little space).  The plot area keeps ``height`` − ``top`` − the margin of a one-row
+    legend, and at least :data:`PLOT_MIN` pixels, however many runs the legend lists.  ``xtitle``:
+    the pixels under the plot area for its tick labels and x title, above the legend.
+    """
+    rows = legend_rows(names, width - left - right)
+    legend_h = rows * _LEGEND_ROW + 26 if rows else 0  # + the legend box's own padding
+    bottom = xtitle + legend_h
+    plot = max(PLOT_MIN, height - top - xtitle - _LEGEND_ROW - 26)
+    total = top + plot + bottom
+    fig.update_layout(height=total, margin=dict(l=left, r=right, t=top, b=bottom),
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0))
+    return total
+
+
+def wrap_title(text: str, width: int) -> str:
+    """``text`` broken with <br> at spaces into lines of at most ``width`` characters (Plotly neither
+    wraps a title nor shrinks it: at 1024 px a long one was cut off at the figure's edge)."""
+    if "<br>" in text or len(_plain(text)) <= width:
+        return text
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(_plain(line)) + 1 + len(_plain(word)) > width:
+            lines.append(line)
+            line = word
         else:
-            fig.add_trace(trace, row=row, col=col)
-        drawn.append(y)
-    return drawn
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
+def legend_rows(names: Sequence[str], width: float) -> int:
+    """How many rows Plotly's horizontal legend takes for entries ``names`` in ``width`` pixels (the
+    plot area's width): entries flow left to right, each its line and marker, then its text."""
+    rows, used = 0, width
+    for name in names:
+        w = _LEGEND_ITEM + _CHAR * len(_plain(name))
+        if used + w > width:
+            rows, used = rows + 1, 0.0
+        used += w
+    return rows
+
+
+def _plain(text: str) -> str:
+    import re
+
+    return re.sub(r"<[^>]+>", "", str(text))
 
 
 # -- axes ------------------------------------------------------------------------------------------
@@ -162,9 +293,10 @@ def error_range(arrays, baselines=None) -> list[float] | None:
     return [max(0.0, lo - pad), top]
 
 
-def _error_axis(fig, ys, baselines, *, height, row=None, col=None, regression=False) -> None:
-    """Range the test-error axis, draw the baselines, and say so when no test row exists."""
-    rng = error_range(ys, baselines)
+def _error_axis(fig, ys, baselines, *, height, row=None, col=None, regression=False, rng=None) -> None:
+    """Range the test-error axis (``rng``, else :func:`error_range`), draw the baselines, and say so
+    when no test row exists."""
+    rng = list(rng) if rng is not None else error_range(ys, baselines)
     has_records = any(np.size(y) for y in ys)
     _add_baselines(fig, baselines, row=row, col=col, span=(rng[1] - rng[0]) if rng else 1.0,
                    height=height, regression=regression)
@@ -185,15 +317,32 @@ def _refs(fig, row, col) -> tuple[str, str]:
 
 def suboptimality_figure(runs: Mapping[str, Sequence], *, axis: str = "iteration", nodes: int = 1,
                          round_cost: float = 0.0, height: int = 420,
-                         styles: Mapping[str, str] | None = None) -> go.Figure:
-    """f(w) − f* on a log axis, one curve per run label (``styles``: label → title to style it as)."""
+                         styles: Mapping[str, str] | None = None, diverged: Iterable[str] = (),
+                         width: int = 420, also=()) -> go.Figure:
+    """f(w) − f* on a log axis, one curve per run label (``styles``: label → title to style it as;
+    ``diverged``: labels whose status says so; ``width``: a narrow estimate of the figure's width,
+    for the legend's rows, :func:`legend_below`; ``also``: (runs, nodes) drawn in another figure
+    beside this one, whose values set this one's ranges too — panels to compare on the same axes).
+
+    The axis stops at :data:`DIVERGED_FACTOR` × the largest start: a diverged run is cut there and
+    marked (:func:`diverged_runs`)."""
     fig = go.Figure()
-    ys = _add_curves(fig, runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost,
-                     positive=True, styles=styles)
+    series = _series(runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost)
+    gone = diverged_runs(runs, diverged)
+    beside, gone_beside = _beside(also, "suboptimality", axis=axis, round_cost=round_cost)
+    axis_kw, limits = _sub_limits(series + beside, gone | gone_beside)
+    series = [(label, x, _positive(y), a, c) for label, x, y, a, c in series]
+    _add_curves(fig, series, styles_of(runs, styles), diverged=gone, limits=limits)
+    _shared_x(fig, series + beside, also)
     fig.update_layout(title="Objective suboptimality f(w) − f*", xaxis_title=_AXIS_TITLES[axis],
-                      yaxis_title="f(w) − f*", height=height, **_LAYOUT)
-    fig.update_yaxes(**log_axis(ys))
+                      yaxis_title="f(w) − f*", **_LAYOUT)
+    legend_below(fig, [_name(label, gone) for label, *_ in series], height=height, width=width)
+    fig.update_yaxes(**axis_kw)
     return fig
+
+
+def _name(label: str, diverged) -> str:
+    return f"{label} — diverged" if label in diverged else label
 
 
 def error_labels(metric: str = "error", loss: str | None = None) -> dict:
@@ -210,20 +359,67 @@ def error_labels(metric: str = "error", loss: str | None = None) -> dict:
 def test_error_figure(runs: Mapping[str, Sequence], *, baselines: Mapping[str, float] | None = None,
                       axis: str = "iteration", nodes: int = 1, round_cost: float = 0.0,
                       height: int = 420, regression: bool = False, loss: str | None = None,
-                      styles: Mapping[str, str] | None = None) -> go.Figure:
-    """Test error per run, with horizontal lines for the optimum and the naive baselines.
+                      styles: Mapping[str, str] | None = None, diverged: Iterable[str] = (),
+                      width: int = 420, also=()) -> go.Figure:
+    """Test error per run, with horizontal lines for the optimum and the naive baselines (``also``:
+    runs beside it that share its ranges, as in :func:`suboptimality_figure`).
 
     ``regression`` is the metric's ("mse" when True, else the sign error rate; see
-    :func:`error_labels`, also keyed by ``loss``)."""
+    :func:`error_labels`, also keyed by ``loss``).  The axis spans the converging runs and the
+    baselines (:func:`error_range`); a diverged run is cut where it leaves it, and marked."""
     labels = error_labels("mse" if regression else "error", loss)
     fig = go.Figure()
-    ys = _add_curves(fig, runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost, styles=styles)
+    series = _series(runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost)
+    gone = diverged_runs(runs, diverged)
+    hover = (f"%{{fullData.name}}<br>{_AXIS_TITLES[axis]} %{{x}}<br>{labels['axis']} {labels['hover']}"
+             "<extra></extra>")
+    beside, gone_beside = _beside(also, "test_error", axis=axis, round_cost=round_cost)
+    # The baselines beside count for the range too (another partition has another per-node majority).
+    every = {f"{k} {i}": v for i, (*_, base) in enumerate(a for a in (also or ()) if len(a) > 2)
+             for k, v in (base or {}).items()}
+    rng = _error_limits(series + beside, gone | gone_beside, {**(baselines or {}), **every}, regression)
+    _add_curves(fig, series, styles_of(runs, styles), diverged=gone, limits=rng, hover=hover)
+    _shared_x(fig, series + beside, also)
     fig.update_layout(title=labels["title"], xaxis_title=_AXIS_TITLES[axis], yaxis_title=labels["axis"],
-                      yaxis_tickformat=labels["tickformat"], height=height, **_LAYOUT)
-    fig.update_traces(hovertemplate=f"%{{fullData.name}}<br>{_AXIS_TITLES[axis]} %{{x}}<br>"
-                                    f"{labels['axis']} {labels['hover']}<extra></extra>")
-    _error_axis(fig, ys, baselines, height=height, regression=regression)
+                      yaxis_tickformat=labels["tickformat"], **_LAYOUT)
+    height = legend_below(fig, [_name(label, gone) for label, *_ in series], height=height, width=width)
+    _error_axis(fig, [s[2] for s in series], baselines, height=height, regression=regression, rng=rng)
     return fig
+
+
+def _beside(also, column, *, axis, round_cost) -> tuple[list, set[str]]:
+    """The series (and the diverged labels) of the runs of ``also`` [(runs, nodes), ...], labels
+    made apart from this figure's own ("B: FSVRG")."""
+    series, gone = [], set()
+    for k, (runs, nodes, *_) in enumerate(also or ()):  # (runs, nodes[, baselines])
+        tag = f"beside {k}: "
+        series += [(tag + label, x, y, a, c)
+                   for label, x, y, a, c in _series(runs, column, axis=axis, nodes=nodes, round_cost=round_cost)]
+        gone |= {tag + label for label in diverged_runs(runs)}
+    return series, gone
+
+
+def _shared_x(fig, series, also) -> None:
+    """With runs beside the figure (``also``), its x range spans theirs too."""
+    if not also:
+        return
+    x = _finite([s[1] for s in series])
+    if x.size:
+        lo, hi = float(x.min()), float(x.max())
+        pad = 0.03 * (hi - lo) or 0.5
+        fig.update_xaxes(range=[lo - pad, hi + pad])
+
+
+def _error_limits(series, diverged, baselines, regression: bool) -> tuple[float, float] | None:
+    """The test-error axis: the converging runs' values and the baselines (all runs' when every run
+    diverged), never beyond [0, 1] for an error rate."""
+    ys = [y for label, _, y, _, _ in series if label not in diverged]
+    if not any(np.isfinite(y).any() for y in ys):
+        ys = [y for _, _, y, _, _ in series]
+    rng = error_range(ys, baselines)
+    if rng is not None and not regression:
+        rng = [max(0.0, rng[0]), min(1.0, rng[1])]
+    return None if rng is None else (float(rng[0]), float(rng[1]))
 
 
 _BASELINE_STYLE = {"optimum": ("OPT", "#1f77b4", "solid"), "majority": ("predict majority", "#7f7f7f", "dot"),
@@ -282,29 +478,48 @@ def _close_groups(lines, close: float) -> list[list]:
 
 
 def convergence_figure(runs, *, baselines=None, axis="iteration", nodes=1, round_cost=0.0,
-                       title=None, height=430, styles: Mapping[str, str] | None = None) -> go.Figure:
+                       title=None, height=430, styles: Mapping[str, str] | None = None,
+                       diverged: Iterable[str] = (), regression: bool = False, width: int = 560) -> go.Figure:
     """Suboptimality (log) and test error side by side: the layout of the paper's Figure 2.
 
-    ``styles`` maps a label to the title it is styled as (Compare: '#3 FSVRG' → 'FSVRG')."""
+    ``styles`` maps a label to the title it is styled as (Compare: '#3 FSVRG' → 'FSVRG'); every run
+    has its own style (:func:`~fedviz.plots.styles.run_styles`).  Diverged runs are cut at the edge
+    of both axes and marked (:func:`diverged_runs`)."""
+    # 0.16 of the width between the panels: room for the right panel's "35.0%" ticks at 330 px.
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Objective suboptimality f(w) − f*", "Test error"),
-                        horizontal_spacing=0.1)
-    subs = _add_curves(fig, runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost, row=1,
-                       col=1, positive=True, styles=styles)
-    errs = _add_curves(fig, runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost, row=1, col=2,
-                       showlegend=False, styles=styles)
-    fig.update_yaxes(**log_axis(subs), row=1, col=1)
-    fig.update_yaxes(tickformat=".1%", row=1, col=2)
-    _error_axis(fig, errs, baselines, height=height, row=1, col=2)
+                        horizontal_spacing=0.16)
+    look = styles_of(runs, styles)
+    gone = diverged_runs(runs, diverged)
+    subs = _series(runs, "suboptimality", axis=axis, nodes=nodes, round_cost=round_cost)
+    axis_kw, limits = _sub_limits(subs, gone)
+    subs = [(label, x, _positive(y), a, c) for label, x, y, a, c in subs]
+    _add_curves(fig, subs, look, row=1, col=1, diverged=gone, limits=limits)
+    errs = _series(runs, "test_error", axis=axis, nodes=nodes, round_cost=round_cost)
+    rng = _error_limits(errs, gone, baselines, regression)
+    # The legend lists each run once: from the left panel, or the right one for a run with no f − f*.
+    left = {label for label, *_ in subs}
+    _add_curves(fig, errs, look, row=1, col=2, diverged=gone, limits=rng, showlegend=False)
+    for tr in fig.data:
+        if tr.xaxis == "x2" and tr.meta and tr.meta.get("label") not in left and not tr.meta.get("edge"):
+            tr.showlegend = True
+    fig.update_yaxes(**axis_kw, row=1, col=1)
+    fig.update_yaxes(tickformat=None if regression else ".1%", row=1, col=2)
     fig.update_xaxes(title_text=_AXIS_TITLES[axis])
-    fig.update_layout(height=height, **_LAYOUT)
+    fig.update_layout(**_LAYOUT)
+    names = [_name(label, gone) for label in dict.fromkeys([s[0] for s in subs] + [s[0] for s in errs])]
+    title = wrap_title(title, max(30, int(width / 9))) if title else None  # Plotly cuts a long title off
+    top = (90 + 20 * title.count("<br>")) if title else 50
+    height = legend_below(fig, names, height=height, width=width, top=top)
+    _error_axis(fig, [s[2] for s in errs], baselines, height=height, row=1, col=2, regression=regression, rng=rng)
     if title:  # above the subplot titles, not on them
-        fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), margin=dict(t=90))
+        fig.update_layout(title=dict(text=title, y=1 - 8 / height, yanchor="top"))
     return fig
 
 
-def paper_figure2(runs, *, baselines, title="Figure 2, reproduced") -> go.Figure:
-    """Rounds of communication vs objective and test error, as in the paper's Figure 2."""
-    return convergence_figure(runs, baselines=baselines, axis="rounds", title=title)
+def paper_figure2(runs, *, baselines, title="Figure 2, reproduced", width: int = 1100) -> go.Figure:
+    """Rounds of communication vs objective and test error, as in the paper's Figure 2 (drawn
+    ``width`` pixels wide: the CLI's file)."""
+    return convergence_figure(runs, baselines=baselines, axis="rounds", title=title, width=width)
 
 
 def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 380) -> go.Figure:
@@ -332,13 +547,14 @@ def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 
     fig.update_layout(bargap=0)
     fig.add_hline(y=n_nodes, line=dict(dash="dot", color="#7f7f7f"), annotation_text=f"all K = {n_nodes:,} nodes",
                   row=1, col=1)
+    # Axis titles on two lines and the title on two: each half is about 150 px wide on a 1024 px screen.
     fig.update_xaxes(title_text="feature index j", row=1, col=1)
-    fig.update_yaxes(title_text=f"nodes the feature appears on ({w})", row=1, col=1)
-    fig.update_xaxes(title_text=f"nodes a feature appears on ({w})", row=1, col=2)
+    fig.update_yaxes(title_text=f"nodes the feature<br>appears on ({w})", row=1, col=1)
+    fig.update_xaxes(title_text=f"nodes a feature<br>appears on ({w})", row=1, col=2)
     fig.update_yaxes(title_text="features", **log_axis([counts]), row=1, col=2)
     fig.update_layout(height=height, **_LAYOUT)
-    fig.update_layout(title=dict(text="On how many nodes each feature appears: the paper's Figure 1",
-                                 y=0.98, yanchor="top"), margin=dict(t=90))
+    fig.update_layout(title=dict(text="On how many nodes each feature appears:<br>the paper's Figure 1",
+                                 y=1 - 14 / height, yanchor="top"), margin=dict(t=100, b=60))
     return fig
 
 
@@ -353,8 +569,9 @@ def node_size_figure(node_sizes: np.ndarray, *, height: int = 340) -> go.Figure:
                            customdata=np.c_[edges[:-1], edges[1:]],
                            hovertemplate="%{y} nodes of %{customdata[0]:.0f}–%{customdata[1]:.0f} examples"
                                          "<extra></extra>"))
-    fig.update_layout(title="Node sizes n<sub>k</sub>", xaxis_title="examples on the node (n<sub>k</sub>)",
-                      yaxis_title="nodes", height=height, bargap=0, **_LAYOUT)
+    fig.update_layout(title="Node sizes n<sub>k</sub>", xaxis_title="examples on<br>the node (n<sub>k</sub>)",
+                      yaxis_title="nodes", height=height, bargap=0, **{**_LAYOUT, "margin": dict(l=60, r=20, t=50,
+                                                                                                   b=60)})
     fig.update_xaxes(**log_axis([edges]))
     return fig
 
@@ -373,9 +590,9 @@ def label_balance_figure(positive_fraction: np.ndarray, node_sizes: np.ndarray, 
                                          "<br>+1 fraction %{y:.1%}<extra></extra>"))
     fig.add_hline(y=float(np.average(frac, weights=sizes)), line=dict(dash="dot", color="#444"),
                   annotation_text="overall")
-    fig.update_layout(title="Label balance per node (sorted)", xaxis_title="nodes, sorted",
+    fig.update_layout(title="Label balance<br>per node (sorted)", xaxis_title="nodes, sorted",
                       yaxis_title="fraction of +1 labels", yaxis_tickformat=".0%", height=height, bargap=0,
-                      **_LAYOUT)
+                      **{**_LAYOUT, "margin": dict(l=60, r=20, t=70, b=40)})
     return fig
 
 

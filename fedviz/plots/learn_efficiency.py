@@ -9,45 +9,27 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..learn.efficiency import Paradigm, seconds_text
-from .figures import _LAYOUT, _style, log_axis
+from .figures import _LAYOUT, log_axis
+from .styles import run_styles
 
 #: Light fills of the regimes (who is fastest where), by the winner's colour.
 _BAND_OPACITY = 0.10
-
-#: Colours for a second (third, …) run of one algorithm: every line of the figure its own colour, so that
-#: six FSVRG variants or FSVRG on two partitions can be told apart (the first run keeps its algorithm's).
-_MORE_COLORS = ("#d62728", "#2ca02c", "#9467bd", "#17becf", "#e6550d", "#393b79", "#8c6d31", "#843c39",
-                "#7b4173", "#5254a3", "#637939", "#ad494a", "#3182bd", "#31a354", "#756bb1", "#636363")
-
-
-def run_colors(p: Paradigm, styles: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
-    """label → (marker, colour): each run its algorithm's marker, and a colour no other run of the
-    figure has (its algorithm's for the first run of it, the next unused one of a palette after)."""
-    out, used = {}, set()
-    spare = iter(c for c in _MORE_COLORS)
-    for i, e in enumerate(p.entries):
-        marker, color = _style(e.label, e.algorithm, i, styles)
-        while color in used:
-            color = next(spare, None) or f"hsl({(37 * i) % 360}, 60%, 40%)"
-        used.add(color)
-        out[e.label] = (marker, color)
-    return out
-
 
 def efficiency_figure(p: Paradigm, *, styles: dict[str, str] | None = None, height: int = 460) -> go.Figure:
     """TIME(c) on log-log axes over ``p.c_range``; the pieces of the lower envelope shaded in the
     winner's colour, each change of winner marked by a dotted line at its exact c.
 
     ``styles`` maps a run's label to the algorithm title whose marker it takes; every run has its own
-    colour (:func:`run_colors`).  A centralised run (:attr:`Efficiency.central`) is a dashed flat line, its
+    colour (:func:`~fedviz.plots.styles.run_styles`).  A centralised run (:attr:`Efficiency.central`) is a dashed flat line, its
     computation (eq. (2)), named as a reference: it is not ranked."""
     lo, hi = p.c_range
     c = np.geomspace(lo, hi, 241)
     fig = go.Figure()
-    styled = run_colors(p, styles)
-    colors, ys = {label: color for label, (_, color) in styled.items()}, []
+    colors, ys = {}, []
+    look = run_styles({e.label: (styles or {}).get(e.label, e.algorithm) for e in p.entries})  # one style per run
     for e in p.entries:
-        marker, color = styled[e.label]
+        marker, color = look[e.label].marker, look[e.label].color
+        colors[e.label] = color
         if not e.reached:
             continue
         y = np.asarray(e.time(c), dtype=float)
@@ -59,7 +41,7 @@ def efficiency_figure(p: Paradigm, *, styles: dict[str, str] | None = None, heig
             name = f"{e.label}: I = {e.rounds} rounds, T<sub>A</sub> = {compute}"
         fig.add_trace(go.Scatter(
             x=c, y=y, mode="lines+markers", name=name,
-            line=dict(color=color, width=2.5, dash="dash" if e.central else "solid"),
+            line=dict(look[e.label].line(2.5), **({"dash": "dash"} if e.central else {})),
             marker=dict(symbol=marker, size=7, color=color, maxdisplayed=12),
             hovertemplate=f"{e.label}<br>c = %{{x:.3g}} s<br>TIME = %{{y:.3g}} s<extra></extra>"))
     if p.crossovers:

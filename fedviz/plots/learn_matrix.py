@@ -23,9 +23,14 @@ COLUMN_TITLES = {
     "D": "(D) identical nodes: O(1)",
 }
 
-#: The same, on two lines (the matrix's column heads, so that they fit side by side at 1024 px).
-_HEADS = {"A": "(A) started at w*,<br>stays", "B": "(B) one node holds<br>99.7%: O(1) rounds",
-          "C": "(C) disjoint features:<br>O(1) rounds", "D": "(D) identical nodes:<br>O(1) rounds"}
+#: The same, on lines of at most 13 characters: the matrix's column heads, centred over their
+#: columns, fit side by side in the ~115 px a column gets on a 1024 px screen (with the sidebar).
+_HEADS = {"A": "(A) started<br>at w*, stays", "B": "(B) one node<br>holds 99.7%:<br>O(1) rounds",
+          "C": "(C) disjoint<br>features:<br>O(1) rounds", "D": "(D) identical<br>nodes:<br>O(1) rounds"}
+#: Characters per line of a cell's label: about 70 px at 11 px, the room right of a square at 1024 px.
+_CELL_CHARS = 13
+#: Where a column's head sits: over the middle of its square and label, not over the square alone.
+_HEAD_AT = 0.38
 
 _COLOURS = {True: "#2ca02c", False: "#d62728", None: "#c7c7c7"}
 _NAMES = {True: "has the property (measured)", False: "lacks it (measured)", None: "not measured"}
@@ -41,6 +46,9 @@ def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figu
     titles = {c.algorithm: c.title for c in matrix.cells}
     rows = [titles[a] for a in matrix.algorithms]
     fig = go.Figure()
+    labels = {id(c): _wrap(c.text + (f" {_MARK[c.claim.verdict]}" if c.claim.verdict != "silent" else "")
+                           + (" ≠" if c.agreement == "disagrees" else ""), _CELL_CHARS) for c in matrix.cells}
+    lines = max([labels[id(c)].count("<br>") + 1 for c in matrix.cells] or [1])
     for has in (True, False, None):
         cells = [c for c in matrix.cells if c.has is has]
         if not cells:
@@ -50,9 +58,9 @@ def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figu
             mode="markers+text", name=_NAMES[has],
             marker=dict(symbol="square", size=22, color=_COLOURS[has],
                         line=dict(width=[3 if c.agreement == "disagrees" else 0 for c in cells], color="#000000")),
-            # The paper's word on a second line, so that a label stays inside its column at 1024 px.
-            text=[c.text + (f"<br>{_MARK[c.claim.verdict]}" if c.claim.verdict != "silent" else "")
-                  + (" ≠" if c.agreement == "disagrees" else "") for c in cells],
+            # Wrapped at _CELL_CHARS (the paper's word on its own line), so that a label stays inside
+            # its column, clear of the next square, at 1024 px.
+            text=[labels[id(c)] for c in cells],
             textposition="middle right", textfont=dict(size=11),
             customdata=[[c.algorithm, c.prop] for c in cells],
             hovertext=[f"<b>{c.title} × ({c.prop})</b><br>{_wrap(c.detail)}"
@@ -63,11 +71,13 @@ def matrix_figure(matrix, *, selected: tuple[str, str] | None = None) -> go.Figu
         fig.add_trace(go.Scatter(x=[props.index(selected[1])], y=[titles[selected[0]]], mode="markers",
                                  marker=dict(symbol="square-open", size=27, color="#1f77b4", line=dict(width=2.5)),
                                  hoverinfo="skip", showlegend=False, name="shown below"))
-    fig.update_xaxes(tickvals=list(range(len(props))), ticktext=[_HEADS[p] for p in props],
+    fig.update_xaxes(tickvals=[i + _HEAD_AT for i in range(len(props))], ticktext=[_HEADS[p] for p in props],
                      range=[-0.15, len(props) - 0.05], side="top", showgrid=False, zeroline=False, fixedrange=True)
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)), showgrid=True,
                      gridcolor="#eeeeee", fixedrange=True)
-    fig.update_layout(height=100 + 36 * len(rows), margin=dict(l=10, r=10, t=70, b=10),
+    # A row holds its tallest label (13 px a line) and its square; the heads take three lines.
+    row = max(36, 14 * lines + 8)
+    fig.update_layout(height=110 + row * len(rows), margin=dict(l=10, r=10, t=80, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.01, xanchor="left", x=0),
                       clickmode="event+select", dragmode=False, hoverlabel=dict(align="left"))
     return fig

@@ -11,7 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .figures import _LAYOUT, _style, log_axis
+from .figures import _LAYOUT, legend_below, log_axis
+from .styles import run_styles
 
 #: One marker per curve, in order (colours follow the convergence figures' styles).
 _MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross", "pentagon")
@@ -40,9 +41,9 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
     labels = [buckets.labels[b] for b in keep]
     counts = buckets.counts[keep]
     w = "ω<sup>j</sup>"
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.34, 0.66], vertical_spacing=0.08,
-                        subplot_titles=(f"features by the number of nodes they appear on ({w}): Figure 1 binned",
-                                        "how far each curve still is from w* in each bin"))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.34, 0.66], vertical_spacing=0.13,
+                        subplot_titles=(f"features by the number of nodes they appear on<br>({w}): Figure 1 binned",
+                                        "how far each curve still is from w*<br>in each bin"))
     fig.add_trace(go.Bar(x=labels, y=counts, marker_color="#9ecae1", name="features", showlegend=False,
                          text=[f"{c:,}" for c in counts], textposition="outside", cliponaxis=False,
                          hovertemplate="%{y:,} features on %{x} nodes<extra></extra>"), row=1, col=1)
@@ -51,10 +52,11 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
                      row=1, col=1)
     ys = []
     curves = list((latest or {}).items())
+    look = run_styles({label: (styles or {}).get(label, label) for label, _ in curves})
     for i, (label, values) in enumerate(curves):
         y = np.asarray(values, dtype=float)[keep]
         ys.append(y)
-        _, color = _style(label, (styles or {}).get(label, label), i, styles)
+        color = look[label].color
         at = (iterations or {}).get(label)
         # Variants often coincide (a modification that changes nothing on these data): each curve drawn
         # narrower than the one before and with its own marker, so the ones underneath still show.
@@ -62,7 +64,7 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
         fig.add_trace(go.Scatter(x=labels, y=y, mode="lines+markers", name=label if at is None else
                                  f"{label} (iteration {at})", legendgroup=label,
                                  marker=dict(symbol=_MARKERS[i % len(_MARKERS)], size=6 + width, color=color),
-                                 line=dict(color=color, width=width),
+                                 line=dict(color=color, width=width, dash=look[label].dash),
                                  hovertemplate=f"{label}<br>{w} in %{{x}}: %{{y:.3g}}<extra></extra>"),
                       row=2, col=1)
     if metric == "relative":
@@ -76,14 +78,17 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
         fig.update_yaxes(rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title_text=_Y_TITLES[metric], row=2, col=1)
     fig.update_xaxes(type="category", row=1, col=1)
-    fig.update_xaxes(type="category", title_text=f"nodes a feature appears on ({w}), in powers of two: rare ← → "
+    fig.update_xaxes(type="category", title_text=f"nodes a feature appears on ({w}),<br>in powers of two: rare ← → "
                                                  f"everywhere", row=2, col=1)
     if not latest:
         fig.add_annotation(xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, showarrow=False,
-                           text="run the ablation to see where each curve's error sits",
+                           text="run the ablation to see<br>where each curve's error sits",
                            font=dict(size=14, color="#555"))
-    fig.update_layout(height=height, **_LAYOUT)
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
+    # Titles on two lines: the page gives this figure about 330 px on a 1024 px screen; the legend
+    # under the x title (two lines, under slanted bin labels), the figure growing with it.
+    fig.update_layout(**_LAYOUT)
+    names = [t.name for t in fig.data if t.showlegend is not False and t.name]
+    legend_below(fig, names, height=height, top=70, width=330, xtitle=110)
     return fig
 
 

@@ -29,7 +29,7 @@ def _cells(figure) -> dict:
     out = {}
     for trace in figure["data"]:
         for (name, prop), text in zip(trace.get("customdata") or [], trace.get("text") or []):
-            out[(name, prop)] = text
+            out[(name, prop)] = text.replace("<br>", " ")  # as one line (it wraps to its column)
     return out
 
 

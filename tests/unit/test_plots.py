@@ -193,3 +193,28 @@ def test_drawn_axes_read_cleanly(draw):
     ticks = page.evaluate(_TICKS_JS, ".ytick text")
     assert ticks and all(0 <= float(t.rstrip("%")) <= 100 for t in ticks), ticks
     assert any("no test rows" in b[0] for b in page.evaluate(_BOXES_JS))
+
+
+# -- panels side by side on shared ranges (Compare › What-if) ------------------------------------
+def test_panels_given_each_others_runs_have_the_same_ranges():
+    """A on its own nodes, B reshuffled: drawn as two figures, each told of the other's runs
+    (``also``), both get the y range that holds every curve of both, and the same x range."""
+    a = {"GD": _run(0.3 * 0.9 ** IT, np.linspace(0.35, 0.30, IT.size))}
+    b = {"GD": {**_run(0.3 * 0.5 ** IT, np.linspace(0.30, 0.20, IT.size)), "iteration": 2 * IT}}
+    base_a, base_b = {"optimum": 0.28}, {"optimum": 0.18}
+    for build, col in ((plots.suboptimality_figure, "suboptimality"), (plots.test_error_figure, "test_error")):
+        kw_a = {"baselines": base_a} if col == "test_error" else {}
+        kw_b = {"baselines": base_b} if col == "test_error" else {}
+        fa = build(a, also=[(b, 1, base_b)], **kw_a)
+        fb = build(b, also=[(a, 1, base_a)], **kw_b)
+        assert list(fa.layout.yaxis.range) == pytest.approx(list(fb.layout.yaxis.range))
+        assert list(fa.layout.xaxis.range) == pytest.approx(list(fb.layout.xaxis.range))
+        lo, hi = fa.layout.yaxis.range
+        values = np.r_[a["GD"][col], b["GD"][col]]
+        if col == "suboptimality":
+            values = np.log10(values)
+        else:
+            values = np.r_[values, 0.28, 0.18]
+        assert lo <= values.min() and values.max() <= hi
+        x0, x1 = fa.layout.xaxis.range
+        assert x0 <= 0 and x1 >= 2 * IT.max()

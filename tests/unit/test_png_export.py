@@ -100,3 +100,14 @@ def test_experiment_out_writes_both_figures_without_playwright(tmp_path, monkeyp
 def test_an_unknown_engine_is_refused(tmp_path):
     with pytest.raises(FedvizError, match="engine"):
         write_png(_figure(), tmp_path / "f.png", engine="kaleido")
+
+
+def test_every_run_style_is_drawn_apart_without_chromium():
+    """run_styles tells runs apart by dash and marker too (issue 20): the matplotlib export must draw
+    each of its dashes and markers as a different line style and marker, not fall back to one."""
+    from fedviz.plots.styles import DASHES, MARKERS
+
+    dashes = [export._DASH[d] for d in DASHES]
+    assert len({repr(d) for d in dashes}) == len(DASHES), dashes
+    markers = [export._SYMBOLS[m] for m in MARKERS]
+    assert len(set(markers)) == len(MARKERS), markers
