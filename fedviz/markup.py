@@ -46,4 +46,20 @@ def literal(text: object, *, limit: int = MAX_CHARS) -> str:
     return f"{fence}{pad}{s}{pad}{fence}" + ("…" if cut else "")
 
 
-__all__ = ["MAX_CHARS", "literal"]
+#: ASCII punctuation with a meaning somewhere in Streamlit's Markdown (CommonMark lets a backslash
+#: escape every ASCII punctuation character, so escaping one without a meaning is harmless).
+_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~:$&^=\"'")
+
+
+def escape(text: object) -> str:
+    """``text`` as Markdown that renders its characters in the surrounding prose: every character
+    with a Markdown meaning backslash-escaped, line ends as spaces, and ``:material/`` and bare URLs
+    (``https://``, ``www.``) broken by a zero-width space, which a reader does not see.  For sentences that carry a visitor's text (an error naming an uploaded file)."""
+    s = "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in str(text))
+    s = s.replace(":material/", ":\u200bmaterial/")
+    # GFM links bare URLs ("https://…", "www.…") whatever their escapes: a zero-width space breaks them.
+    s = s.replace("://", ":\u200b//").replace("www.", "www\u200b.").replace("WWW.", "WWW\u200b.")
+    return "".join("\\" + c if c in _SPECIAL else c for c in s)
+
+
+__all__ = ["MAX_CHARS", "escape", "literal"]

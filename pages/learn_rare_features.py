@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from fedviz import ui
+from fedviz.markup import escape
 from fedviz.learn.rare_features import (MAX_ITERATIONS, METRICS, VARIANTS, AblationConfig, BucketTracker,
                                         ablation_findings, ablation_job, omega_buckets, rare_share)
 from fedviz.plots import convergence_figure
@@ -26,7 +27,7 @@ buckets = None
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)
     buckets = omega_buckets(ds.stats.omega, ds.n_nodes)
-    st.caption(f"Data: **{ds.meta.get('source', 'upload')}** · n = {ds.n:,}, d = {ds.d:,}, K = {ds.n_nodes:,} nodes; "
+    st.caption(f"Data: **{escape(ds.meta.get('source', 'upload'))}** · n = {ds.n:,}, d = {ds.d:,}, K = {ds.n_nodes:,} nodes; "
                f"{100 * rare_share(ds.stats.omega, ds.n_nodes):.0f}% of the features appear on fewer than a tenth "
                f"of the nodes — change the data on the Data page.")
 

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from fedviz import ui
+from fedviz.markup import escape
 from fedviz.algorithms import ALGORITHMS
 from fedviz.errors import FedvizError
 from fedviz.problems.losses import LOSSES
@@ -17,7 +18,7 @@ ui.show_cluster_note()
 
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)
-    st.caption(f"Data: **{ds.meta.get('source', 'upload')}** · n = {ds.n:,}, d = {ds.d:,}, K = {ds.n_nodes:,} nodes "
+    st.caption(f"Data: **{escape(ds.meta.get('source', 'upload'))}** · n = {ds.n:,}, d = {ds.d:,}, K = {ds.n_nodes:,} nodes "
                f"· partition: {config.data.partition or 'its own nodes'} · test set: "
                f"{ds.meta.get('split', 'its own')} — change them on the Data page.")
     ui.show_data_notes(ds)

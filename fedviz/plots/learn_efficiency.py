@@ -15,6 +15,7 @@ from .styles import run_styles
 #: Light fills of the regimes (who is fastest where), by the winner's colour.
 _BAND_OPACITY = 0.10
 
+
 def efficiency_figure(p: Paradigm, *, styles: dict[str, str] | None = None, height: int = 460) -> go.Figure:
     """TIME(c) on log-log axes over ``p.c_range``; the pieces of the lower envelope shaded in the
     winner's colour, each change of winner marked by a dotted line at its exact c.

@@ -80,7 +80,8 @@ def test_hostile_text_renders_as_its_characters(markup_server, browser):
         page.get_by_text("END").wait_for(timeout=60_000)
         idle(page)
         main = page.locator("[data-testid='stMain']")
-        assert main.locator("a[href*='evil']").count() == 0
+        links = main.locator("a[href*='evil']")
+        assert links.count() == 0, [links.nth(i).evaluate("e => e.parentElement.textContent") for i in range(links.count())]
         assert main.locator("img").count() == 0
         assert main.locator(".katex").count() == 0
         assert main.locator("h1, h2, h3, ul, blockquote, strong, em, del").count() == 0
@@ -93,6 +94,11 @@ def test_hostile_text_renders_as_its_characters(markup_server, browser):
                 assert shown == _expected(s).strip(), (prefix, k, got, s)
                 # Nothing of the string was turned into an icon or an emoji image around it.
                 assert el.locator("[data-testid='stIconMaterial'], img").count() == 0, (prefix, k)
+            # escape(): the same characters in prose, with no code span around them.
+            el = main.get_by_text(f"e{k}: before", exact=False).first
+            text = " ".join(el.evaluate("e => e.textContent").replace("\u200b", "").split())
+            assert text == " ".join(f"e{k}: before {_expected(s)} after".split()), (k, text, s)
+            assert el.locator("a, img, code, strong, em, del, .katex, [data-testid='stIconMaterial']").count() == 0, k
         assert not [u for u in outside if "evil" in u], outside
     finally:
         context.close()
