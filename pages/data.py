@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from fedviz import ui
+from fedviz.markup import escape
 from fedviz.data.build import DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
@@ -200,14 +201,15 @@ with right:
                 ui.set_config(ui.with_data(config, chosen))
                 config, current = ui.current_config(), chosen
             s = ds.stats.summary()
-            st.subheader(ds.meta.get("source", ""))
+            st.subheader(escape(ds.meta.get("source", "")))  # an upload's name is its visitor's text
             ui.show_data_notes(ds)
-            row1, row2 = st.columns(3), st.columns(3)  # three a row: seven-digit counts are not cut off
+            # Two a row: at 1024 px three columns cut a seven-digit count ("244,…").
+            row1, row2, row3 = st.columns(2), st.columns(2), st.columns(2)
             row1[0].metric("examples n", f"{s['n']:,}")
             row1[1].metric("features d", f"{s['d']:,}")
-            row1[2].metric("nonzeros", f"{s['nnz']:,}")
-            row2[0].metric("nodes K", f"{s['nodes']:,}")
-            row2[1].metric("test examples", f"{ds.y_test.size:,}")
+            row2[0].metric("nonzeros", f"{s['nnz']:,}")
+            row2[1].metric("nodes K", f"{s['nodes']:,}")
+            row3[0].metric("test examples", f"{ds.y_test.size:,}")
             st.caption(f"Partition: {ds.meta.get('partition') or 'the data set' + chr(39) + 's own nodes'}. "
                        f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
                        f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}). "
