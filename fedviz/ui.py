@@ -30,7 +30,7 @@ from .runner import ProblemSpec, RunJob, cache, get_manager
 from .runner.execute import CRITERION, background_os_thread
 from .runner.config import RunConfig, from_query, to_query
 from .runner.sweep import sweep_outcome, sweep_plan
-from .markup import literal
+from .markup import escape, literal
 from .validation import env_int
 
 log = logging.getLogger("fedviz.ui")
@@ -140,12 +140,12 @@ def guard(what: str = "That"):
     try:
         yield
     except FedvizError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(escape(str(e)), icon=":material/error:")  # it may quote a visitor's text: shown as text
     except MemoryError:
         st.error(f"{what} needs more memory than this server has. Try a smaller data set.", icon=":material/error:")
     except Exception as e:  # noqa: BLE001 - the UI shows a message, the log keeps the traceback
         log.exception("unexpected error")
-        st.error(f"{what} failed unexpectedly ({type(e).__name__}: {e}). The details are in the server log.",
+        st.error(f"{what} failed unexpectedly ({type(e).__name__}: {escape(e)}). The details are in the server log.",
                  icon=":material/error:")
 
 
@@ -280,7 +280,7 @@ def show_cluster_note() -> None:
 def show_data_notes(ds) -> None:
     """The data set's warnings for people (a one-class test set, a file without its final line end)."""
     for text in ds.meta.get("warnings", ()) or ():
-        st.warning(text, icon=":material/warning:")
+        st.warning(escape(text), icon=":material/warning:")  # a data set's warnings name its file
 
 
 # -- widgets from parameter metadata -------------------------------------------------------------
@@ -325,7 +325,7 @@ def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None
                                   key=seeded(key, float(value)))
         return p.validate(out, owner)
     except FedvizError as e:
-        st.error(str(e))
+        st.error(escape(str(e)))
         raise InvalidInput(str(e)) from e
 
 
@@ -368,7 +368,7 @@ def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
                 cls.validate(hyper)
             except FedvizError as e:
                 if ok:
-                    st.error(str(e))
+                    st.error(escape(str(e)))
                 ok = False
         out.append((name, tuple(sorted(hyper.items()))))
     return tuple(out) if ok else None

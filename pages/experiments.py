@@ -6,6 +6,7 @@ import math
 import streamlit as st
 
 from fedviz import ui
+from fedviz.markup import escape
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS
 from fedviz.data.presets import PRESETS, override_keys
@@ -109,7 +110,7 @@ with st.expander("Define your own experiment", expanded=False):
         try:  # the partitioner's knobs join the axis keys; a bad spec is named at launch (and here)
             part_name = PARTITION_SPEC.split(partition)[0] if partition.strip() else None
         except FedvizError as e:
-            st.error(str(e))
+            st.error(escape(str(e)))
             part_name = None
         keys = ([f"data.{k}" for k in override_keys(head)]
                 + ([f"partition.{k}" for k in PARTITIONERS[part_name].params] if part_name in PARTITIONERS else [])
@@ -170,7 +171,7 @@ if conflict is not None:
 
 failed_launch = st.session_state.pop("exp-callback-error", None)  # a Resume or Replace that could not start
 if failed_launch:
-    st.error(failed_launch, icon=":material/error:")
+    st.error(escape(failed_launch), icon=":material/error:")
 
 # -- 3. the running experiment --------------------------------------------------------------------------------
 handle = st.session_state.get("exp-handle")

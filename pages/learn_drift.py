@@ -4,6 +4,7 @@ local iterate and the server's, round by round, with the nodes' own optima and w
 import streamlit as st
 
 from fedviz import ui
+from fedviz.markup import escape
 from fedviz.errors import FedvizError
 from fedviz.learn.drift import MAX_LOCAL_STEPS, MAX_NODES, MAX_ROUNDS, SPLITS, DriftSettings, drift_view
 from fedviz.plots.learn_drift import drift_figure
@@ -41,7 +42,7 @@ with ui.guard("Tracing client drift"):
     try:
         settings = DriftSettings(nodes=int(nodes), local_steps=int(steps), rounds=int(rounds), seed=int(seed))
     except FedvizError as e:
-        st.error(str(e))
+        st.error(escape(str(e)))
         st.stop()
     vs = views(settings)
     st.plotly_chart(drift_figure(vs), width="stretch", key="drift-figure")

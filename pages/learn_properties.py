@@ -4,6 +4,7 @@ each cell measured on the property's own data, beside what the paper says; a cli
 import streamlit as st
 
 from fedviz import ui
+from fedviz.markup import escape
 from fedviz.errors import FedvizError
 from fedviz.learn.matrix import PROPERTIES, PROPERTY_QUOTE, PROPERTY_TEXT, START_TEXT, MatrixConfig, properties_matrix
 from fedviz.plots.learn_matrix import COLUMN_TITLES, cell_at, cell_figure, matrix_figure
@@ -48,7 +49,7 @@ config = None
 try:
     config = MatrixConfig(loss=loss, eps=float(eps), max_rounds=int(budget), o1_rounds=int(o1), seed=int(seed))
 except FedvizError as e:
-    st.error(str(e), icon=":material/error:")
+    st.error(escape(str(e)), icon=":material/error:")
 
 matrix = None
 if config is not None:

@@ -60,9 +60,9 @@ with left:
             new = RunConfig(data=config.data, loss=loss, lam=lam, algorithms=algorithms,
                             iterations=int(iterations), seed=int(seed), tune=bool(tune), sweep=bool(sweep))
         except FedvizError as e:  # before ValueError, which it extends
-            st.error(str(e))
+            st.error(escape(str(e)))
         except ValueError:
-            st.error(f"λ: {lam_text!r} is not a number; allowed: a number > 0, or blank for 1/n.")
+            st.error(f"λ: {escape(repr(lam_text))} is not a number; allowed: a number > 0, or blank for 1/n.")
     elif not names:
         st.info("Choose at least one algorithm.")
     if new is not None and new != config:

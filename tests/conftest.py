@@ -19,6 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
 
+def plain(markdown: str) -> str:
+    """The text a reader sees of a message the pages pass through :func:`fedviz.markup.escape`: its
+    backslash escapes resolved and its zero-width spaces dropped (AppTest reports the Markdown source)."""
+    import re
+
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u200b", "")
+
+
 @pytest.fixture(scope="session")
 def browser():
     """Debian's chromium under Playwright, started once for all the browser tests."""

@@ -12,7 +12,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, plain
 from fedviz.experiments import cluster, driver
 from fedviz.experiments.builtin import BUILTINS
 from fedviz.experiments.results import load
@@ -44,7 +44,7 @@ def _page() -> AppTest:
 
 
 def _errors(at) -> list[str]:
-    return [e.value for e in at.error]
+    return [plain(e.value) for e in at.error]
 
 
 def test_every_builtin_card_renders_with_its_claim_scale_and_run_button():
@@ -306,7 +306,7 @@ def test_a_builtin_name_taken_by_another_grid_is_refused_and_gets_no_verdict():
         at = _page()
         at.selectbox(key="exp-open").set_value(small.name).run()
         assert not at.exception, at.exception
-        text = " ".join(e.value for kind in (at.success, at.error, at.warning) for e in kind)
+        text = " ".join(plain(e.value) for kind in (at.success, at.error, at.warning) for e in kind)
         assert "claim" not in text, text  # no verdict: this is not the built-in's grid
         assert f"{other.size} of {other.size} cells complete" in " ".join(c.value for c in at.caption)
         at.button(key=f"exp-run-{b.name}").click().run()

@@ -9,6 +9,7 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from apptest import open_page
+from conftest import plain
 from fedviz.algorithms import ALGORITHMS
 from fedviz.learn import matrix as M
 
@@ -16,7 +17,7 @@ from fedviz.learn import matrix as M
 
 def _page(page: str) -> AppTest:
     at = open_page(page, timeout=300)
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
     return at
 
 
@@ -85,7 +86,7 @@ def test_the_squared_loss_measures_the_appendix_methods_and_a_bad_budget_is_name
     assert all("loss only" not in after[(n, p)] for n in only_squared for p in M.PROPERTIES)
     # An O(1) threshold beyond the budget cannot be judged: the page names the setting and its range.
     at.number_input(key="learn-props-budget").set_value(3).run()
-    assert any("o1_rounds" in e.value and "max_rounds" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("o1_rounds" in plain(e.value) and "max_rounds" in plain(e.value) for e in at.error), [plain(e.value) for e in at.error]
     assert not at.exception
 
 
@@ -117,7 +118,7 @@ def test_a_sigma_beyond_k_is_named_with_its_range():
     at.selectbox(key="learn-eq-t5-data").set_value("identical-nodes").run()
     at.number_input(key="learn-eq-t5-sigma").set_value(50.0).run()
     assert not at.exception
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     assert any("sigma" in e and "10" in e for e in errors), errors
     # Proposition 1 above it still runs.
     assert len(at.success) == 1

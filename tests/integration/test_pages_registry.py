@@ -16,6 +16,7 @@ from fedviz.data.partition import PARTITIONERS
 from fedviz.data.presets import PRESETS
 from fedviz.runner.config import RunConfig, from_query
 from apptest import long_sessions, open_page  # noqa: F401 - the fixture, used by pytestmark
+from conftest import plain
 
 TINY = DataSpec(source="preset:identical-nodes")
 
@@ -41,7 +42,7 @@ def test_every_algorithm_opens_and_runs_from_the_run_page(name):
     at.selectbox(key="run-loss").set_value(loss).run()
     at.multiselect(key="run-algorithms").set_value([name]).run()
     assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
     assert _link(at).algorithms == ((name, ()),) and _link(at).loss == loss
     run = next(b for b in at.button if b.label.endswith(" Run"))
     assert not run.disabled
@@ -62,7 +63,7 @@ def test_every_partitioner_opens_on_the_data_page_and_reaches_the_link(name):
     at = _page("pages/data.py", RunConfig(data=DataSpec(source="preset:google-plus-small?nodes=40")))
     at.selectbox(key="data-partition").set_value(name).run()
     assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
     link = _link(at)
     assert link.data.partition.split(":")[0] == name
     assert at.session_state["config"] == link
@@ -76,7 +77,7 @@ def test_every_preset_opens_with_its_own_knobs(name):
     at = _page("pages/data.py", RunConfig(data=DataSpec(source=f"preset:{start}")))
     at.selectbox(key="data-preset").set_value(name).run()
     assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
     assert _link(at).data.source == f"preset:{name}"
     from fedviz.data.presets import preset_config
 
@@ -93,7 +94,7 @@ def test_an_algorithm_without_the_chosen_loss_is_refused_before_the_run_with_the
     at = _page("pages/run.py", RunConfig(data=TINY, algorithms=(("gd", ()),), iterations=3))
     at.multiselect(key="run-algorithms").set_value(["gd", only[0]]).run()
     assert not at.exception
-    assert any("loss" in e.value and "squared" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("loss" in plain(e.value) and "squared" in plain(e.value) for e in at.error), [plain(e.value) for e in at.error]
     assert next(b for b in at.button if b.label.endswith(" Run")).disabled
 
 

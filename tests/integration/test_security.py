@@ -35,7 +35,7 @@ from fedviz.data.build import DataSpec, build
 from fedviz.errors import DataFormatError, ParameterError
 from fedviz.runner.config import DEFAULT_DATA, LINK_KEYS, MAX_ITERATIONS, RunConfig, from_query, to_query
 
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, plain
 from test_uploads import HEART, NAME, cli_main, data_page, upload
 
 APP = str(ROOT / "app.py")
@@ -113,7 +113,7 @@ def test_payloads_are_refused_as_malformed_and_never_run(kind, tmp_path):
     at = data_page()
     upload(at, payload)
     assert not at.exception
-    assert [e.value for e in at.error] == [str(info.value)]
+    assert [plain(e.value) for e in at.error] == [str(info.value)]
     assert not marker.exists()
 
 
@@ -276,7 +276,7 @@ def test_upload_names_are_never_paths(opened):
     at = data_page()
     # Bad content named after a good file: the content is what is read.
     upload(at, b"x 1:1\n", name=str(REAL_FILE))
-    assert [e.value for e in at.error] == [
+    assert [plain(e.value) for e in at.error] == [
         f"{REAL_FILE}, line 1: the label is not a number (token 'x')"]
     # Good content named after a file that does not exist: it loads.
     upload(at, HEART, name="/no/such/dir/../../etc/passwd")
@@ -428,7 +428,7 @@ def test_link_values_at_the_edge_of_their_range_render():
         assert not at.exception, (page, at.exception)
         # The one warning due: a million nodes over 4,000 rows leave nodes of one row (the data's own
         # small-node sentence), which is the data speaking, not a widget refusing the value.
-        assert not at.error, (page, [e.value for e in at.error])
+        assert not at.error, (page, [plain(e.value) for e in at.error])
         assert [w.value for w in at.warning if "nodes hold fewer than" not in w.value] == [], page
         config = at.session_state["config"]
         assert (config.data.nodes, config.data.seed, config.iterations, config.seed, config.lam) == \

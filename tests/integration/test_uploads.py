@@ -31,7 +31,7 @@ from fedviz.data.build import DataSpec, build
 from fedviz.errors import DataFormatError
 from fedviz.runner.config import RunConfig
 
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, plain
 
 APP = str(ROOT / "app.py")
 HEART = (DATA / "heart_scale").read_bytes()
@@ -197,7 +197,7 @@ def upload(at: AppTest, content: bytes, name: str = NAME) -> AppTest:
 def assert_loads_heart_scale(at: AppTest) -> None:
     """A good file after a bad one: the page shows its statistics and makes it the session's data."""
     upload(at, HEART, "heart_scale")
-    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not at.exception and not at.error, [plain(e.value) for e in at.error]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["features d"] == "13"
     assert int(metrics["examples n"]) + int(metrics["test examples"]) == 270
@@ -217,7 +217,7 @@ def test_data_page_refuses_with_a_message_and_keeps_working(case, monkeypatch, t
             m.setattr(ui, "MAX_UPLOAD_MB", case.options["max_mib"])
         upload(at, case.content)
         assert not at.exception, at.exception
-        errors = [e.value for e in at.error]
+        errors = [plain(e.value) for e in at.error]
         assert len(errors) == 1, errors
         assert_names_line_and_token(errors[0], case)
         assert not at.metric  # no statistics of a file that was refused
@@ -257,7 +257,7 @@ def test_data_page_bad_positive_class_is_a_message():
     next(t for t in at.text_input if t.label.startswith("Positive class")).set_value("two").run()
     upload(at, HEART, "heart_scale")
     assert not at.exception
-    assert [e.value for e in at.error] == [
+    assert [plain(e.value) for e in at.error] == [
         "parameter positive class='two' is out of range: allowed one of the file's labels (a number)"]
 
 
@@ -270,7 +270,7 @@ def test_gzip_bomb_at_the_shipped_limit_is_a_message_not_a_hang():
     upload(at, bomb)
     seconds = time.perf_counter() - t0
     assert not at.exception
-    assert [e.value for e in at.error] == [
+    assert [plain(e.value) for e in at.error] == [
         (f"{NAME}: the gzip input decompresses to more than max_bytes={ui.MAX_UPLOAD_MB * MiB} "
          f"({ui.MAX_UPLOAD_MB} MiB); decompression stopped there")]
     assert seconds < 60, f"refusing the bomb took {seconds:.1f} s"
@@ -363,12 +363,12 @@ def test_mismatched_test_file_is_refused_on_the_page_and_in_the_cli(tmp_path):
     at.file_uploader(key="upload-test").set_value(("dna.scale.t", DNA_TEST, "application/octet-stream"))
     upload(at, HEART, "heart_scale")
     assert not at.exception
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     assert len(errors) == 1 and errors[0].startswith(f"dna.scale.t, line {line}: feature index ")
     assert "training file heart_scale's last feature" in errors[0]
     assert at.session_state["config"] == before and not at.metric
     at.checkbox(key="upload-wider-test").check().run()
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     first_label_line = next(k for k, row in enumerate(DNA_TEST.decode().splitlines(), 1)
                             if row.split() and float(row.split()[0]) not in (-1.0, 1.0))
     assert len(errors) == 1 and errors[0].startswith(f"dna.scale.t, line {first_label_line}: label ")
@@ -382,3 +382,21 @@ def test_mismatched_test_file_is_refused_on_the_page_and_in_the_cli(tmp_path):
     code, _, err = cli_main(["inspect", str(tmp_path / "heart_scale"), "--test", str(tmp_path / "dna.scale.t"),
                              "--wider-test"])
     assert code == 2 and err == f"fedviz: error: {errors[0]}\n"
+
+
+def test_an_uploads_name_in_an_error_is_text_not_markdown():
+    """Issue 21: a visitor's text inside a message rendered as Markdown.  A file named like a Markdown link
+    is named in the parse error as its characters: every Markdown character escaped (fedviz.markup.escape,
+    whose rendering tests/browser/test_markup_browser.py checks in Chromium), the text a reader sees equal
+    to the command line's message."""
+    from fedviz.markup import escape
+
+    name = "[sign in](https://evil.example)![p](http://evil.example/p.png).txt"
+    at = data_page()
+    upload(at, b"+1 1:1\nyes 1:1\n", name)
+    assert not at.exception
+    (shown,) = [e.value for e in at.error]
+    with pytest.raises(DataFormatError) as info:
+        build(DataSpec(b"+1 1:1\nyes 1:1\n", name=name))
+    assert shown == escape(str(info.value)) and plain(shown) == str(info.value)
+    assert "](" not in shown.replace("\\](", "") and "https:" not in shown
