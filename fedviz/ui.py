@@ -20,7 +20,7 @@ import streamlit as st
 
 from .algorithms import ALGORITHMS, get_algorithm
 from .data.baselines import majority_test_error, node_majority_test_error
-from .data.build import DataSpec
+from .data.build import DataSpec, check_budget
 from .errors import FedvizError
 from .learn.chart_notes import chart_notes
 from .params import Param
@@ -42,6 +42,15 @@ MAX_UPLOAD_ROWS = 3_000_000
 #: Cells one experiment may have when launched from the page (the CLI has no bound); every built-in
 #: at full scale has at most 160.  ``FEDVIZ_MAX_CELLS`` sets it.
 MAX_EXPERIMENT_CELLS = 500
+
+
+#: Entries (stored nonzeros) of a data set this server builds for a page or a run: the paper-scale
+#: google-plus preset holds 41 million; 50 million is ~600 MB of CSR.  ``FEDVIZ_MAX_ENTRIES`` sets it.
+MAX_DATA_ENTRIES = 50_000_000
+
+
+def max_data_entries() -> int:
+    return env_int("FEDVIZ_MAX_ENTRIES", MAX_DATA_ENTRIES, low=1)
 
 
 def max_experiment_cells() -> int:
@@ -159,6 +168,7 @@ def load_dataset(spec: DataSpec):
     every run then held its own (36 MB for google-plus-small with 2000 nodes, far more at
     paper scale), so the server's memory grew with the number of runs in the sessions.
     """
+    check_budget(spec, max_data_entries())  # a link's 200,000 nodes: a sentence, not gigabytes
     return cache.dataset(spec)  # the runner's cache: a run of the same spec shares the object
 
 
@@ -414,6 +424,7 @@ def start_run(config: RunConfig, *, key: str = "run"):
     With ``config.tune`` the worker tunes each algorithm's stepsize before its run; with
     ``config.sweep`` every algorithm runs at its stepsize × the sweep's grid.
     """
+    check_budget(config.data, max_data_entries())  # before a worker builds it: refused in milliseconds
     algorithms, groups, scales = config.specs(), None, {}
     if config.sweep and not config.tune:
         # The grid is centred on each derived default, which the worker resolves once it has built

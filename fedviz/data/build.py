@@ -193,15 +193,9 @@ def _build_preset(spec: DataSpec) -> FederatedDataset:
         raise ParameterError("split", spec.split, "'auto' or 'chronological' for a preset",
                              hint="a preset's test set is its generator's time order; "
                                   "its rows are exchangeable, so that split is random in distribution")
-    name, overrides = parse_preset_spec(spec.source[len(PRESET_PREFIX):])
-    overrides.setdefault("seed", spec.seed)
-    if spec.bias is not None:
-        overrides.setdefault("bias_feature", spec.bias)
-    if spec.test_fraction is not None:
-        overrides.setdefault("test_fraction", spec.test_fraction)
+    name, overrides = _preset_overrides(spec)
     if spec.max_entries is not None:
-        rows, entries = estimate_entries(preset_config(name, **overrides))
-        _check_entries(entries, rows, spec.max_entries, "this preset", "fewer nodes or smaller nodes")
+        check_budget(spec, spec.max_entries)
     ds = make_preset(name, **overrides)
     fraction = ds.meta["params"]["test_fraction"]
     who, rows = ("author", "posts") if ds.meta.get("generator") == "bag-of-words" else ("node", "rows")
@@ -354,6 +348,29 @@ def _group_nodes(train_groups, node_of_row, test_groups) -> np.ndarray:
     node_of_group = node_of_row[first]
     pos = np.clip(np.searchsorted(groups, test_groups), 0, len(groups) - 1)
     return np.where(groups[pos] == test_groups, node_of_group[pos], -1)
+
+
+def _preset_overrides(spec: DataSpec) -> tuple[str, dict]:
+    """A preset spec's name and the overrides its generator gets (the spec's seed, bias and test fraction)."""
+    name, overrides = parse_preset_spec(spec.source[len(PRESET_PREFIX):])
+    overrides.setdefault("seed", spec.seed)
+    if spec.bias is not None:
+        overrides.setdefault("bias_feature", spec.bias)
+    if spec.test_fraction is not None:
+        overrides.setdefault("test_fraction", spec.test_fraction)
+    return name, overrides
+
+
+def check_budget(spec: DataSpec, max_entries: int) -> None:
+    """Refuse a preset ``spec`` whose data would hold more than ``max_entries`` entries, in
+    milliseconds and before anything is drawn (:func:`~fedviz.data.synthetic.estimate_entries`).
+    A file's cost is bounded where it is read (its bytes, rows and width), so files pass."""
+    if not spec.is_preset:
+        return
+    name, overrides = _preset_overrides(spec)
+    rows, entries = estimate_entries(preset_config(name, **overrides))
+    _check_entries(entries, rows, check_int("max_entries", max_entries, low=1), "this preset",
+                   "fewer nodes or smaller nodes")
 
 
 def _check_entries(entries: int, rows: int, budget: int, what: str, fix: str) -> None:

@@ -448,3 +448,20 @@ def test_upload_limit_is_configured_and_streamlit_reads_it():
     # Uploads need the session's XSRF token: the protection is on (Streamlit's default, not overridden).
     assert re.search(r"^(# )?enableXsrfProtection = true$", shown, re.MULTILINE)
     assert not re.search(r"^enableXsrfProtection = false$", shown, re.MULTILINE)
+
+
+def test_a_link_asking_for_a_huge_data_set_is_a_sentence_not_gigabytes(monkeypatch):
+    """Issue 21: ``?data=google-plus-small%3Fnodes%3D200000`` was built in the page's thread (still building
+    after 120 s at 1.9 GB).  Its size is estimated from the node sizes and refused before a row is drawn."""
+    from fedviz.data import build as build_mod
+
+    monkeypatch.setattr(build_mod, "make_preset", lambda *a, **k: pytest.fail("built despite the budget"))
+    for page in ("pages/data.py", "pages/run.py"):
+        at = AppTest.from_file(APP, default_timeout=180)
+        at.query_params["data"] = "google-plus-small?nodes=200000"
+        at.run()
+        at.switch_page(page)
+        at.run()
+        assert not at.exception, page
+        assert any("over this server's budget" in plain(e.value) and "FEDVIZ_MAX_ENTRIES" in plain(e.value)
+                   for e in at.error), (page, [plain(e.value) for e in at.error])

@@ -46,3 +46,13 @@ def test_a_file_over_the_budget_is_refused():
     with pytest.raises(FedvizError, match=f"this file would hold about {nnz / 1e6:.1f} million entries"):
         build(DataSpec(str(DATA / "a9a"), max_entries=nnz - 1))
     assert build(DataSpec(str(DATA / "a9a"), max_entries=nnz)).X.nnz + 0 <= nnz
+
+
+def test_check_budget_passes_files_and_the_paper_scale_preset_under_the_dashboards_budget():
+    from fedviz.data.build import check_budget
+    from fedviz.ui import MAX_DATA_ENTRIES
+
+    check_budget(DataSpec(str(DATA / "a9a")), 1)  # files are bounded where they are read
+    check_budget(DataSpec("preset:google-plus"), MAX_DATA_ENTRIES)  # the paper's scale is a built-in
+    with pytest.raises(FedvizError, match="FEDVIZ_MAX_ENTRIES"):
+        check_budget(DataSpec("preset:google-plus-small?nodes=200000"), MAX_DATA_ENTRIES)
