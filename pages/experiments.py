@@ -38,6 +38,9 @@ def _launch(experiment, *, replace: bool = False) -> None:
         return
     # Kept in the session: the driver forgets a handle when it ends, and the page still shows how.
     st.session_state["exp-handle"] = handle
+    # The names this tab launched: only these may be replaced from the page (a shared server's other
+    # experiments are other visitors' results).
+    st.session_state.setdefault("exp-mine", set()).add(experiment.name)
     st.session_state["exp-recent"] = {}
     st.session_state["exp-running"] = experiment.name
     st.session_state["exp-open"] = experiment.name  # before the picker exists in this run (or in a callback)
@@ -165,8 +168,13 @@ if conflict is not None:
     pending, why = conflict
     st.error(why, icon=":material/error:")
     r1, r2 = st.columns(2)
-    r1.button(f":material/delete: Replace the stored {pending.name!r} (deletes its cells) and run",
-              key="exp-replace", on_click=_launch_now, args=(pending, True))
+    if pending.name in st.session_state.get("exp-mine", ()):
+        r1.button(f":material/delete: Replace the stored {pending.name!r} (deletes its cells) and run",
+                  key="exp-replace", on_click=_launch_now, args=(pending, True))
+    else:
+        r1.caption("This tab did not launch the stored experiment: on a shared server its cells may be another "
+                   "visitor's results, so the page does not delete them. Choose another name (the command line's "
+                   "`--replace` can).")
     r2.button(":material/close: Keep the stored one", key="exp-keep", on_click=_forget_conflict)
 
 failed_launch = st.session_state.pop("exp-callback-error", None)  # a Resume or Replace that could not start

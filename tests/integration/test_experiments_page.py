@@ -315,8 +315,9 @@ def test_a_builtin_name_taken_by_another_grid_is_refused_and_gets_no_verdict():
         assert len(errors) == 1 and f"'{small.name}' is already in the history with a different grid" in errors[0]
         assert "differs in algorithms, seeds, iterations" in errors[0], errors[0]
         assert "exp-running" not in at.session_state
-        assert at.button(key="exp-replace").label.endswith(f"Replace the stored '{small.name}' (deletes its cells) "
-                                                           "and run")
+        # Stored by someone else (here by hand): the page does not offer to delete it (issue 21).
+        assert not [x for x in at.button if x.key == "exp-replace"]
+        assert any("did not launch the stored experiment" in c.value for c in at.caption)
         at.button(key=f"exp-run-{b.name}").click().run()  # asked again: refused again, said once
         assert len(_errors(at)) == 1
         at.text_area(key="exp-toml").set_value("name = [").run()  # another launch: the refusal is forgotten
@@ -357,17 +358,19 @@ def test_failed_cells_show_their_reasons_counted_and_no_resume_that_cannot_help(
 
 
 def test_replace_deletes_the_other_grid_and_runs_this_one():
-    from fedviz.data.build import DataSpec
-    from fedviz.experiments import Arm, Experiment
-
-    old = Experiment("replace me", DataSpec("preset:identical-nodes"), (Arm.of("gd"), Arm.of("fedavg")),
-                     seeds=(0, 1), iterations=3)
-    _store_by_hand(old)
+    """The tab's own earlier grid can be replaced from the page (issue 21: only its own)."""
     at = _page()
+    at.text_area(key="exp-toml").set_value('name = "replace me"\ndata = "preset:identical-nodes"\niterations = 2\n'
+                                           'seeds = [0, 1]\n[[algorithm]]\nname = "gd"\n'
+                                           '[[algorithm]]\nname = "fedavg"\n').run()
+    at.button(key="exp-launch-toml").click().run()
+    first = at.session_state["exp-handle"]
+    assert first.wait(120) and first.snapshot().status == "done", first.snapshot()
+    assert get_manager().store.get_experiment("replace me").n_cells == 4
     at.text_area(key="exp-toml").set_value('name = "replace me"\ndata = "preset:identical-nodes"\niterations = 2\n'
                                            '[[algorithm]]\nname = "gd"\n').run()
     at.button(key="exp-launch-toml").click().run()
-    assert "different grid" in " ".join(_errors(at)) and "exp-running" not in at.session_state
+    assert "different grid" in " ".join(_errors(at)) and at.session_state["exp-handle"] is first
     at.button(key="exp-replace").click().run()
     assert not at.exception and not _errors(at), (at.exception, _errors(at))
     handle = at.session_state["exp-handle"]
@@ -394,3 +397,23 @@ def test_a_grid_over_the_dashboards_cell_bound_is_refused_before_anything_starts
     after = get_manager().store.get_experiment(name)
     assert (after is None) == (stored is None) and (after is None or after.updated == stored.updated)
     assert driver.running(name) is handle
+
+
+def test_another_visitors_experiment_cannot_be_replaced_from_the_page():
+    """Issue 21: relaunching a name replaced another visitor's definition.  A stored grid this tab did not
+    launch is refused with no Replace button; its cells stay."""
+    from fedviz.data.build import DataSpec
+    from fedviz.experiments import Arm, Experiment
+
+    theirs = Experiment("someone elses", DataSpec("preset:identical-nodes"), (Arm.of("gd"), Arm.of("fedavg")),
+                        seeds=(0, 1), iterations=3)
+    info = _store_by_hand(theirs)
+    at = _page()
+    at.text_area(key="exp-toml").set_value('name = "someone elses"\ndata = "preset:identical-nodes"\n'
+                                           'iterations = 2\n[[algorithm]]\nname = "gd"\n').run()
+    at.button(key="exp-launch-toml").click().run()
+    assert not at.exception and "different grid" in " ".join(_errors(at))
+    assert not [b for b in at.button if b.key == "exp-replace"]
+    assert any("did not launch the stored experiment" in c.value for c in at.caption)
+    assert get_manager().store.get_experiment("someone elses").n_cells == theirs.size == 4
+    get_manager().store.delete_experiment(info.id)
