@@ -133,13 +133,7 @@ def test_a_builtin_runs_from_its_card_and_says_whether_its_claim_held(server, br
 
     b = BUILTINS["paper-figure2"]
     with browser_page(browser, timeout_ms=120_000) as page:
-        page.set_viewport_size({"width": 1400, "height": 1150})
-        page.goto(server.url + "/experiments")
-        card = page.get_by_test_id("stVerticalBlock").filter(has_text=b.title).filter(
-            has=page.get_by_role("button", name=re.compile("Run$"))).last
-        card.wait_for()
-        idle(page)
-        card.get_by_role("button", name=re.compile("Run$")).click()
+        _run_builtin(page, server, b)
         page.get_by_text(f"Running: {b.name}-small").first.wait_for()
         page.get_by_text(re.compile(r"18 of 18 cells complete")).first.wait_for(timeout=300_000)
         idle(page)
@@ -156,6 +150,17 @@ def test_a_builtin_runs_from_its_card_and_says_whether_its_claim_held(server, br
         page.wait_for_timeout(300)
         assert page.locator('[data-testid="stException"]').count() == 0
         _shot(page, "experiments-verdict", "Results")
+
+
+def _run_builtin(page, server, b) -> None:
+    """Open the Experiments page and press the Run button of built-in ``b``'s card."""
+    page.set_viewport_size({"width": 1400, "height": 1150})
+    page.goto(server.url + "/experiments")
+    card = page.get_by_test_id("stVerticalBlock").filter(has_text=b.title).filter(
+        has=page.get_by_role("button", name=re.compile("Run$"))).last
+    card.wait_for()
+    idle(page)
+    card.get_by_role("button", name=re.compile("Run$")).click()
 
 
 def _progress_count(page, total: int) -> int | None:
@@ -177,13 +182,7 @@ def test_stop_then_resume_a_builtin_follows_the_resumed_run(server, browser):
     exp = b.experiment("small")
     total = exp.size
     with browser_page(browser, timeout_ms=120_000) as page:
-        page.set_viewport_size({"width": 1400, "height": 1150})
-        page.goto(server.url + "/experiments")
-        card = page.get_by_test_id("stVerticalBlock").filter(has_text=b.title).filter(
-            has=page.get_by_role("button", name=re.compile("Run$"))).last
-        card.wait_for()
-        idle(page)
-        card.get_by_role("button", name=re.compile("Run$")).click()
+        _run_builtin(page, server, b)
         page.get_by_text(f"Running: {exp.name}").first.wait_for()
         page.get_by_text(re.compile(r"· running ·")).first.wait_for(timeout=120_000)  # a cell on a worker
         page.get_by_role("button", name=re.compile("Stop$")).click()

@@ -55,16 +55,21 @@ def _add_run(store, group, label, algorithm, rounds, seconds, subs, config=None)
     store.finish_run(rid, "done")
 
 
+def _finished(handle):
+    """``handle`` once its run has ended (within 180 s), checked done."""
+    deadline = time.time() + 180
+    while not handle.done and time.time() < deadline:
+        time.sleep(0.3)
+    assert handle.status == "done", handle.status
+    return handle
+
+
 def test_efficiency_offers_a_run_on_an_empty_history_and_then_compares_its_runs(store):
     at = _page("pages/learn_efficiency.py")
     assert any("no finished runs" in i.value for i in at.info)
     assert not at.get("plotly_chart")
     at.button(key="eff-start").click().run()
-    handle = at.session_state["eff-run"]
-    deadline = time.time() + 180
-    while not handle.done and time.time() < deadline:
-        time.sleep(0.3)
-    assert handle.status == "done", handle.status
+    handle = _finished(at.session_state["eff-run"])
     at.run()
     assert not at.exception and not at.error, (at.exception, at.error)
     # Four runs, read back from the history, and the oracle: I(ε) by a plain loop over their records.
@@ -166,11 +171,7 @@ def test_the_efficiency_page_follows_the_group_its_own_run_started(store, monkey
     at = open_page("pages/learn_efficiency.py", setup)
     assert at.selectbox(key="eff-group").value == "old"
     at.button(key="eff-start").click().run()
-    handle = at.session_state["eff-run"]
-    deadline = time.time() + 180
-    while not handle.done and time.time() < deadline:
-        time.sleep(0.3)
-    assert handle.status == "done", handle.status
+    handle = _finished(at.session_state["eff-run"])
     at.run()
     assert not at.exception and not at.error, (at.exception, at.error)
     assert at.selectbox(key="eff-group").value == handle.id != "old"
