@@ -19,7 +19,6 @@ import numpy as np
 import streamlit as st
 
 from .algorithms import ALGORITHMS, get_algorithm
-from .data.baselines import majority_test_error, node_majority_test_error
 from .data.build import DataSpec, check_budget
 from .errors import FedvizError
 from .learn.chart_notes import chart_notes
@@ -158,41 +157,72 @@ def guard(what: str = "That"):
                  icon=":material/error:")
 
 
-# -- cached computations (content-keyed, shared safely) -----------------------------------------
-@st.cache_resource(max_entries=8, show_spinner="Building the data set…")
+# -- data sets and what they cost (content-keyed, shared safely) ----------------------------------
+#: Seconds between two redraws of the "waiting for a free slot" notice of a page's build.
+SLOT_INTERVAL = 0.5
+
+
+def _under_cap(ready, what: str, make):
+    """``make()`` at once when ``ready()`` (already built: costs nothing), else in one of the server's
+    run slots (:meth:`fedviz.runner.manager.RunManager.slot`), after the runs and builds queued
+    before it: a visitor's link to a large data set waits its turn rather than building beside
+    every run.  While it waits the page says where it is in the queue, and stops waiting as soon
+    as another page or a run has built it; leaving the page (or changing a widget) gives the
+    place up."""
+    if ready():
+        return make()
+    with manager().slot(session_id()) as slot:
+        if not slot.wait(0):
+            box = st.empty()
+            while not slot.wait(SLOT_INTERVAL) and not ready():  # each redraw lets Streamlit stop this run
+                running, _ = manager().counts()
+                box.info(f"Waiting for a free slot to {what}: position {slot.position:,} in the queue "
+                         f"(the server runs {running:,} at once).", icon=":material/hourglass_empty:")
+            box.empty()
+        with st.spinner(f"{what[0].upper()}{what[1:]}…"):
+            return make()
+
+
 def load_dataset(spec: DataSpec):
     """The data set of ``spec``: one object for every session and run that asks for it.
 
     A data set is never modified (a frozen dataclass of arrays nobody writes), so it is
-    shared rather than copied: ``st.cache_data`` hands each caller an unpickled copy, and
-    every run then held its own (36 MB for google-plus-small with 2000 nodes, far more at
-    paper scale), so the server's memory grew with the number of runs in the sessions.
+    shared rather than copied (a copy per session cost 36 MB each for google-plus-small with
+    2,000 nodes, far more at paper scale).  Refused over the entry budget before anything is
+    built; built under the run cap; held for this session until it ends
+    (:func:`fedviz.runner.cache.release`, called by :mod:`fedviz.ui_sessions`).
     """
     check_budget(spec, max_data_entries())  # a link's 200,000 nodes: a sentence, not gigabytes
-    return cache.dataset(spec)  # the runner's cache: a run of the same spec shares the object
+    owner = session_id()
+    return _under_cap(lambda: cache.built(spec), "build the data set", lambda: cache.dataset(spec, owner=owner))
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
 def load_problem(spec: DataSpec, loss: str, lam: float | None) -> Problem:
     """The problem on the shared data set; what it derives lazily (row blocks, row norms, the
     smoothness) is then computed once for all the runs that share it, which only read it."""
-    return cache.problem(spec, loss, lam)
+    load_dataset(spec)
+    return cache.problem(spec, loss, lam, owner=session_id())
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing the optimum (Newton-CG)…")
 def load_optimum(spec: DataSpec, loss: str, lam: float | None) -> dict:
-    opt = cache.optimum(spec, loss, lam)
+    """w*, f* and the optimum's errors (Newton-CG), solved under the run cap."""
+    if not cache.built(spec, loss, lam):
+        load_dataset(spec)  # first the data set, under the cap and with its own notice
+    owner = session_id()
+    opt = _under_cap(lambda: cache.built(spec, loss, lam), "compute the optimum (Newton-CG)", lambda: cache.optimum(spec, loss, lam, owner=owner))
     return {"w": opt.w, "objective": opt.objective, "test_error": opt.test_error,
             "train_error": opt.train_error, "grad_norm": opt.grad_norm, "seconds": opt.seconds,
-            "lam": load_problem(spec, loss, lam).lam}
+            "lam": cache.problem(spec, loss, lam, owner=owner).lam}
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
 def load_baselines(spec: DataSpec) -> dict:
-    ds = load_dataset(spec)
-    if ds.task != "classification":
-        return {}
-    return {"majority": majority_test_error(ds), "node_majority": node_majority_test_error(ds)}
+    """The majority and per-node majority test errors (Section 4.1); nothing for regression.  Kept
+    apart from the data set: a live view's notes ask for them twice a second."""
+    check_budget(spec, max_data_entries())
+    owner = session_id()
+    # From a built data set they cost one pass over the labels: no slot needed for that.
+    return _under_cap(lambda: cache.built(spec, baselines=True) or cache.built(spec), "build the data set",
+                      lambda: cache.baselines(spec, owner=owner))
 
 
 def session_id() -> str:
@@ -200,6 +230,14 @@ def session_id() -> str:
 
     ctx = get_script_run_ctx()
     return ctx.session_id if ctx is not None else "bare"
+
+
+def session_ended(session_id: str) -> None:
+    """A browser session ended (:mod:`fedviz.ui_sessions`): the data sets it alone asked for (an
+    upload, a link's preset) leave the caches with their problems and optima."""
+    gone = cache.release(session_id)
+    if gone:
+        log.info("session ended: %d data set(s) let go", len(gone))
 
 
 def session_connected(session_id: str) -> bool | None:

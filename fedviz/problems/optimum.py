@@ -39,6 +39,15 @@ _CACHE: "OrderedDict[tuple, Optimum]" = OrderedDict()
 _CACHE_SIZE = 8
 
 
+def forget(fingerprint: str) -> int:
+    """Drop the cached optima of every problem on the data set of ``fingerprint`` (its data set
+    was let go: :func:`fedviz.runner.cache.release`); returns how many."""
+    gone = [key for key in list(_CACHE) if key[0][0] == fingerprint]
+    for key in gone:
+        _CACHE.pop(key, None)
+    return len(gone)
+
+
 def solve(problem: Problem, *, gtol: float = 1e-10, max_iter: int = 100, use_cache: bool = True) -> Optimum:
     """Minimise f to ‖∇f(w)‖₂ ≤ ``gtol`` by Newton-CG from w = 0."""
     key = (problem.key, gtol)

@@ -81,6 +81,46 @@ class _Run:
     task: Task | None = None
 
 
+class Slot:
+    """A page's claim on one of the run cap's slots, for work it does itself (building a data set
+    a link or a form asked for, solving for its optimum): queued in FIFO order with the runs, so
+    that a visitor's expensive link waits its turn instead of competing with every run for the
+    server's cores and memory.  From :meth:`RunManager.slot`; :meth:`release` it when done (or
+    abandoned while still queued)."""
+
+    handle = None  # not a run: the queue's run lookups pass it by
+    task = None
+
+    def __init__(self, manager: "RunManager", session_id: str):
+        self.session_id = session_id
+        self._manager = manager
+        self._ready = threading.Event()
+        self.released = False
+
+    def start(self) -> None:
+        self._ready.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the slot is this page's (at once when a slot was free)."""
+        return self._ready.wait(timeout)
+
+    @property
+    def position(self) -> int:
+        """0 once granted, k while k-th in the queue."""
+        return self._manager._position(self)
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self._manager._release(self)
+
+    def __enter__(self) -> "Slot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 # -- the manager ----------------------------------------------------------------------------------------
 class RunManager:
     """Runs jobs through an executor (threads by default), at most ``max_concurrent`` at once, the rest in FIFO order.
@@ -197,7 +237,40 @@ class RunManager:
                 f"have on this server (FEDVIZ_SESSION_RUNS={self.max_per_session}): stop one, or wait for one "
                 "to end")
 
-    def _start_locked(self, run: _Run) -> None:
+    def slot(self, session_id: str) -> Slot:
+        """One of the ``max_concurrent`` slots for a page's own heavy work, granted now if one is free,
+        else after the runs and slots queued before it (:class:`Slot`; release it when done)."""
+        slot = Slot(self, str(session_id))
+        with self._lock:
+            if self._closed.is_set():
+                raise FedvizError("the run manager is closed")
+            if len(self._running) < self.max_concurrent:
+                self._start_locked(slot)
+            else:
+                self._queue.append(slot)
+        return slot
+
+    def _release(self, slot: Slot) -> None:
+        with self._lock:
+            if slot in self._queue:
+                self._queue.remove(slot)
+            elif self._running.pop(id(slot), None) is not None:
+                self._fill_locked()
+
+    def _position(self, item) -> int:
+        with self._lock:
+            return next((k for k, queued in enumerate(self._queue, 1) if queued is item), 0)
+
+    def _fill_locked(self) -> None:
+        """Start queued runs and slots while the cap allows."""
+        while self._queue and len(self._running) < self.max_concurrent and not self._closed.is_set():
+            self._start_locked(self._queue.popleft())
+
+    def _start_locked(self, run: "_Run | Slot") -> None:
+        if isinstance(run, Slot):
+            self._running[id(run)] = run
+            run.start()
+            return
         handle = run.handle
         handle.begin()
         self._running[handle.id] = run
@@ -217,8 +290,7 @@ class RunManager:
         finally:
             with self._lock:
                 self._running.pop(run.handle.id, None)
-                while self._queue and len(self._running) < self.max_concurrent and not self._closed.is_set():
-                    self._start_locked(self._queue.popleft())
+                self._fill_locked()
             run.handle.finish()
 
     def _stopped(self, handle: RunHandle) -> None:
@@ -253,7 +325,7 @@ class RunManager:
         """The running and queued runs (of one session), running first, then in queue order."""
         with self._lock:
             handles = [r.handle for r in self._running.values()] + [r.handle for r in self._queue]
-        return [h for h in handles if session_id is None or h.session_id == session_id]
+        return [h for h in handles if h is not None and (session_id is None or h.session_id == session_id)]
 
     # -- sessions -----------------------------------------------------------------------------------
     def touch(self, session_id: str) -> None:
@@ -398,8 +470,7 @@ def _use_cluster(manager: "RunManager", size_from_cluster: bool) -> None:
             manager.executor = executor
             if size_from_cluster:
                 manager.max_concurrent = executor.slots
-            while manager._queue and len(manager._running) < manager.max_concurrent and not manager._closed.is_set():
-                manager._start_locked(manager._queue.popleft())  # the cluster's slots, filled now
+            manager._fill_locked()  # the cluster's slots, filled now
         manager.cluster_note = note
 
 

@@ -525,7 +525,7 @@ def test_a_problem_spec_builds_through_the_process_wide_cache(managers, store):
         assert h.wait(WAIT) and h.status == "done"
     problem = spec()
     assert problem is cache.problem(TINY, "logistic", None) and problem.data is cache.dataset(TINY)
-    assert spec.optimum() is solve(problem)
+    assert spec.optimum() is spec.optimum() and spec.optimum().objective == solve(problem).objective
     for h in handles:
         snap = h.snapshot()
         assert snap.f_star == solve(problem).objective
