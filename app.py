@@ -8,6 +8,7 @@ import streamlit as st
 from fedviz import ui, ui_sessions
 
 ui_sessions.install()  # Streamlit 1.67 leaves 3 descriptors per closed tab open (see the module)
+ui_sessions.on_session_end(ui.session_ended)  # and never frees an evicted session's uploads
 # The favicon is a file of the repository, served by the app (/media/…): a ":material/…" icon
 # is fetched from a font CDN, an error on every page offline.
 FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
