@@ -34,6 +34,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
+#: The heavy third-party libraries and the only places in fedviz/ that import them (a unit, or one module).
+THIRD_PARTY = {
+    "streamlit": ("fedviz.ui", "fedviz.ui_sessions"),
+    "plotly": ("fedviz.plots",),
+    "matplotlib": ("fedviz.plots",),
+    "playwright": ("fedviz.plots",),
+    "dask": ("fedviz.runner.cluster", "fedviz.experiments.driver", "fedviz.bench"),
+    "distributed": ("fedviz.runner.cluster", "fedviz.experiments.driver", "fedviz.bench"),
+}
+#: Of those, the ones imported inside functions only (importing a fedviz module never imports them).
+LAZY = ("dask", "distributed")
+
 PACKAGE = ROOT / "fedviz"
 
 
@@ -133,3 +145,49 @@ def test_no_import_in_fedviz_goes_up_or_sideways():
 def test_the_check_reports_module_line_and_import(module, is_package, source, expected):
     sources = {module: (source, is_package), "fedviz.properties": ("", False)}
     assert violations(sources) == expected
+
+
+def third_party(source: str):
+    """(line, library, at the module's top level?) for every absolute import of a non-fedviz library."""
+    tree = ast.parse(source)
+    local = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if n is not f}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            yield node.lineno, name.split(".")[0], id(node) not in local
+
+
+def test_third_party_tells_a_function_local_import_from_a_top_level_one():
+    source = ("import dask.config\nif True:\n    import plotly\nclass A:\n    def f(self):\n"
+              "        from distributed import Client\nfrom . import x\n")
+    assert sorted(third_party(source)) == [(1, "dask", True), (3, "plotly", True), (6, "distributed", False)]
+
+
+def test_streamlit_plotly_and_dask_stay_in_their_corners():
+    found = []
+    for module, (source, _) in sorted(fedviz_sources().items()):
+        for line, library, at_top in third_party(source):
+            allowed = THIRD_PARTY.get(library)
+            if allowed is None:
+                continue
+            if not any(module == a or module.startswith(a + ".") for a in allowed):
+                found.append(f"{module}:{line} imports {library} (only {', '.join(allowed)} may)")
+            elif at_top and library in LAZY:
+                found.append(f"{module}:{line} imports {library} at its top level (only inside functions)")
+    assert found == [], "\n".join(found)
+
+
+def test_the_architecture_page_shows_this_table():
+    """docs/architecture.md's table of layers lists the same units in the same layers as LAYERS."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| ([^|]*) \|", text, flags=re.M)
+    assert [int(n) for n, _ in rows] == list(range(len(LAYERS)))
+    assert [tuple(re.findall(r"`([^`]+)`", units)) for _, units in rows] == list(LAYERS)
