@@ -9,7 +9,7 @@ asserts a time; the tests only check that the command runs and prints sane JSON.
 The experiment figure (:func:`cluster_figure`, with the end-to-end experiment; skipped by
 ``--no-experiment``): the same cells of an experiment grid run serially in this process,
 then on a local Dask cluster of 1 and of 2 worker processes (one thread each, as
-:mod:`fedviz.experiments.cluster` starts them): cells per second, the speed-up, the
+:mod:`fedviz.runner.cluster` starts them): cells per second, the speed-up, the
 cluster's overhead per cell against the in-process run, and the bytes a cell moves, from
 which the figure projects N machines.
 """
@@ -152,7 +152,7 @@ def _noop(i):
 def _warm(job) -> float:
     """On a worker (and in this process): build the data set, f* and the kernels once, as the
     first cell on a worker would; the figure times cells, not start-up."""
-    from .experiments.cluster import run_job
+    from .runner.cluster import run_job
 
     t = time.perf_counter()
     run_job(job)
@@ -199,8 +199,8 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
 
     from .data.build import DataSpec
     from .experiments import Arm, Experiment
-    from .experiments import cluster
     from .experiments.driver import launch
+    from .runner import cluster
     from .runner.execute import Stop, execute
     from .runner.job import ProblemSpec
     from .runner.store import RunStore
@@ -243,7 +243,7 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
     X = problem.X
     from distributed.protocol import serialize_bytes
 
-    from .experiments.cluster import encode_calls
+    from .runner.cluster import encode_calls
 
     out["bytes"] = {"task": len(serialize_bytes(task)), "result": len(serialize_bytes(result)),
                     "stream": len(encode_calls(serial_calls[0]).encode()),

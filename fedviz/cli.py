@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace", action="store_true",
                    help="if an experiment of this name with a different grid is in the history, delete it and "
                         "its cells first (without it, the command refuses: one name holds one grid)")
-    p.set_defaults(func=lambda args: __import__("fedviz.experiments.command", fromlist=["main"]).main(args))
+    p.set_defaults(func=lambda args: __import__("fedviz.cli_experiment", fromlist=["main"]).main(args))
 
     p = sub.add_parser("tuning-report", help="write docs/tuning.md: every algorithm at its default and tuned "
                        "on a9a and agaricus (Markdown on stdout, progress on stderr)")

@@ -2,8 +2,8 @@
 
 :func:`launch` opens (or reopens) the experiment in the history, leaves out the cells it
 already holds complete, and hands the rest to Dask: one task per setting computes f* once
-(:func:`~fedviz.experiments.cluster.optimum_of`), one task per cell runs it
-(:func:`~fedviz.experiments.cluster.run_job`) with that f* as a dependency.  A driver thread
+(:func:`~fedviz.runner.cluster.optimum_of`), one task per cell runs it
+(:func:`~fedviz.runner.cluster.run_job`) with that f* as a dependency.  A driver thread
 in this process then stores each cell, with its run and records, in one transaction the
 moment its task returns (so the history is the experiment's progress, and a killed server
 loses only the cells in flight), and keeps a :class:`ExperimentSnapshot` for pages: cells
@@ -36,11 +36,11 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..errors import FedvizError, ParameterError
+from ..runner import cluster
 from ..runner.execute import STOPPED_BY_USER, describe
 from ..runner.job import Entry
 from ..runner.loop import IterationRecord
 from ..runner.store import COMPLETE_CELL_STATUSES, RunStore
-from . import cluster
 from .results import failure_text
 from .spec import Cell, Experiment, content_hash, differences
 

@@ -1,7 +1,8 @@
 """Running algorithms: the iteration loop and its records (:mod:`.loop`); what to run (:mod:`.job`),
 the live state of a run (:mod:`.handle`), running a job (:mod:`.execute`, with its executor seam),
-its history (:mod:`.journal`, :mod:`.store`), the queue and sessions (:mod:`.manager`) and the
-process-wide cache of data sets, problems and optima (:mod:`.cache`)."""
+its history (:mod:`.journal`, :mod:`.store`), the queue and sessions (:mod:`.manager`), the
+process-wide cache of data sets, problems and optima (:mod:`.cache`), and the Dask cluster with
+the second executor (:mod:`.cluster`)."""
 
 from .execute import Executor, Sink, Stop, ThreadExecutor, execute
 from .job import Job, ProblemSpec, RunJob

@@ -429,7 +429,7 @@ def get_manager() -> RunManager:
     """The dashboard's manager: created on first use, shared by every session of the process.
 
     With ``FEDVIZ_DASK_SCHEDULER`` set, runs execute on that Dask cluster
-    (:class:`~fedviz.experiments.cluster.DaskExecutor`), so a classroom server hands its
+    (:class:`~fedviz.runner.cluster.DaskExecutor`), so a classroom server hands its
     compute to the cluster; if it cannot be reached, runs stay in this process and
     ``cluster_note`` says why.
     ``FEDVIZ_MAX_RUNS`` caps concurrent runs (default: the number of CPUs, or the cluster's
@@ -478,7 +478,7 @@ def _executor():
     """(DaskExecutor, note) when ``FEDVIZ_DASK_SCHEDULER`` names a reachable cluster, else (None, why)."""
     if not os.environ.get("FEDVIZ_DASK_SCHEDULER"):
         return None, ""
-    from ..experiments.cluster import DaskExecutor, describe_cluster, get_client
+    from .cluster import DaskExecutor, describe_cluster, get_client
 
     try:
         client = get_client()

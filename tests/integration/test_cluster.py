@@ -38,9 +38,9 @@ from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
 from fedviz.errors import ParameterError
 from fedviz.experiments import Arm, Axis, Experiment
-from fedviz.experiments import cluster
-from fedviz.experiments.cluster import PINNED, DaskExecutor
 from fedviz.experiments.driver import launch
+from fedviz.runner import cluster
+from fedviz.runner.cluster import PINNED, DaskExecutor
 from fedviz.runner.execute import ThreadExecutor
 from fedviz.runner.job import ProblemSpec, RunJob
 from fedviz.runner.manager import RunManager

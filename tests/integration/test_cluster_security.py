@@ -22,7 +22,7 @@ import pytest
 
 from conftest import ROOT
 from fedviz.errors import FedvizError, ParameterError
-from fedviz.experiments import cluster
+from fedviz.runner import cluster
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import DATA, ROOT, plain
-from fedviz.experiments import cluster, driver
+from fedviz.experiments import driver
 from fedviz.experiments.builtin import BUILTINS
 from fedviz.experiments.results import load
-from fedviz.runner import get_manager
+from fedviz.runner import cluster, get_manager
 from fedviz.runner.loop import IterationRecord
 
 APP = str(ROOT / "app.py")

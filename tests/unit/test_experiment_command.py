@@ -3,8 +3,9 @@ driver (issue 19): counts of distinct reasons, and the sentence naming what diff
 
 import pytest
 
-from fedviz.experiments import cluster, command
-from fedviz.experiments.command import MAX_REASONS, REASON_WIDTH, reasons
+from fedviz import cli_experiment
+from fedviz.cli_experiment import MAX_REASONS, REASON_WIDTH, reasons
+from fedviz.runner import cluster
 from fedviz.runner.store import RunStore
 
 HERE = {"fedviz": "0.1.0", "source": "aaaa", "path": "/here/fedviz", "numpy": "2.4.6", "numba": "0.68.1"}
@@ -35,7 +36,7 @@ def test_failures_print_each_distinct_reason_and_summarise_the_rest(tmp_path, ca
                 i += 1
         store.save_cell(info.id, key="ok", setting=(0,), arm="gd", step=None, seed=999, label="GD", algorithm="gd",
                         hyper={}, config={}, status="done")
-        failed = command._failures(store, info.id)
+        failed = cli_experiment._failures(store, info.id)
     finally:
         store.close()
     total = sum(c for _, c in plan)
@@ -54,7 +55,7 @@ def test_no_failed_cell_prints_nothing(tmp_path, capsys):
         info = store.open_experiment("e", {"name": "e"})
         store.save_cell(info.id, key="d", setting=(0,), arm="gd", step=None, seed=0, label="GD", algorithm="gd",
                         hyper={}, config={}, status="diverged", message="diverged at iteration 3")
-        assert command._failures(store, info.id) == 0
+        assert cli_experiment._failures(store, info.id) == 0
     finally:
         store.close()
     assert capsys.readouterr().err == ""

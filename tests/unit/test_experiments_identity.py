@@ -261,12 +261,12 @@ def test_the_cli_refuses_a_taken_name_with_exit_2_and_one_sentence(tmp_path, mon
 
 
 def test_the_cli_turns_an_unexpected_error_into_a_sentence(tmp_path, monkeypatch, capsys):
-    from fedviz.experiments import command
+    from fedviz import cli_experiment
 
     def broken(args):
         raise TypeError("'<' not supported between instances of 'float' and 'NoneType'")
 
-    monkeypatch.setattr(command, "_main", broken)
+    monkeypatch.setattr(cli_experiment, "_main", broken)
     assert cli.main(["experiment", "paper-figure2"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.startswith("fedviz: error: the experiment command failed unexpectedly")

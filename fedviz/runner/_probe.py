@@ -1,5 +1,5 @@
 """The probe each process of a Dask cluster runs before fedviz sends it work (see
-:func:`fedviz.experiments.cluster.check_cluster`): what it imports as fedviz, a hash of that
+:func:`fedviz.runner.cluster.check_cluster`): what it imports as fedviz, a hash of that
 source, and the versions of the libraries its numbers depend on.
 
 This module imports nothing at its top, and :func:`probe` names a module that does not exist,
@@ -19,7 +19,7 @@ def probe() -> dict:
             out[dist] = None
     try:
         # The module every task names: importing it imports what a task needs (numba, scipy, ...).
-        importlib.import_module("fedviz.experiments.cluster")
+        importlib.import_module("fedviz.runner.cluster")
         import fedviz
     except BaseException as e:
         out["error"] = "%s: %s" % (type(e).__name__, e)

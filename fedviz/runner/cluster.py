@@ -55,14 +55,14 @@ import uuid
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
-from . import _probe
-from ..errors import FedvizError, ParameterError
-from ..runner.execute import Executor, Sink, Stop, Task, describe, execute
 from ..algorithms.spec import AlgorithmSpec
-from ..runner.job import Entry, Job, ProblemSpec, RunJob
-from ..runner.loop import IterationRecord
-from ..runner.store import FLOAT_FIELDS, _decode_float, to_json
+from ..errors import FedvizError, ParameterError
 from ..validation import env_int
+from . import _probe
+from .execute import Executor, Sink, Stop, Task, describe, execute
+from .job import Entry, Job, ProblemSpec, RunJob
+from .loop import IterationRecord
+from .store import FLOAT_FIELDS, _decode_float, to_json
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,193 @@
+"""The layers of fedviz (docs/architecture.md): every import inside ``fedviz/`` points down.
+
+Each module of ``fedviz/`` is parsed (never imported) and every import in it is checked: at the top,
+inside a function, under ``if TYPE_CHECKING``, and the literal-string forms
+(``importlib.import_module("fedviz.…")``, ``__import__("fedviz.…")``).  A module may import its own
+unit (the top-level package or module it belongs to) and any unit of a lower layer; nothing of its
+own layer (siblings stay independent) and nothing above.  The table below is the one
+docs/architecture.md describes.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+#: The layers, lowest first.  A unit is ``fedviz.X`` for a top-level package or module X; ``fedviz``
+#: itself (its ``__init__``: the version) is the floor.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("fedviz", "errors", "markup"),  # imports nothing of fedviz
+    ("validation",),                 # one spec grammar, range checks
+    ("params",),                     # the parameter record
+    ("data",),                       # data sets, readers, generators, partitioners, the split
+    ("problems",),                   # losses, f(w), the optimum, smoothness constants
+    ("algorithms",),                 # the algorithms and their kernels
+    ("runner", "properties"),        # running a job; the paper's properties measured
+    ("experiments", "learn", "figure2", "stepsize_check", "tuning_report"),  # studies built on runs
+    ("plots",),                      # figures of runs, experiments and the Learn views
+    ("bench", "cli_experiment"),     # commands the CLI dispatches to
+    ("cli", "ui", "ui_sessions"),    # the front ends: terminal, Streamlit adapter
+    ("__main__",),                   # python -m fedviz
+)
+LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+#: The heavy third-party libraries and the only places in fedviz/ that import them (a unit, or one module).
+THIRD_PARTY = {
+    "streamlit": ("fedviz.ui", "fedviz.ui_sessions"),
+    "plotly": ("fedviz.plots",),
+    "matplotlib": ("fedviz.plots",),
+    "playwright": ("fedviz.plots",),
+    "dask": ("fedviz.runner.cluster", "fedviz.experiments.driver", "fedviz.bench"),
+    "distributed": ("fedviz.runner.cluster", "fedviz.experiments.driver", "fedviz.bench"),
+}
+#: Of those, the ones imported inside functions only (importing a fedviz module never imports them).
+LAZY = ("dask", "distributed")
+
+PACKAGE = ROOT / "fedviz"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def unit_of(module: str) -> str:
+    """'fedviz.runner.cluster' -> 'runner'; 'fedviz' -> 'fedviz'."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def imports(source: str, module: str, is_package: bool, modules: set[str]):
+    """(line, target module, the import as written) for every import of a ``fedviz`` module in ``source``."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "fedviz":
+                    yield node.lineno, alias.name, f"import {alias.name}"
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "fedviz":
+                continue
+            written = f"from {'.' * node.level}{node.module or ''} import " + ", ".join(a.name for a in node.names)
+            for alias in node.names:
+                # `from fedviz import properties` imports the module fedviz.properties, not the package
+                sub = f"{target}.{alias.name}"
+                yield node.lineno, (sub if sub in modules else target), written
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str) and node.args[0].value.split(".")[0] == "fedviz"
+              and ((isinstance(node.func, ast.Name) and node.func.id == "__import__")
+                   or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"))):
+            yield node.lineno, node.args[0].value, ast.unparse(node)
+
+
+def violations(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """Every import in ``sources`` ({module: (source, is_package)}) that does not point down, in words."""
+    modules = set(sources)
+    out = []
+    for module, (source, is_package) in sorted(sources.items()):
+        here = unit_of(module)
+        for line, target, written in sorted(set(imports(source, module, is_package, modules))):
+            there = unit_of(target)
+            if there == here:
+                continue
+            if there not in LAYER:
+                out.append(f"{module}:{line} `{written}`: {there} is in no layer of the table")
+            elif LAYER[there] >= LAYER[here]:
+                where = "the same layer as" if LAYER[there] == LAYER[here] else "a layer above"
+                out.append(f"{module}:{line} `{written}`: {there} (layer {LAYER[there]}) is {where} "
+                           f"{here} (layer {LAYER[here]})")
+    return out
+
+
+def fedviz_sources() -> dict[str, tuple[str, bool]]:
+    return {module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py")
+            for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_unit_of_fedviz_has_a_layer_and_every_layer_entry_exists():
+    units = {unit_of(m) for m in fedviz_sources()}
+    assert sorted(units - set(LAYER)) == [], "place these in LAYERS (and in docs/architecture.md)"
+    assert sorted(set(LAYER) - units) == [], "LAYERS names units fedviz/ no longer has"
+
+
+def test_no_import_in_fedviz_goes_up_or_sideways():
+    found = violations(fedviz_sources())
+    assert found == [], "imports against the layers:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("module, is_package, source, expected", [
+    # a function-local import up a layer, written relatively
+    ("fedviz.runner.manager", False, "def f():\n    from ..experiments.cluster import get_client\n",
+     ["fedviz.runner.manager:2 `from ..experiments.cluster import get_client`: experiments (layer 7) is a "
+      "layer above runner (layer 6)"]),
+    # a package's __init__ resolves `.` to itself; a sibling of the same layer is refused too
+    ("fedviz.learn", True, "from .drift import x\nfrom ..experiments import spec\n",
+     ["fedviz.learn:2 `from ..experiments import spec`: experiments (layer 7) is the same layer as learn (layer 7)"]),
+    # the string forms and a name imported from the package that is a module
+    ("fedviz.data.build", False,
+     "import importlib\nimportlib.import_module('fedviz.plots')\nfrom fedviz import properties, __version__\n",
+     ["fedviz.data.build:2 `importlib.import_module('fedviz.plots')`: plots (layer 8) is a layer above data (layer 3)",
+      "fedviz.data.build:3 `from fedviz import properties, __version__`: properties (layer 6) is a layer above "
+      "data (layer 3)"]),
+    # down, and within the unit: nothing to say
+    ("fedviz.cli", False, "from .runner import iterate\nfrom fedviz.cli import x\nimport numpy\n", []),
+])
+def test_the_check_reports_module_line_and_import(module, is_package, source, expected):
+    sources = {module: (source, is_package), "fedviz.properties": ("", False)}
+    assert violations(sources) == expected
+
+
+def third_party(source: str):
+    """(line, library, at the module's top level?) for every absolute import of a non-fedviz library."""
+    tree = ast.parse(source)
+    local = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if n is not f}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            yield node.lineno, name.split(".")[0], id(node) not in local
+
+
+def test_third_party_tells_a_function_local_import_from_a_top_level_one():
+    source = ("import dask.config\nif True:\n    import plotly\nclass A:\n    def f(self):\n"
+              "        from distributed import Client\nfrom . import x\n")
+    assert sorted(third_party(source)) == [(1, "dask", True), (3, "plotly", True), (6, "distributed", False)]
+
+
+def test_streamlit_plotly_and_dask_stay_in_their_corners():
+    found = []
+    for module, (source, _) in sorted(fedviz_sources().items()):
+        for line, library, at_top in third_party(source):
+            allowed = THIRD_PARTY.get(library)
+            if allowed is None:
+                continue
+            if not any(module == a or module.startswith(a + ".") for a in allowed):
+                found.append(f"{module}:{line} imports {library} (only {', '.join(allowed)} may)")
+            elif at_top and library in LAZY:
+                found.append(f"{module}:{line} imports {library} at its top level (only inside functions)")
+    assert found == [], "\n".join(found)
+
+
+def test_the_architecture_page_shows_this_table():
+    """docs/architecture.md's table of layers lists the same units in the same layers as LAYERS."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| ([^|]*) \|", text, flags=re.M)
+    assert [int(n) for n, _ in rows] == list(range(len(LAYERS)))
+    assert [tuple(re.findall(r"`([^`]+)`", units)) for _, units in rows] == list(LAYERS)
