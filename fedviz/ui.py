@@ -175,12 +175,18 @@ def _under_cap(ready, what: str, make):
         if not slot.wait(0):
             box = st.empty()
             while not slot.wait(SLOT_INTERVAL) and not ready():  # each redraw lets Streamlit stop this run
-                running, _ = manager().counts()
-                box.info(f"Waiting for a free slot to {what}: position {slot.position:,} in the queue "
-                         f"(the server runs {running:,} at once).", icon=":material/hourglass_empty:")
+                box.info(slot_wait_text(what, slot.position, manager().max_concurrent),
+                         icon=":material/hourglass_empty:")
             box.empty()
         with st.spinner(f"{what[0].upper()}{what[1:]}…"):
             return make()
+
+
+def slot_wait_text(what: str, position: int, slots: int) -> str:
+    """The sentence of a page waiting for a slot (:func:`_under_cap`)."""
+    busy = "its one slot is busy" if slots == 1 else f"all {slots:,} of them are busy"
+    return (f"Waiting for a free slot to {what}: position {position:,} in the queue. Runs and data-set builds "
+            f"share this server's slots, and {busy}.")
 
 
 def load_dataset(spec: DataSpec):

@@ -49,3 +49,12 @@ def test_a_links_data_set_waits_for_a_free_slot_before_it_is_built(one_slot):
     assert not at.exception and not at.error
     assert {m.label: m.value for m in at.metric}["nodes K"] == "10"
     assert one_slot.counts() == (0, 0)  # the page's slot given back
+
+
+def test_the_waiting_sentence_counts_the_slots():
+    from fedviz.ui import slot_wait_text
+
+    assert slot_wait_text("build the data set", 1, 1) == (
+        "Waiting for a free slot to build the data set: position 1 in the queue. Runs and data-set builds share "
+        "this server's slots, and its one slot is busy.")
+    assert slot_wait_text("compute the optimum (Newton-CG)", 3, 4).endswith("and all 4 of them are busy.")
