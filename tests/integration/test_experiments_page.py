@@ -502,3 +502,42 @@ def test_an_experiment_no_visitor_holds_is_resumed_by_a_visitor_and_is_theirs_th
     assert handle.wait(120) and handle.snapshot().status == "done", handle.snapshot()
     assert store.get_experiment(exp.name).launched_in("visitor-b")
     store.delete_experiment(info.id)
+
+
+def test_an_earlier_experiment_of_this_tab_keeps_its_stop_under_results():
+    """The running view follows the tab's latest launch; an earlier one still running is stopped from Results."""
+    store = get_manager().store
+    at = _page()
+    at.text_area(key="exp-toml").set_value(SLOW.replace("visitor a grid", "earlier grid")).run()
+    at.button(key="exp-launch-toml").click().run()
+    first = at.session_state["exp-handle"]
+    at.text_area(key="exp-toml").set_value('name = "later grid"\ndata = "preset:identical-nodes"\niterations = 2\n'
+                                           '[[algorithm]]\nname = "gd"\n').run()
+    at.button(key="exp-launch-toml").click().run()
+    later = at.session_state["exp-handle"]
+    assert later is not first and not first.done
+    assert any(c.value.startswith("Also running on this server: earlier grid —") for c in at.caption)
+    at.selectbox(key="exp-open").set_value("earlier grid").run()
+    at.button(key="exp-stop-open").click().run()
+    assert first.wait(60) and first.snapshot().status == "stopped", first.snapshot()
+    assert later.wait(120) and later.snapshot().status == "done", later.snapshot()
+    for name in ("earlier grid", "later grid"):
+        store.delete_experiment(store.get_experiment(name).id)
+
+
+def test_an_experiment_another_process_runs_offers_no_resume():
+    """The command line (here a second store on the same history) runs a grid: resuming it from the page
+    would run its cells twice, so the page says where it runs instead."""
+    from fedviz.data.build import DataSpec
+    from fedviz.experiments import Arm, Experiment
+    from fedviz.runner.store import RunStore
+
+    exp = Experiment("run by the command line", DataSpec("preset:identical-nodes"), (Arm.of("gd"),), iterations=2)
+    with RunStore(get_manager().store.path) as other:
+        info = other.open_experiment(exp.name, exp.as_json())
+        at = _page()
+        at.selectbox(key="exp-open").set_value(exp.name).run()
+        assert not at.exception and "exp-resume" not in {x.key for x in at.button}
+        assert any(c.value.startswith("Running in another process on this history (the command line, or another "
+                                      "server)") for c in at.caption)
+        other.delete_experiment(info.id)
