@@ -138,3 +138,22 @@ def test_the_manager_stores_the_session_of_each_run(tmp_path):
     finally:
         m.close()
         store.close()
+
+
+def test_the_efficiency_lesson_lists_a_visitors_own_groups_only(tmp_path):
+    """Learn › Efficiency's "runs started together" are history runs too: another visitor's are not listed."""
+    from fedviz.learn.efficiency import history_groups
+    from fedviz.runner.loop import IterationRecord
+
+    with RunStore(tmp_path / "runs.sqlite") as s:
+        for group, session in (("mine", A), ("theirs", B), ("cli", None)):
+            for algorithm in ("gd", "fsvrg"):
+                rid = s.create_run(label=algorithm, algorithm=algorithm, group_id=group, f_star=0.0,
+                                   dataset_fingerprint="fp", session=session,
+                                   config={"data": {"source": f"upload:{group}.svm"}})
+                s.append_records(rid, [IterationRecord(algorithm, t, 1.0, 1.0 / (t + 1), 0.1, 0.1, 1.0, t, t, t, t,
+                                                       float(t), 0.0, "running", "") for t in range(3)])
+                s.finish_run(rid, "done")
+        assert {g.group_id for g in history_groups(s, visible_to=A)} == {"mine", "cli"}
+        assert not any("theirs" in g.title() for g in history_groups(s, visible_to=A))
+        assert {g.group_id for g in history_groups(s)} == {"mine", "theirs", "cli"}
