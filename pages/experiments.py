@@ -36,7 +36,7 @@ def _launch(experiment, *, replace: bool = False) -> None:
     try:
         # The experiment is this session's: only this tab may stop, resume or replace it (driver.NotYours).
         handle = driver.launch(experiment, store, replace=replace, max_cells=ui.max_experiment_cells(),
-                               session=ui.session_id())
+                               session=ui.session_id(), alive=ui.session_connected)
     except driver.NameTaken as e:  # another grid under this name: say so, offer Replace (nothing starts)
         st.session_state["exp-conflict"] = (experiment, str(e))
         return
@@ -292,7 +292,7 @@ with ui.guard("Reading the experiment"):
     only_failed = missing > 0 and len(failed) == missing and info.status not in ("stopped", "interrupted")
     resumable = info.status in ("stopped", "interrupted", "failed") or missing > 0
     # Who may act (driver.NotYours): the tab that launched it; Resume also an experiment no visitor holds
-    # (the command line's, or a gone server's), within FEDVIZ_MAX_CELLS, since its cells are nobody's work.
+    # (the command line's, a gone server's or a closed tab's), within FEDVIZ_MAX_CELLS: nobody else can.
     sid = ui.session_id()
     if busy:
         if not mine.launched_in(sid):
@@ -302,7 +302,7 @@ with ui.guard("Reading the experiment"):
     elif info.status == "running" and info.owner_live:
         st.caption("Running in another process on this history (the command line, or another server): its cells "
                    "appear here as they finish, and Resume is offered once it has ended.")
-    elif resumable and not (info.launched_in(sid) or info.ownerless):
+    elif resumable and not info.launched_in(sid) and driver.held(info, ui.session_connected):
         st.caption(f"{OTHERS} only that visitor (or the command line) can resume or replace it.")
     elif only_failed:
         st.caption("Resume is not offered: every missing cell failed for the reasons above, and running the same "

@@ -29,10 +29,10 @@ history keeps it as :func:`~fedviz.runner.store.session_token`).  A launch from 
 session is refused with :class:`NotYours` for a name another visitor holds (running, stopped or
 done: resuming costs the cluster time and is theirs to decide, replacing deletes their cells),
 and for a name another process (the command line, a second server on the same history) is
-running now.  An experiment no visitor holds — launched from the command line, stored before
-sessions were, or left by a server that is gone — may be resumed by any visitor, within the
-dashboard's cell bound, and is theirs from then on; only its launcher may replace it.  The
-command line (no session) is the operator and may do everything.
+running now.  An experiment no visitor holds (:func:`held`) — launched from the command line,
+stored before sessions were, left by a server that is gone or by a tab that has closed — may be
+resumed by any visitor, within the dashboard's cell bound, and is theirs from then on; only its
+launcher may replace it.  The command line (no session) is the operator and may do everything.
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..errors import FedvizError, ParameterError
 from ..runner.execute import STOPPED_BY_USER, describe
 from ..runner.job import Entry
 from ..runner.loop import IterationRecord
-from ..runner.store import COMPLETE_CELL_STATUSES, RunStore
+from ..runner.store import COMPLETE_CELL_STATUSES, ExperimentInfo, RunStore, session_token
 from . import cluster
 from .results import failure_text
 from .spec import Cell, Experiment, content_hash, differences
@@ -413,13 +413,30 @@ class NameTaken(FedvizError):
             "Replace), which deletes its cells")
 
 
+#: session_token → session id, for every browser session that launched an experiment in this process:
+#: the history keeps only the token, and :func:`held` asks whether that session is still connected.
+_LAUNCHERS: dict[str, str] = {}
+
+
+def held(info: ExperimentInfo, alive: Callable[[str], bool | None] | None = None) -> bool:
+    """Whether a visitor still holds the stored experiment ``info``: a browser session launched it
+    last, on a server that is alive, and (when ``alive``, a session-id → connected probe such as
+    :func:`fedviz.ui.session_connected`, says so) that session has not closed.  A session of another
+    live server, or a probe that cannot tell (None), counts as holding it."""
+    if info.ownerless:
+        return False
+    sid = _LAUNCHERS.get(info.session or "")
+    return alive is None or sid is None or alive(sid) is not False
+
+
 class NotYours(FedvizError):
     """A browser session asked to launch (resume, replace) an experiment another visitor holds, or one
     another process is running (see the module docstring)."""
 
 
 def launch(experiment: Experiment, store: RunStore, *, address: str | None = None,
-           replace: bool = False, max_cells: int | None = None, session: str | None = None) -> ExperimentHandle:
+           replace: bool = False, max_cells: int | None = None, session: str | None = None,
+           alive: Callable[[str], bool | None] | None = None) -> ExperimentHandle:
     """Start (or resume) ``experiment`` in a driver thread; refuses a name already running here, and a
     name stored with another grid (:class:`NameTaken`) unless ``replace`` (the stored one is deleted).
 
@@ -427,8 +444,9 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
     shared cluster for hours); None, as on the command line, leaves it unbounded.
 
     ``session``: the browser session launching it, which the experiment then belongs to; a session
-    may not launch a name another visitor holds or another process runs (:class:`NotYours`), nor
-    replace a grid it did not launch.  None (the command line) may do everything."""
+    may not launch a name another visitor holds (:func:`held`, with the probe ``alive``) or another
+    process runs (:class:`NotYours`), nor replace a grid it did not launch.  None (the command line)
+    may do everything."""
     if not isinstance(experiment, Experiment):
         raise ParameterError("experiment", type(experiment).__name__, "an Experiment")
     experiment.check()
@@ -448,7 +466,7 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
                                  "Results as they finish; give yours another name to run it yourself")
         stored = store.get_experiment(name)
         if stored is not None and session is not None and not stored.launched_in(session):
-            if not stored.ownerless:
+            if held(stored, alive):
                 raise NotYours(f"the experiment {name!r} was launched by another visitor of this server: its "
                                "results are under Results, but only that visitor (or the command line) may "
                                "resume or replace it; to run this grid yourself, give it another name")
@@ -465,6 +483,8 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
                                "line's --replace can replace it)")
             store.delete_experiment(stored.id)
         handle = ExperimentHandle(experiment, store, address, session)
+        if session is not None:
+            _LAUNCHERS[session_token(session)] = str(session)
         _RUNNING[experiment.name] = handle
     return handle.start()
 
@@ -475,4 +495,4 @@ def running(name: str | None = None) -> ExperimentHandle | Mapping[str, Experime
         return _RUNNING.get(name) if name is not None else dict(_RUNNING)
 
 
-__all__ = ["CellProgress", "ExperimentHandle", "ExperimentSnapshot", "NameTaken", "NotYours", "launch", "running"]
+__all__ = ["CellProgress", "ExperimentHandle", "ExperimentSnapshot", "NameTaken", "NotYours", "held", "launch", "running"]

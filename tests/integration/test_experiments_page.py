@@ -474,6 +474,12 @@ def test_a_visitor_cannot_stop_resume_or_relaunch_another_visitors_experiment(mo
     who["id"] = "visitor-a"
     a.run()
     assert a.button(key="exp-resume").label.endswith(f"({3 - before.n_complete} cells to run)")
+    # A closes its tab: the experiment is nobody's now, and B may resume it (AppTest's runtime cannot say
+    # whether a session is connected, so the probe answers here as Streamlit's would).
+    monkeypatch.setattr(ui, "session_connected", lambda sid: sid != "visitor-a")
+    who["id"] = "visitor-b"
+    b.run()
+    assert b.button(key="exp-resume").label.endswith(f"({3 - before.n_complete} cells to run)")
     store.delete_experiment(before.id)
 
 

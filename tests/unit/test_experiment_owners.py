@@ -26,6 +26,7 @@ def _grid(name="grid", seeds=(0, 1)) -> Experiment:
 def store(tmp_path, monkeypatch):
     monkeypatch.setattr(driver.ExperimentHandle, "start", lambda self: self)
     monkeypatch.setattr(driver, "_RUNNING", {})
+    monkeypatch.setattr(driver, "_LAUNCHERS", {})
     with RunStore(tmp_path / "runs.sqlite") as s:
         yield s
 
@@ -95,3 +96,20 @@ def test_a_gone_servers_experiment_has_no_owner_but_a_live_ones_is_refused_while
     other.close()  # that server is gone: A's session went with it
     assert store.get_experiment(left.name).ownerless
     assert driver.launch(left, store, session=B).launched_in(B)
+
+
+def test_an_experiment_whose_tab_has_closed_has_no_owner(store):
+    """The probe (Streamlit's "is this session connected") says A's tab is gone: B may resume A's grid."""
+    exp = _grid()
+    driver.launch(exp, store, session=A)  # A launches it here (never started)
+    driver._RUNNING.clear()
+    info = _stored(store, exp, session=A)
+    assert driver.held(info) and driver.held(info, lambda sid: None)  # cannot tell: held
+    assert driver.held(info, lambda sid: sid == A)
+    assert not driver.held(info, lambda sid: sid != A)
+    with pytest.raises(driver.NotYours):
+        driver.launch(exp, store, session=B, alive=lambda sid: True)
+    assert driver.launch(exp, store, session=B, alive=lambda sid: sid != A).launched_in(B)
+    # A session the probe never saw launch here (another live server's) stays held whatever it says.
+    other = store.open_experiment("elsewhere", {}, session="a session of another server")
+    assert driver.held(other, lambda sid: False)
