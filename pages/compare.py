@@ -17,6 +17,10 @@ from fedviz.runner.store import describe_run
 ui.through_navigation()
 
 OWN = "the data's own nodes"
+#: What the History tab lists, and why (RunStore.list_runs, visible_to).
+HISTORY_SCOPE = ("Listed: the runs started in this tab since it was opened, and the runs no visitor owns (from the "
+                 "command line, or from before runs had owners); other visitors' runs, and the names of their "
+                 "files, are private to them.")
 #: K of the What-if partitioners, as its input takes it (and a link gives it).
 NODES_PARAM = Param("whatif_nodes", "int", 100, "K, for the What-if partitioners that take it.", low=1, high=100_000)
 
@@ -122,9 +126,12 @@ with tab_history:
         if store is None:
             st.warning("The run history is unavailable on this server; runs are kept in memory only.")
         else:
-            runs = store.list_runs(limit=200)
+            # A shared server's history holds every visitor's runs: each is listed only its own (and the
+            # runs no visitor owns), since a run's settings name its uploaded file.
+            runs = store.list_runs(limit=200, visible_to=ui.session_id())
+            st.caption(HISTORY_SCOPE)
             if not runs:
-                st.info("No runs yet. Start one on the Run page; every run is kept here, across restarts.")
+                st.info("No run to show yet: start one on the Run page and it is listed here.")
             else:
                 labels = {r.id: history_label(r) for r in runs}
                 chosen = st.multiselect("Runs to overlay", list(labels), default=list(labels)[:3],

@@ -21,6 +21,8 @@ from fedviz.runner.tune import tunable_params
 
 ui.through_navigation()
 
+#: Said of an experiment another visitor launched (the page offers no action on it).
+OTHERS = "Launched by another visitor of this server:"
 STEP_HELP = ("default: the algorithm's own (derived) value · tuned: pilot runs choose it in each setting and seed · "
              "grid: one cell per value you list · scales: one cell per factor × the derived default")
 
@@ -32,15 +34,17 @@ def _launch(experiment, *, replace: bool = False) -> None:
     experiment.check(presets_only=True)  # a bad knob is named here, not failed on the workers cell by cell
     st.session_state.pop("exp-conflict", None)
     try:
-        handle = driver.launch(experiment, store, replace=replace, max_cells=ui.max_experiment_cells())
+        # The experiment is this session's: only this tab may stop, resume or replace it (driver.NotYours).
+        handle = driver.launch(experiment, store, replace=replace, max_cells=ui.max_experiment_cells(),
+                               session=ui.session_id(), alive=ui.session_connected)
     except driver.NameTaken as e:  # another grid under this name: say so, offer Replace (nothing starts)
         st.session_state["exp-conflict"] = (experiment, str(e))
         return
+    except driver.NotYours:  # another visitor's (or process's): show it under Results, with why
+        st.session_state["exp-open"] = experiment.name
+        raise
     # Kept in the session: the driver forgets a handle when it ends, and the page still shows how.
     st.session_state["exp-handle"] = handle
-    # The names this tab launched: only these may be replaced from the page (a shared server's other
-    # experiments are other visitors' results).
-    st.session_state.setdefault("exp-mine", set()).add(experiment.name)
     st.session_state["exp-recent"] = {}
     st.session_state["exp-running"] = experiment.name
     st.session_state["exp-open"] = experiment.name  # before the picker exists in this run (or in a callback)
@@ -168,7 +172,8 @@ if conflict is not None:
     pending, why = conflict
     st.error(why, icon=":material/error:")
     r1, r2 = st.columns(2)
-    if pending.name in st.session_state.get("exp-mine", ()):
+    stored = store.get_experiment(pending.name) if store is not None else None
+    if stored is not None and stored.launched_in(ui.session_id()):
         r1.button(f":material/delete: Replace the stored {pending.name!r} (deletes its cells) and run",
                   key="exp-replace", on_click=_launch_now, args=(pending, True))
     else:
@@ -224,7 +229,8 @@ if handle is not None:
     _running()
 others = [n for n, h in driver.running().items() if not h.done and h is not handle]
 if others:
-    st.caption("Also running on this server: " + ", ".join(others) + " — choose one below to see its stored cells.")
+    st.caption("Also running on this server: " + escape(", ".join(others)) + " — choose one under Results to "
+               "follow its stored cells (only the tab that launched an experiment can stop it).")
 
 # -- 4. reopen ------------------------------------------------------------------------------------------------
 st.subheader("Results")
@@ -284,10 +290,24 @@ with ui.guard("Reading the experiment"):
     # Resume runs the missing cells again; a failed cell fails again on the same grid, so when every
     # missing cell failed (and nothing was stopped or cut short) there is nothing resuming can fix.
     only_failed = missing > 0 and len(failed) == missing and info.status not in ("stopped", "interrupted")
-    if not busy and only_failed:
+    resumable = info.status in ("stopped", "interrupted", "failed") or missing > 0
+    # Who may act (driver.NotYours): the tab that launched it; Resume also an experiment no visitor holds
+    # (the command line's, a gone server's or a closed tab's), within FEDVIZ_MAX_CELLS: nobody else can.
+    sid = ui.session_id()
+    if busy:
+        if not mine.launched_in(sid):
+            st.caption(f"{OTHERS} only that visitor can stop it.")
+        elif mine is not handle:  # launched earlier from this tab: its Stop is here, not in the view above
+            st.button(":material/stop: Stop this experiment", key="exp-stop-open", on_click=mine.stop)
+    elif info.status == "running" and info.owner_live:
+        st.caption("Running in another process on this history (the command line, or another server): its cells "
+                   "appear here as they finish, and Resume is offered once it has ended.")
+    elif resumable and not info.launched_in(sid) and driver.held(info, ui.session_connected):
+        st.caption(f"{OTHERS} only that visitor (or the command line) can resume or replace it.")
+    elif only_failed:
         st.caption("Resume is not offered: every missing cell failed for the reasons above, and running the same "
                    "grid again would meet them again. Change the grid and launch it under another name.")
-    elif not busy and (info.status in ("stopped", "interrupted", "failed") or missing > 0):
+    elif resumable:
         uploaded = bool(info.spec.get("uploaded"))
         st.button(f":material/replay: Resume ({missing} cells to run)", key="exp-resume", disabled=uploaded,
                   help="Runs only the cells without a complete result." if not uploaded else

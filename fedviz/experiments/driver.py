@@ -23,6 +23,16 @@ What happens when:
   then the stored experiment and its cells are deleted first.  Refused rather than stored apart
   under a made-up name, so that a name always means one grid and a user finds their experiment
   under the name they gave it; cells are reused only within one grid.
+
+Who may act on an experiment: the browser session that launched it last (``session``; the
+history keeps it as :func:`~fedviz.runner.store.session_token`).  A launch from a browser
+session is refused with :class:`NotYours` for a name another visitor holds (running, stopped or
+done: resuming costs the cluster time and is theirs to decide, replacing deletes their cells),
+and for a name another process (the command line, a second server on the same history) is
+running now.  An experiment no visitor holds (:func:`held`) — launched from the command line,
+stored before sessions were, left by a server that is gone or by a tab that has closed — may be
+resumed by any visitor, within the dashboard's cell bound, and is theirs from then on; only its
+launcher may replace it.  The command line (no session) is the operator and may do everything.
 """
 
 from __future__ import annotations
@@ -33,14 +43,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..errors import FedvizError, ParameterError
 from ..runner import cluster
 from ..runner.execute import STOPPED_BY_USER, describe
 from ..runner.job import Entry
 from ..runner.loop import IterationRecord
-from ..runner.store import COMPLETE_CELL_STATUSES, RunStore
+from ..runner.store import COMPLETE_CELL_STATUSES, ExperimentInfo, RunStore, session_token
 from .results import failure_text
 from .spec import Cell, Experiment, content_hash, differences
 
@@ -134,8 +144,11 @@ class _Collect:
 class ExperimentHandle:
     """A launched experiment: :meth:`snapshot` for pages, :meth:`stop`, :meth:`wait`."""
 
-    def __init__(self, experiment: Experiment, store: RunStore, address: str | None = None):
+    def __init__(self, experiment: Experiment, store: RunStore, address: str | None = None,
+                 session: str | None = None):
         self.experiment, self.store, self.address = experiment, store, address
+        # The launching browser session's id (None: the command line): compared, stored hashed, never shown.
+        self._session = None if session is None else str(session)
         self.uid = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -151,6 +164,10 @@ class ExperimentHandle:
         self._thread = threading.Thread(target=self._drive, daemon=True, name=f"fedviz-exp-{self.uid[:8]}")
 
     # -- for callers ---------------------------------------------------------------------------------
+    def launched_in(self, session_id: str | None) -> bool:
+        """Whether the browser session ``session_id`` launched this experiment (never for None)."""
+        return session_id is not None and self._session == str(session_id)
+
     def start(self) -> "ExperimentHandle":
         self._thread.start()
         return self
@@ -203,7 +220,7 @@ class ExperimentHandle:
 
     def _run(self) -> None:
         exp, store = self.experiment, self.store
-        info = store.open_experiment(exp.name, exp.as_json())
+        info = store.open_experiment(exp.name, exp.as_json(), session=self._session)
         complete = store.complete_cells(info.id)
         cells = [c for c in exp.cells() if c.key not in complete]
         self._update(experiment_id=info.id, reused=exp.size - len(cells), queued=len(cells))
@@ -396,13 +413,40 @@ class NameTaken(FedvizError):
             "Replace), which deletes its cells")
 
 
+#: session_token → session id, for every browser session that launched an experiment in this process:
+#: the history keeps only the token, and :func:`held` asks whether that session is still connected.
+_LAUNCHERS: dict[str, str] = {}
+
+
+def held(info: ExperimentInfo, alive: Callable[[str], bool | None] | None = None) -> bool:
+    """Whether a visitor still holds the stored experiment ``info``: a browser session launched it
+    last, on a server that is alive, and (when ``alive``, a session-id → connected probe such as
+    :func:`fedviz.ui.session_connected`, says so) that session has not closed.  A session of another
+    live server, or a probe that cannot tell (None), counts as holding it."""
+    if info.ownerless:
+        return False
+    sid = _LAUNCHERS.get(info.session or "")
+    return alive is None or sid is None or alive(sid) is not False
+
+
+class NotYours(FedvizError):
+    """A browser session asked to launch (resume, replace) an experiment another visitor holds, or one
+    another process is running (see the module docstring)."""
+
+
 def launch(experiment: Experiment, store: RunStore, *, address: str | None = None,
-           replace: bool = False, max_cells: int | None = None) -> ExperimentHandle:
+           replace: bool = False, max_cells: int | None = None, session: str | None = None,
+           alive: Callable[[str], bool | None] | None = None) -> ExperimentHandle:
     """Start (or resume) ``experiment`` in a driver thread; refuses a name already running here, and a
     name stored with another grid (:class:`NameTaken`) unless ``replace`` (the stored one is deleted).
 
     ``max_cells`` bounds the grid (the dashboard's ``FEDVIZ_MAX_CELLS``: one click must not take a
-    shared cluster for hours); None, as on the command line, leaves it unbounded."""
+    shared cluster for hours); None, as on the command line, leaves it unbounded.
+
+    ``session``: the browser session launching it, which the experiment then belongs to; a session
+    may not launch a name another visitor holds (:func:`held`, with the probe ``alive``) or another
+    process runs (:class:`NotYours`), nor replace a grid it did not launch.  None (the command line)
+    may do everything."""
     if not isinstance(experiment, Experiment):
         raise ParameterError("experiment", type(experiment).__name__, "an Experiment")
     experiment.check()
@@ -411,17 +455,36 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
                              hint="fewer seeds, stepsizes or axis values; the command line "
                                   "(`python -m fedviz experiment`) takes larger grids, and FEDVIZ_MAX_CELLS sets "
                                   "this server's bound")
+    name = experiment.name
     with _RUNNING_LOCK:
-        current = _RUNNING.get(experiment.name)
+        current = _RUNNING.get(name)
         if current is not None and not current.done:
-            raise ParameterError("name", experiment.name, "the name of an experiment that is not running now",
-                                 hint="stop it first, or give this one another name")
-        stored = store.get_experiment(experiment.name)
+            ours = session is None or current.launched_in(session)
+            raise ParameterError("name", name, "the name of an experiment that is not running now",
+                                 hint="stop it first, or give this one another name" if ours else
+                                 "another visitor (or the command line) launched it: its cells appear under "
+                                 "Results as they finish; give yours another name to run it yourself")
+        stored = store.get_experiment(name)
+        if stored is not None and session is not None and not stored.launched_in(session):
+            if held(stored, alive):
+                raise NotYours(f"the experiment {name!r} was launched by another visitor of this server: its "
+                               "results are under Results, but only that visitor (or the command line) may "
+                               "resume or replace it; to run this grid yourself, give it another name")
+            if stored.status == "running" and stored.owner_live:
+                raise NotYours(f"the experiment {name!r} is running in another process on this history (the "
+                               "command line, or another server): its cells appear under Results as they "
+                               "finish; launch it again once it has ended, or give yours another name")
         if stored is not None and content_hash(stored.spec) != experiment.content_hash:
             if not replace:
-                raise NameTaken(experiment.name, stored, experiment)
+                raise NameTaken(name, stored, experiment)
+            if session is not None and not stored.launched_in(session):
+                raise NotYours(f"the stored experiment {name!r} was not launched from this browser tab, so "
+                               "the page does not delete its cells; give yours another name (the command "
+                               "line's --replace can replace it)")
             store.delete_experiment(stored.id)
-        handle = ExperimentHandle(experiment, store, address)
+        handle = ExperimentHandle(experiment, store, address, session)
+        if session is not None:
+            _LAUNCHERS[session_token(session)] = str(session)
         _RUNNING[experiment.name] = handle
     return handle.start()
 
@@ -432,4 +495,4 @@ def running(name: str | None = None) -> ExperimentHandle | Mapping[str, Experime
         return _RUNNING.get(name) if name is not None else dict(_RUNNING)
 
 
-__all__ = ["CellProgress", "ExperimentHandle", "ExperimentSnapshot", "NameTaken", "launch", "running"]
+__all__ = ["CellProgress", "ExperimentHandle", "ExperimentSnapshot", "NameTaken", "NotYours", "held", "launch", "running"]

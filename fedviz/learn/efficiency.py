@@ -356,13 +356,14 @@ class RunGroup:
         return f"{when} · {', '.join(self.labels)} · {self.description}"
 
 
-def history_groups(store, *, limit: int = 500) -> list[RunGroup]:
+def history_groups(store, *, limit: int = 500, visible_to: str | None = None) -> list[RunGroup]:
     """The groups of the history that eq. (3) can compare, newest first: at least two finished runs
-    with a known f* (so f − f* is measured) and records past the start."""
+    with a known f* (so f − f* is measured) and records past the start.  ``visible_to``: a browser
+    session, to keep to the runs that visitor may see (:meth:`RunStore.list_runs`)."""
     from ..runner.store import describe_run
 
     by_group: dict[str, list] = {}
-    for r in store.list_runs(limit=limit):
+    for r in store.list_runs(limit=limit, visible_to=visible_to):
         if r.active or r.n_records < 2 or not math.isfinite(r.f_star) or r.status == "failed":
             continue
         by_group.setdefault(r.group_id, []).append(r)

@@ -51,16 +51,17 @@ class Journal:
 
     @classmethod
     def create(cls, store: RunStore | None, job: Job, group_id: str, *, interval: float = FLUSH_INTERVAL,
-               warn: Callable[[str], None] = lambda text: None) -> "Journal":
-        """One stored run per algorithm, 'queued' until the worker starts; a failing store
-        leaves the run in memory only (with a warning), it does not refuse it."""
+               warn: Callable[[str], None] = lambda text: None, session: str | None = None) -> "Journal":
+        """One stored run per algorithm, 'queued' until the worker starts, carrying the browser
+        ``session`` that launched it (None: no browser); a failing store leaves the run in memory
+        only (with a warning), it does not refuse it."""
         ids: dict[str, int] = {}
         if store is not None:
             try:
                 for e in job.entries:
                     ids[e.label] = store.create_run(
                         label=e.label, algorithm=e.name, hyper=dict(e.resolved), config=dict(job.config),
-                        group_id=group_id, f_star=job.f_star, status="queued")
+                        group_id=group_id, f_star=job.f_star, status="queued", session=session)
             except _STORE_ERRORS as err:
                 log.warning("run %s will not be saved: %s", group_id, err)
                 warn(f"the run history could not be saved ({err})")

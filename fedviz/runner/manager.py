@@ -197,6 +197,9 @@ class RunManager:
     def submit(self, job: RunJob, session_id: str) -> RunHandle:
         """Validate ``job`` and start it, or queue it behind the runs already started.
 
+        Its stored runs carry ``session_id``: a visitor is listed its own runs only
+        (:meth:`RunStore.list_runs` ``visible_to``).
+
         Raises
         ------
         ParameterError
@@ -212,7 +215,8 @@ class RunManager:
             raise FedvizError("the run manager is closed")
         self._check_session_cap(session_id)
         handle = RunHandle(valid, session_id, position=self.queue_position, on_stop=self._stopped)
-        journal = Journal.create(self.store, valid, handle.id, interval=self.flush_interval, warn=handle.warn)
+        journal = Journal.create(self.store, valid, handle.id, interval=self.flush_interval, warn=handle.warn,
+                                 session=session_id)
         handle.store_ids = journal.run_ids
         run = _Run(handle, journal)
         with self._lock:

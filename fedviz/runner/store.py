@@ -34,6 +34,16 @@ marks a run 'interrupted' only when its owner is gone: closed, its process dead 
 the pid no longer runs that process), or silent for :data:`STALE_SECONDS` (another host or
 container).  So a second server never takes the first one's live runs for dead.
 
+Sessions
+--------
+A run or experiment launched from a dashboard also carries the browser session that launched it
+(schema version 4), so that on a shared server a visitor sees the runs of its own tab and acts
+on its own experiments only.  The session id is never stored: only :func:`session_token`, a keyed
+hash (HMAC-SHA256 with a key drawn once per process), so neither the file nor an export gives
+away a live session's id, and a token means nothing to another server.  NULL: launched without
+a browser (the command line, the benchmarks) or written before version 4; such rows belong to no
+visitor.  The exports leave the token out.
+
 Thread safety
 -------------
 One connection, shared by all threads behind a lock (``check_same_thread=False``).
@@ -44,6 +54,8 @@ are ever placed into SQL text.
 from __future__ import annotations
 
 import csv
+import hashlib
+import hmac
 import io
 import json
 import math
@@ -54,7 +66,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -65,7 +77,7 @@ from ..errors import FedvizError, ParameterError
 from .loop import FIELDS, IterationRecord
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: How often a store tells the others it is alive, and how long a silence (from another host,
 #: where its pid cannot be checked) makes it dead.  Long enough that a store busy writing
@@ -172,8 +184,16 @@ ALTER TABLE runs ADD COLUMN owner TEXT;
 ALTER TABLE experiments ADD COLUMN owner TEXT;
 """
 
+# Version 4: sessions.  The browser session that launched a run or experiment, as session_token();
+# NULL: no browser (the command line, the benchmarks) or written before version 4.
+_SCHEMA_V4 = """
+ALTER TABLE runs ADD COLUMN session TEXT;
+ALTER TABLE experiments ADD COLUMN session TEXT;
+CREATE INDEX runs_session ON runs (session);
+"""
+
 #: version → the script that brings a database from version - 1 to version.
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
 
 #: The statuses of an experiment: running, then done / stopped / failed, or interrupted
 #: (the server stopped while it ran).
@@ -196,11 +216,12 @@ _SELECT_RECORDS = f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE run_i
 _RUN_COLUMNS = ("id", "created", "group_id", "label", "algorithm", "hyper_json", "config_json",
                 "dataset_fingerprint", "dataset_summary_json", "f_star", "status", "message", "finished")
 _SELECT_RUNS = (f"SELECT {', '.join(_RUN_COLUMNS)}, "
-                f"(SELECT COUNT(*) FROM records r WHERE r.run_id = runs.id) FROM runs")
+                f"(SELECT COUNT(*) FROM records r WHERE r.run_id = runs.id), session FROM runs")
 _SELECT_EXPERIMENTS = (
     "SELECT e.id, e.name, e.created, e.updated, e.group_id, e.spec_json, e.status, e.message, e.finished, "
     "(SELECT COUNT(*) FROM cells c WHERE c.experiment_id = e.id), "
-    "(SELECT COUNT(*) FROM cells c WHERE c.experiment_id = e.id AND c.status IN ('done', 'diverged')) "
+    "(SELECT COUNT(*) FROM cells c WHERE c.experiment_id = e.id AND c.status IN ('done', 'diverged')), "
+    "e.session, e.owner IN (SELECT id FROM owners) "
     "FROM experiments e")
 _FLOAT_POS = tuple(_RECORD_COLUMNS.index(f) for f in FLOAT_FIELDS)
 
@@ -231,6 +252,8 @@ class RunInfo:
     message: str
     finished: str | None
     n_records: int
+    #: :func:`session_token` of the browser session that launched the run; None: no browser.
+    session: str | None = field(default=None, repr=False)
 
     @property
     def hyper(self) -> dict:
@@ -265,10 +288,25 @@ class ExperimentInfo:
     finished: str | None
     n_cells: int          # finished cells stored
     n_complete: int       # of which complete (done or diverged)
+    #: :func:`session_token` of the browser session that last launched it; None: no browser.
+    session: str | None = field(default=None, repr=False)
+    #: Whether the process (store) that last launched it is still registered (see Owners).
+    owner_live: bool = field(default=False, repr=False)
 
     @property
     def spec(self) -> dict:
         return json.loads(self.spec_json)
+
+    def launched_in(self, session_id: str | None) -> bool:
+        """Whether the browser session ``session_id`` launched it last (never for None)."""
+        return session_id is not None and self.session is not None and hmac.compare_digest(
+            self.session, session_token(session_id))
+
+    @property
+    def ownerless(self) -> bool:
+        """No visitor holds it: launched from the command line, stored before sessions were, or
+        launched in a session of a server that is gone (whose session can never come back)."""
+        return self.session is None or not self.owner_live
 
 
 @dataclass(frozen=True)
@@ -288,6 +326,21 @@ class CellInfo:
     label: str            # the run's label (a tuned cell's names its chosen value)
     hyper: dict
     message: str
+
+
+#: The key of :func:`session_token`: drawn once per process, since a session lives in one process.
+_SESSION_KEY = os.urandom(32)
+
+
+def session_token(session_id: str | None) -> str | None:
+    """What the history stores of a browser session: a keyed hash of its id (None for None).
+
+    Keyed with a per-process secret, so the stored token tells nothing about the id (which a
+    visitor's browser holds) and cannot be matched by anyone but this process.
+    """
+    if session_id is None:
+        return None
+    return hmac.new(_SESSION_KEY, str(session_id).encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
 def default_path() -> Path:
@@ -442,10 +495,12 @@ class RunStore:
                    config: Mapping | None = None, group_id: str | None = None,
                    dataset_fingerprint: str = "", dataset_summary: Mapping | None = None,
                    f_star: float | None = None, status: str = "running", message: str = "",
-                   created: str | None = None, finished: str | None = None) -> int:
+                   created: str | None = None, finished: str | None = None, session: str | None = None) -> int:
         """Insert a run and return its id.
 
-        ``group_id`` defaults to a fresh UUID; ``created`` to now (UTC, ISO 8601).
+        ``group_id`` defaults to a fresh UUID; ``created`` to now (UTC, ISO 8601).  ``session``
+        is the id of the browser session that launched it (stored as :func:`session_token`;
+        None: no browser).
         ``hyper``, ``config`` and ``dataset_summary`` must be JSON-serialisable (numpy
         scalars and arrays are converted).
         """
@@ -453,19 +508,20 @@ class RunStore:
             return self._insert_run(c, label=label, algorithm=algorithm, hyper=hyper, config=config,
                                     group_id=group_id, dataset_fingerprint=dataset_fingerprint,
                                     dataset_summary=dataset_summary, f_star=f_star, status=status,
-                                    message=message, created=created, finished=finished)
+                                    message=message, created=created, finished=finished,
+                                    token=session_token(session))
 
     def _insert_run(self, c, *, label, algorithm, hyper, config, group_id, dataset_fingerprint,
-                    dataset_summary, f_star, status, message, created, finished) -> int:
+                    dataset_summary, f_star, status, message, created, finished, token=None) -> int:
         _check_status(status)
         cur = c.execute(
             "INSERT INTO runs (created, group_id, label, algorithm, hyper_json, config_json, "
-            "dataset_fingerprint, dataset_summary_json, f_star, status, message, finished, owner) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "dataset_fingerprint, dataset_summary_json, f_star, status, message, finished, owner, session) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (created or _now(), group_id or uuid.uuid4().hex, str(label), str(algorithm),
              to_json(hyper or {}), to_json(config or {}), str(dataset_fingerprint),
              to_json(dataset_summary or {}), _opt_float(f_star), status, str(message), finished,
-             self.owner))
+             self.owner, token))
         return int(cur.lastrowid)
 
     def start_run(self, run_id: int, *, dataset_fingerprint: str = "",
@@ -545,19 +601,25 @@ class RunStore:
             return n
 
     # -- experiments -----------------------------------------------------------------------------
-    def open_experiment(self, name: str, spec: Mapping) -> ExperimentInfo:
+    def open_experiment(self, name: str, spec: Mapping, *, session: str | None = None) -> ExperimentInfo:
         """Create the experiment ``name``, or reopen it to resume (its definition is updated, its
-        cells kept: a cell's key says what it computed, so cells still in the grid are reused)."""
+        cells kept: a cell's key says what it computed, so cells still in the grid are reused).
+
+        ``session``: the browser session launching it (None: no browser); it becomes the
+        experiment's, and so do the cells stored from now on.  Who may reopen whose experiment
+        is the caller's to decide (:func:`fedviz.experiments.driver.launch`)."""
+        token = session_token(session)
         with self._transaction() as c:
             row = c.execute("SELECT id FROM experiments WHERE name = ?", (str(name),)).fetchone()
             now = _now()
             if row is None:
-                c.execute("INSERT INTO experiments (name, created, updated, group_id, spec_json, status, owner) "
-                          "VALUES (?, ?, ?, ?, ?, 'running', ?)",
-                          (str(name), now, now, uuid.uuid4().hex, to_json(spec), self.owner))
+                c.execute("INSERT INTO experiments (name, created, updated, group_id, spec_json, status, owner, "
+                          "session) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
+                          (str(name), now, now, uuid.uuid4().hex, to_json(spec), self.owner, token))
             else:
                 c.execute("UPDATE experiments SET updated = ?, spec_json = ?, status = 'running', message = '', "
-                          "finished = NULL, owner = ? WHERE id = ?", (now, to_json(spec), self.owner, int(row[0])))
+                          "finished = NULL, owner = ?, session = ? WHERE id = ?",
+                          (now, to_json(spec), self.owner, token, int(row[0])))
         return self.get_experiment(name)
 
     def save_cell(self, experiment_id: int, *, key: str, setting: Sequence[int], arm: str, step: float | None,
@@ -568,11 +630,13 @@ class RunStore:
         """Store a finished cell: its run, its records and its cell row, in one transaction.
 
         A cell stored before under the same key (stopped, failed) is replaced, its old run
-        deleted: an experiment holds one result per cell, never two.  Returns the run's id.
+        deleted: an experiment holds one result per cell, never two.  The cell's run carries the
+        experiment's session (the one that launched it last).  Returns the run's id.
         """
         _check_status(status)
         with self._transaction() as c:
-            exp = c.execute("SELECT group_id FROM experiments WHERE id = ?", (int(experiment_id),)).fetchone()
+            exp = c.execute("SELECT group_id, session FROM experiments WHERE id = ?",
+                            (int(experiment_id),)).fetchone()
             if exp is None:
                 raise ParameterError("experiment_id", experiment_id, "the id of a stored experiment")
             old = c.execute("SELECT run_id FROM cells WHERE experiment_id = ? AND key = ?",
@@ -585,7 +649,8 @@ class RunStore:
             run_id = self._insert_run(c, label=label, algorithm=algorithm, hyper=hyper, config=config,
                                       group_id=exp[0], dataset_fingerprint=dataset_fingerprint,
                                       dataset_summary=dataset_summary, f_star=f_star, status=status,
-                                      message=message, created=None, finished=now)
+                                      message=message, created=None, finished=now,
+                                      token=exp[1])  # a cell's run is the experiment's launcher's
             c.executemany(_INSERT_RECORD, [_record_row(run_id, r) for r in records])
             c.execute("INSERT INTO cells (experiment_id, key, run_id, setting_json, arm, step, seed, status, "
                       "worker, attempts, finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -612,7 +677,7 @@ class RunStore:
     def get_experiment(self, name_or_id: str | int) -> ExperimentInfo | None:
         column = "id" if isinstance(name_or_id, int) else "name"
         rows = self._query(f"{_SELECT_EXPERIMENTS} WHERE e.{column} = ?", (name_or_id,))
-        return ExperimentInfo(*rows[0]) if rows else None
+        return _experiment_info(rows[0]) if rows else None
 
     def list_experiments(self, limit: int | None = 100) -> list[ExperimentInfo]:
         """The most recently updated experiments first."""
@@ -621,7 +686,7 @@ class RunStore:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        return [ExperimentInfo(*row) for row in self._query(sql, params)]
+        return [_experiment_info(row) for row in self._query(sql, params)]
 
     def experiment_cells(self, experiment_id: int) -> list[CellInfo]:
         """The stored cells of an experiment, in the order they finished."""
@@ -646,12 +711,24 @@ class RunStore:
             return c.execute("DELETE FROM experiments WHERE id = ?", (int(experiment_id),)).rowcount > 0
 
     # -- reading -----------------------------------------------------------------------------------
-    def list_runs(self, limit: int | None = 100, group_id: str | None = None) -> list[RunInfo]:
-        """The newest runs first (all of them if ``limit`` is None), optionally of one group."""
-        sql, params = _SELECT_RUNS, []
+    def list_runs(self, limit: int | None = 100, group_id: str | None = None, *,
+                  visible_to: str | None = None) -> list[RunInfo]:
+        """The newest runs first (all of them if ``limit`` is None), optionally of one group.
+
+        ``visible_to``: a browser session's id, to list only what that visitor may see: the
+        runs its session launched and the runs no browser launched (the command line's, and
+        those stored before sessions were); never another visitor's.  None lists every run
+        (the command line is the operator).
+        """
+        sql, params, where = _SELECT_RUNS, [], []
         if group_id is not None:
-            sql += " WHERE group_id = ?"
+            where.append("group_id = ?")
             params.append(str(group_id))
+        if visible_to is not None:
+            where.append("(session IS NULL OR session = ?)")
+            params.append(session_token(visible_to))
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC"
         if limit is not None:
             sql += " LIMIT ?"
@@ -927,6 +1004,12 @@ def _run_info(row: tuple) -> RunInfo:
     f_star = values[_RUN_COLUMNS.index("f_star")]
     values[_RUN_COLUMNS.index("f_star")] = math.nan if f_star is None else f_star
     return RunInfo(*values)
+
+
+def _experiment_info(row: tuple) -> ExperimentInfo:
+    values = list(row)
+    values[-1] = bool(values[-1])  # owner IN (...): 0, 1, or NULL for a row without an owner
+    return ExperimentInfo(*values)
 
 
 def _csv_value(x):

@@ -82,8 +82,9 @@ def test_dashboard_end_to_end(server, page):
     page.get_by_role("button").filter(has_text=re.compile(r"\bStop$")).last.click()
     page.get_by_text(re.compile(r"stopped")).first.wait_for(timeout=15_000)
 
-    # 4. Upload heart_scale through the real file chooser and see its statistics.
-    page.goto(server + "/data")
+    # 4. Upload heart_scale through the real file chooser and see its statistics (in the same tab: a
+    # link opens a new session, and Compare lists a session its own runs).
+    page.get_by_test_id("stSidebarNavLink").filter(has_text=re.compile(r"Data$")).first.click()
     page.get_by_text("Upload a LIBSVM file").click()
     idle(page)
     with page.expect_file_chooser() as chooser:

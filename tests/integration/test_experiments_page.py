@@ -417,3 +417,133 @@ def test_another_visitors_experiment_cannot_be_replaced_from_the_page():
     assert any("did not launch the stored experiment" in c.value for c in at.caption)
     assert get_manager().store.get_experiment("someone elses").n_cells == theirs.size == 4
     get_manager().store.delete_experiment(info.id)
+
+
+SLOW = ('name = "visitor a grid"\ndata = "preset:fedprox-synthetic"\niterations = 100\nseeds = 3\n'
+        '[[algorithm]]\nname = "fsvrg"\n')
+
+
+def test_a_visitor_cannot_stop_resume_or_relaunch_another_visitors_experiment(monkeypatch):
+    """Issue 21: every visitor could stop, resume or relaunch the others' experiments.  Two visitors (AppTest
+    gives every session one id, so ``ui.session_id`` answers for each in turn): B sees A's experiment and its
+    cells, but no Stop or Resume, and relaunching the name is refused; A's own tab keeps both."""
+    from fedviz import ui
+
+    who = {"id": "visitor-a"}
+    monkeypatch.setattr(ui, "session_id", lambda: who["id"])
+    store = get_manager().store
+    name = "visitor a grid"
+    a = _page()
+    a.text_area(key="exp-toml").set_value(SLOW).run()
+    a.button(key="exp-launch-toml").click().run()
+    handle = a.session_state["exp-handle"]
+    deadline = time.monotonic() + 120
+    while not handle.snapshot().running and not handle.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not handle.done, "the cells ended before the other visitor looked"
+
+    who["id"] = "visitor-b"
+    b = _page()
+    assert any(c.value.startswith(f"Also running on this server: {name} —") for c in b.caption)
+    b.selectbox(key="exp-open").set_value(name).run()
+    keys = {x.key for x in b.button}
+    assert not keys & {"exp-stop", "exp-stop-open", "exp-resume"}, keys
+    assert "Launched by another visitor of this server: only that visitor can stop it." in [c.value for c in b.caption]
+    b.text_area(key="exp-toml").set_value(SLOW).run()
+    b.button(key="exp-launch-toml").click().run()
+    assert not b.exception and "another visitor (or the command line) launched it" in " ".join(_errors(b))
+    assert not handle.done and handle.snapshot().status == "running"
+
+    who["id"] = "visitor-a"
+    a.run()
+    a.button(key="exp-stop").click().run()
+    assert handle.wait(60) and handle.snapshot().status == "stopped"
+    before = store.get_experiment(name)
+
+    who["id"] = "visitor-b"
+    b.run()
+    assert "exp-resume" not in {x.key for x in b.button}
+    assert ("Launched by another visitor of this server: only that visitor (or the command line) can resume or "
+            "replace it." in [c.value for c in b.caption])
+    b.button(key="exp-launch-toml").click().run()  # the same grid again: it would resume A's
+    assert "was launched by another visitor of this server" in " ".join(_errors(b)), _errors(b)
+    after = store.get_experiment(name)
+    assert (after.updated, after.status, after.n_cells) == (before.updated, "stopped", before.n_cells)
+    assert b.selectbox(key="exp-open").value == name and "exp-handle" not in b.session_state
+
+    who["id"] = "visitor-a"
+    a.run()
+    assert a.button(key="exp-resume").label.endswith(f"({3 - before.n_complete} cells to run)")
+    # A closes its tab: the experiment is nobody's now, and B may resume it (AppTest's runtime cannot say
+    # whether a session is connected, so the probe answers here as Streamlit's would).
+    monkeypatch.setattr(ui, "session_connected", lambda sid: sid != "visitor-a")
+    who["id"] = "visitor-b"
+    b.run()
+    assert b.button(key="exp-resume").label.endswith(f"({3 - before.n_complete} cells to run)")
+    store.delete_experiment(before.id)
+
+
+def test_an_experiment_no_visitor_holds_is_resumed_by_a_visitor_and_is_theirs_then(monkeypatch):
+    """The command line's stopped grid (or a gone server's): any visitor may resume it, within the page's cell
+    bound, and from then on only that visitor acts on it."""
+    from fedviz import ui
+    from fedviz.data.build import DataSpec
+    from fedviz.experiments import Arm, Experiment
+
+    who = {"id": "visitor-b"}
+    monkeypatch.setattr(ui, "session_id", lambda: who["id"])
+    exp = Experiment("left by the command line", DataSpec("preset:identical-nodes"), (Arm.of("gd"),), seeds=(0, 1),
+                     iterations=2)
+    store = get_manager().store
+    info = store.open_experiment(exp.name, exp.as_json())
+    c = exp.cells()[0]
+    store.save_cell(info.id, key=c.key, setting=c.setting, arm=c.arm, step=c.step, seed=c.seed, label=c.label,
+                    algorithm="gd", hyper={}, config={}, status="done", records=_records(1e-2))
+    store.finish_experiment(info.id, "stopped", "stopped by the user")
+    b = _page()
+    b.selectbox(key="exp-open").set_value(exp.name).run()
+    b.button(key="exp-resume").click().run()
+    assert not b.exception and not _errors(b), _errors(b)
+    handle = b.session_state["exp-handle"]
+    assert handle.wait(120) and handle.snapshot().status == "done", handle.snapshot()
+    assert store.get_experiment(exp.name).launched_in("visitor-b")
+    store.delete_experiment(info.id)
+
+
+def test_an_earlier_experiment_of_this_tab_keeps_its_stop_under_results():
+    """The running view follows the tab's latest launch; an earlier one still running is stopped from Results."""
+    store = get_manager().store
+    at = _page()
+    at.text_area(key="exp-toml").set_value(SLOW.replace("visitor a grid", "earlier grid")).run()
+    at.button(key="exp-launch-toml").click().run()
+    first = at.session_state["exp-handle"]
+    at.text_area(key="exp-toml").set_value('name = "later grid"\ndata = "preset:identical-nodes"\niterations = 2\n'
+                                           '[[algorithm]]\nname = "gd"\n').run()
+    at.button(key="exp-launch-toml").click().run()
+    later = at.session_state["exp-handle"]
+    assert later is not first and not first.done
+    assert any(c.value.startswith("Also running on this server: earlier grid —") for c in at.caption)
+    at.selectbox(key="exp-open").set_value("earlier grid").run()
+    at.button(key="exp-stop-open").click().run()
+    assert first.wait(60) and first.snapshot().status == "stopped", first.snapshot()
+    assert later.wait(120) and later.snapshot().status == "done", later.snapshot()
+    for name in ("earlier grid", "later grid"):
+        store.delete_experiment(store.get_experiment(name).id)
+
+
+def test_an_experiment_another_process_runs_offers_no_resume():
+    """The command line (here a second store on the same history) runs a grid: resuming it from the page
+    would run its cells twice, so the page says where it runs instead."""
+    from fedviz.data.build import DataSpec
+    from fedviz.experiments import Arm, Experiment
+    from fedviz.runner.store import RunStore
+
+    exp = Experiment("run by the command line", DataSpec("preset:identical-nodes"), (Arm.of("gd"),), iterations=2)
+    with RunStore(get_manager().store.path) as other:
+        info = other.open_experiment(exp.name, exp.as_json())
+        at = _page()
+        at.selectbox(key="exp-open").set_value(exp.name).run()
+        assert not at.exception and "exp-resume" not in {x.key for x in at.button}
+        assert any(c.value.startswith("Running in another process on this history (the command line, or another "
+                                      "server)") for c in at.caption)
+        other.delete_experiment(info.id)
