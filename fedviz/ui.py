@@ -238,6 +238,41 @@ def session_id() -> str:
     return ctx.session_id if ctx is not None else "bare"
 
 
+#: Request headers a reverse proxy adds (docs/sharing.md's Caddy sets X-Forwarded-For): a connection
+#: from this machine that carries one is a visitor's, relayed.
+PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+
+
+def operator_connection(ip: str | None, headers, setting: str = "local") -> bool:
+    """Whether a browser is the server's own user (the operator), who sees the whole run history
+    as the command line does: with ``setting`` "local" (``FEDVIZ_OPERATOR``'s default), a browser on
+    this machine (Streamlit reports no IP for a loopback connection) that did not come through a
+    proxy; with "none", nobody.  Everyone else is a visitor and sees only its own tab's runs and the
+    command line's (issue 21, point 4): on a single-user laptop yesterday's runs stay listed, on a
+    classroom server no student reads another's file names."""
+    if setting == "none":
+        return False
+    relayed = any(h.lower() in PROXY_HEADERS for h in (headers or {}))
+    return ip is None and not relayed
+
+
+def history_viewer() -> str | None:
+    """The session the run history is filtered for (``RunStore.list_runs(visible_to=)``), or None for
+    the operator (:func:`operator_connection`), who sees every run."""
+    import os
+
+    setting = os.environ.get("FEDVIZ_OPERATOR", "local").strip().lower() or "local"
+    if setting not in ("local", "none"):
+        raise FedvizError(f"FEDVIZ_OPERATOR={setting!r}: expected 'local' (default) or 'none'")
+    try:
+        ip, headers = st.context.ip_address, dict(st.context.headers or {})
+    except Exception:  # noqa: BLE001 - no request context: treat as a visitor, the safe side
+        return session_id()
+    if ip is not None and not isinstance(ip, str):
+        ip = None  # AppTest's stand-in connection (a mock): no network, as a browser on this machine
+    return None if operator_connection(ip, headers, setting) else session_id()
+
+
 def session_ended(session_id: str) -> None:
     """A browser session ended (:mod:`fedviz.ui_sessions`): the data sets it alone asked for (an
     upload, a link's preset) leave the caches with their problems and optima."""

@@ -21,6 +21,9 @@ OWN = "the data's own nodes"
 HISTORY_SCOPE = ("Listed: the runs started in this tab since it was opened, and the runs no visitor owns (from the "
                  "command line, or from before runs had owners); other visitors' runs, and the names of their "
                  "files, are private to them.")
+#: The same for the server's own user (ui.history_viewer: a browser on this machine, not via a proxy).
+OPERATOR_SCOPE = ("Listed: every run in this server's history — this browser is on the server's own machine. "
+                  "Visitors from other machines see only their own tab's runs and the command line's.")
 #: K of the What-if partitioners, as its input takes it (and a link gives it).
 NODES_PARAM = Param("whatif_nodes", "int", 100, "K, for the What-if partitioners that take it.", low=1, high=100_000)
 
@@ -128,8 +131,9 @@ with tab_history:
         else:
             # A shared server's history holds every visitor's runs: each is listed only its own (and the
             # runs no visitor owns), since a run's settings name its uploaded file.
-            runs = store.list_runs(limit=200, visible_to=ui.session_id())
-            st.caption(HISTORY_SCOPE)
+            viewer = ui.history_viewer()
+            runs = store.list_runs(limit=200, visible_to=viewer)
+            st.caption(HISTORY_SCOPE if viewer is not None else OPERATOR_SCOPE)
             if not runs:
                 st.info("No run to show yet: start one on the Run page and it is listed here.")
             else:

@@ -80,7 +80,7 @@ with ui.guard("Reading the run history"):
     store = get_manager().store
     if store is None:
         st.warning("The run history is unavailable on this server; runs are kept in memory only.")
-    groups = [] if store is None else history_groups(store, visible_to=ui.session_id())  # not others' runs
+    groups = [] if store is None else history_groups(store, visible_to=ui.history_viewer())  # not others' runs
     by_id = {g.group_id: g for g in groups}
     own = setup_group(groups, setup)
     handle = st.session_state.get("eff-run")

@@ -94,8 +94,7 @@ def test_eight_sessions_two_slots(server, browser):
     url = server.url
     pages = {"home": (url + "/", lambda p: p.get_by_role("button", name=re.compile("Reproduce")).first),
              "run": (url + LINK, run_button),
-             # A new session's Compare lists no other session's runs: its caption is its first text.
-             "compare": (url + "/compare", lambda p: p.get_by_text("Listed: the runs started in this tab").first)}
+             "compare": (url + "/compare", lambda p: p.get_by_text("Runs to overlay").first)}
 
     def load(page, name) -> tuple[float, float]:
         """(seconds until the server sent the page's first complete script run, seconds until

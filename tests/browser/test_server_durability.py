@@ -5,12 +5,12 @@ one that completes, then a long one.  Once the long run has iterations in the hi
 the server's whole process group is killed with SIGKILL, so no shutdown code runs.  A
 new server on the same ``FEDVIZ_DB`` must hold the completed run intact (every
 iteration, status done, the same numbers) and the interrupted run up to its last
-committed iteration, marked ``interrupted`` by the new server's first page.  That page, Compare,
-lists neither to its visitor: they were the first server's visitor's (issue 21, point 4).
+committed iteration, marked ``interrupted``, and its Compare page must list both so.
 (tests/unit/test_store.py kills a bare writer process; this kills the dashboard itself.)
 """
 
 import math
+import re
 import signal
 import sqlite3
 import time
@@ -85,8 +85,15 @@ def test_sigkill_during_a_run_keeps_the_history(tmp_path, browser):
 
         with StreamlitServer(db, tmp_path / "second.log") as second:
             page.goto(second.url + "/compare")  # the first page that opens the history marks the dead runs
-            page.get_by_text("No run to show yet").first.wait_for()  # another (gone) visitor's runs are private
-            assert not page.locator('[data-testid="stMultiSelect"]').count()
+            page.get_by_text("Runs to overlay").first.wait_for()
+            # History lists every run as "#id label · status · …", newest first: the three newest
+            # are chosen for the overlay, the others wait in the picker's list.
+            picker = page.locator('[data-testid="stMultiSelect"]').first
+            texts = picker.locator("[data-tag] > span[title]").evaluate_all("tags => tags.map(t => t.title)")
+            picker.get_by_role("combobox").click()
+            page.get_by_role("option").first.wait_for()
+            texts += page.get_by_role("option").all_inner_texts()
+            listed = {int(m[1]): m[2] for text in texts if (m := re.match(r"#(\d+) \S+ · (\w+) ·", text))}
 
         with RunStore(db) as store:
             for i in short:
@@ -105,3 +112,4 @@ def test_sigkill_during_a_run_keeps_the_history(tmp_path, browser):
                 assert [r.iteration for r in recs] == list(range(len(recs)))
     finally:
         context.close()
+    assert listed == {**dict.fromkeys(short, "done"), **dict.fromkeys(long, "interrupted")}, texts

@@ -24,7 +24,9 @@ def test_a_visitors_run_is_listed_to_it_only(tmp_path, browser):
     db = tmp_path / "runs.sqlite"
     with RunStore(db) as s:
         cli = s.create_run(label="CLI", algorithm="gd", status="done")
-    with StreamlitServer(db, tmp_path / "server.log") as server, browser_page(browser) as a, \
+    # Two browsers on one machine stand for two machines: FEDVIZ_OPERATOR=none makes every browser a
+    # visitor (by default a browser on the server's own machine is its operator and sees every run).
+    with StreamlitServer(db, tmp_path / "server.log", env={"FEDVIZ_OPERATOR": "none"}) as server, browser_page(browser) as a, \
             browser_page(browser) as b:
         open_page(a, f"{server.url}/run?data=identical-nodes&algorithms=gd&iterations=3")
         run_button(a).click()

@@ -9,6 +9,7 @@ checks real sessions in a browser).
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -30,6 +31,9 @@ def visitor(monkeypatch):
     """``visitor("a")``: the sessions' pages run as visitor a from now on."""
     current = {"id": "visitor-a"}
     monkeypatch.setattr(ui, "session_id", lambda: current["id"])
+    # AppTest's sessions have no connection, as a browser on the server's own machine: by default that
+    # is the operator, who sees every run (test_the_machines_own_browser_sees_every_run below).
+    monkeypatch.setenv("FEDVIZ_OPERATOR", "none")
 
     def switch(name: str) -> None:
         current["id"] = f"visitor-{name}"
@@ -93,5 +97,27 @@ def test_compare_lists_a_visitors_own_runs_and_the_command_lines_never_anothers(
     assert any(f"#{cli} " in o for o in options)
     assert a.multiselect[0].value[0] == run_a  # its newest run is drawn first
     assert a.get("plotly_chart") and not a.exception
+
+    # The server's own user (FEDVIZ_OPERATOR's default: a browser on this machine, not via a proxy) sees
+    # every run, as the command line does: on a laptop, runs of earlier tabs and servers stay listed.
+    os.environ.pop("FEDVIZ_OPERATOR")
+    visitor("c")
+    c = _page("pages/compare.py")
+    options = c.multiselect[0].options
+    assert any(f"#{run_a} " in o for o in options) and any(f"#{cli} " in o for o in options), options
+    assert any(x.value.startswith("Listed: every run in this server's history") for x in c.caption)
+
     store.delete_run(run_a)
     store.delete_run(cli)
+
+
+@pytest.mark.parametrize("ip, headers, setting, operator", [
+    (None, {}, "local", True),                                   # a browser on this machine
+    ("192.168.1.20", {}, "local", False),                        # a student's laptop
+    (None, {"X-Forwarded-For": "192.168.1.20"}, "local", False),  # relayed by a proxy on this machine
+    (None, {"Forwarded": "for=192.168.1.20"}, "local", False),
+    (None, {"X-Real-IP": "10.0.0.3"}, "local", False),
+    (None, {}, "none", False),                                   # FEDVIZ_OPERATOR=none: nobody
+])
+def test_who_is_the_operator(ip, headers, setting, operator):
+    assert ui.operator_connection(ip, headers, setting) is operator
