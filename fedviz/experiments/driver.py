@@ -441,7 +441,8 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
     name stored with another grid (:class:`NameTaken`) unless ``replace`` (the stored one is deleted).
 
     ``max_cells`` bounds the grid (the dashboard's ``FEDVIZ_MAX_CELLS``: one click must not take a
-    shared cluster for hours); None, as on the command line, leaves it unbounded.
+    shared cluster for hours), and with a ``session`` the cells of every experiment that session
+    has running; None, as on the command line, leaves it unbounded.
 
     ``session``: the browser session launching it, which the experiment then belongs to; a session
     may not launch a name another visitor holds (:func:`held`, with the probe ``alive``) or another
@@ -464,6 +465,15 @@ def launch(experiment: Experiment, store: RunStore, *, address: str | None = Non
                                  hint="stop it first, or give this one another name" if ours else
                                  "another visitor (or the command line) launched it: its cells appear under "
                                  "Results as they finish; give yours another name to run it yourself")
+        if max_cells is not None and session is not None:
+            # The bound is the tab's, not one click's: two grids of 400 from one tab are 800 cells.
+            busy = sum(h.experiment.size for h in _RUNNING.values() if not h.done and h.launched_in(session))
+            if busy + experiment.size > max_cells:
+                raise ParameterError("cells", experiment.size,
+                                     f"at most {max_cells - busy:,} more cells from this browser tab, whose "
+                                     f"running experiments hold {busy:,} of its {max_cells:,}",
+                                     hint="stop one of them, or wait for it to end; FEDVIZ_MAX_CELLS sets this "
+                                          "server's bound")
         stored = store.get_experiment(name)
         if stored is not None and session is not None and not stored.launched_in(session):
             if held(stored, alive):

@@ -113,3 +113,15 @@ def test_an_experiment_whose_tab_has_closed_has_no_owner(store):
     # A session the probe never saw launch here (another live server's) stays held whatever it says.
     other = store.open_experiment("elsewhere", {}, session="a session of another server")
     assert driver.held(other, lambda sid: False)
+
+
+def test_a_tabs_running_experiments_share_its_cell_bound(store):
+    """FEDVIZ_MAX_CELLS bounds a tab, not a click: with 4 cells running, a tab bounded to 6 may not start
+    4 more (4 + 4 > 6); another tab may, and the command line is unbounded."""
+    first = driver.launch(_grid("first", seeds=(0, 1, 2, 3)), store, max_cells=6, session=A)
+    assert first.experiment.size == 4
+    with pytest.raises(ParameterError, match=r"at most 2 more cells from this browser tab.*hold 4 of its 6"):
+        driver.launch(_grid("second", seeds=(0, 1, 2, 3)), store, max_cells=6, session=A)
+    driver.launch(_grid("second", seeds=(0, 1)), store, max_cells=6, session=A)  # 4 + 2 = 6: allowed
+    driver.launch(_grid("third", seeds=(0, 1, 2, 3)), store, max_cells=6, session=B)
+    driver.launch(_grid("fourth", seeds=tuple(range(10))), store)
