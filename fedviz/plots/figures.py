@@ -558,11 +558,21 @@ def feature_appearance_figure(omega: np.ndarray, n_nodes: int, *, height: int = 
     return fig
 
 
+#: The narrowest bin of the node-size histogram, in decades (a twentieth of a decade, ~12% of n_k).
+MIN_BIN_DECADES = 0.05
+
+
 def node_size_figure(node_sizes: np.ndarray, *, height: int = 340) -> go.Figure:
-    """The distribution of n_k on log-spaced bins (a log x axis labelled at powers of ten)."""
+    """The distribution of n_k on log-spaced bins (a log x axis labelled at powers of ten).
+
+    Bins are at least :data:`MIN_BIN_DECADES` wide: nodes of (nearly) one size, such as dna.scale's
+    15 rows each or a random split of a9a, made 40 bins inside a sliver of a decade, and the chart
+    showed no bar at all."""
     sizes = np.asarray(node_sizes)
-    lo, hi = max(1, sizes.min()), max(2, sizes.max())
-    edges = np.unique(np.geomspace(lo, hi * 1.0001, 40))
+    a, b = np.log10(max(1, sizes.min())), np.log10(max(1, sizes.max()) + 1)
+    step = max((b - a) / 40, MIN_BIN_DECADES)
+    edges = 10.0 ** (a + step * np.arange(int(np.ceil((b - a) / step)) + 1))
+    edges[0], edges[-1] = min(edges[0], sizes.min()), max(edges[-1], sizes.max())  # 10**log10(15) may be 15.000…02
     counts, edges = np.histogram(sizes, bins=edges)
     fig = go.Figure(go.Bar(x=np.sqrt(edges[:-1] * edges[1:]), y=counts, width=np.diff(edges),
                            marker_color="#ff7f0e", name="nodes",

@@ -218,3 +218,16 @@ def test_panels_given_each_others_runs_have_the_same_ranges():
         assert lo <= values.min() and values.max() <= hi
         x0, x1 = fa.layout.xaxis.range
         assert x0 <= 0 and x1 >= 2 * IT.max()
+
+
+@pytest.mark.parametrize("sizes", [np.full(12, 15), np.r_[np.full(99, 325), 326], np.array([1, 3, 10, 200]),
+                                   np.geomspace(30, 2250, 500).astype(int)])
+def test_node_size_bars_count_every_node_and_are_visible(sizes):
+    """Every node in exactly one bar, and every bar at least a twentieth of a decade wide on the log axis (nodes
+    of one size, dna.scale's 15 each, were drawn as a bar 1e-5 decades wide: nothing showed)."""
+    bar = node_size_figure(sizes).data[0]
+    lo, hi = np.asarray(bar.customdata, dtype=float).T
+    assert np.sum(bar.y) == sizes.size
+    for left, right, count in zip(lo, hi, bar.y):
+        assert count == np.sum((sizes >= left) & ((sizes < right) | (right == hi[-1]) & (sizes <= right)))
+    assert np.all(np.log10(hi) - np.log10(lo) >= 0.05 - 1e-12)
