@@ -161,7 +161,8 @@ class LabelMap:
         if self.policy == "multiclass":
             bad = self.unknown(y_raw)
             if np.any(bad):
-                raise ParameterError("y", format_label(y_raw[bad][0]), f"one of the classes {format_labels(self.classes)}")
+                raise ParameterError("y", format_label(y_raw[bad][0]),
+                                     f"one of the classes {format_labels(self.classes)}")
             return np.searchsorted(np.asarray(self.classes), y_raw).astype(np.float64)
         return np.where(y_raw == self.positive, 1.0, -1.0)
 

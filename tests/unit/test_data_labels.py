@@ -293,3 +293,16 @@ def test_regression_has_no_classes():
     with pytest.raises(ParameterError, match="regression targets have no classes"):
         L.dataset_label_counts(ds)
     assert non_iid(ds).label_skew is None
+
+
+def test_the_cli_reports_the_share_of_plus_one_and_the_baselines_as_before(capsys):
+    import json
+
+    from fedviz.cli import main
+
+    assert main(["inspect", str(DATA / "dna.scale"), "--positive", "2", "--nodes", "9", "--seed", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ds = build(SPECS[1])
+    assert out["positive_fraction"] == float(np.mean(ds.y == 1))
+    glob = 1.0 if 2 * np.sum(ds.y == 1) > ds.n else -1.0
+    assert out["majority_test_error"] == float(np.mean(ds.y_test != glob))
