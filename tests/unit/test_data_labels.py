@@ -122,7 +122,8 @@ def test_map_labels_refuses_a_non_boolean_multiclass():
 
 def test_node_label_counts_are_per_node_uniques():
     rng = np.random.default_rng(1)
-    for classes, n, K in (((1.0, 2.0, 3.0), 500, 7), ((-1.0, 1.0), 333, 12), ((0.0, 4.0, 9.0, 10.0), 90, 1)):
+    for classes, n, K in (((1.0, 2.0, 3.0), 500, 7), ((-1.0, 1.0), 333, 12), ((0.0, 4.0, 9.0, 10.0), 90, 1),
+                          (tuple(np.arange(12.0)), 700, 15)):  # more than 8 classes: the one-key path
         y = rng.choice(classes, size=n)
         offsets = _random_offsets(rng, n, K) if K > 1 else np.array([0, n])
         got = L.node_label_counts(y, offsets, classes)
@@ -133,9 +134,13 @@ def test_node_label_counts_are_per_node_uniques():
         np.testing.assert_array_equal(L.label_counts(y, classes), np.bincount(np.searchsorted(classes, y)))
 
 
-def test_a_class_absent_from_the_labels_is_a_zero_column():
+def test_a_class_absent_from_the_labels_is_a_zero_column_and_an_empty_node_a_zero_row():
     y = np.array([1.0, 1.0, 3.0, 1.0])
-    np.testing.assert_array_equal(L.node_label_counts(y, [0, 2, 4], (1.0, 2.0, 3.0)), [[2, 0, 0], [1, 0, 1]])
+    np.testing.assert_array_equal(L.node_label_counts(y, [0, 2, 2, 4], (1.0, 2.0, 3.0)),
+                                  [[2, 0, 0], [0, 0, 0], [1, 0, 1]])
+    many = tuple(np.arange(1.0, 11.0))
+    np.testing.assert_array_equal(L.node_label_counts(y, [0, 2, 2, 4], many)[:, [0, 1, 2]],
+                                  [[2, 0, 0], [0, 0, 0], [1, 0, 1]])
 
 
 def test_binary_counts_follow_the_sign_rule_and_other_classes_refuse_strangers():
