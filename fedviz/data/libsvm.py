@@ -4,8 +4,8 @@ This module owns the file format ``label [qid:Q] index:value ... [# comment]``:
 :func:`load_libsvm` (one file) and :func:`load_libsvm_pair` (a train/test pair read
 with a common width and index base).  It reads labels exactly as written; what they
 become for a loss (the label policy: binary, one-vs-rest, multiclass codes, regression
-targets) is :mod:`fedviz.data.labels`, whose :func:`map_labels` and :class:`LabelMapping`
-are re-exported here for the callers that know them from this module.
+targets) is :mod:`fedviz.data.labels`, whose :func:`map_labels` and :class:`LabelMap` (as
+``LabelMapping``) are re-exported here for the callers that know them from this module.
 
 scikit-learn's ``load_svmlight_file`` is the reference for what a well-formed
 file means; this reader gives the same matrix and labels, and differs only where
