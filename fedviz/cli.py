@@ -82,6 +82,7 @@ def _print_warnings(ds) -> None:
 def _cmd_inspect(args) -> int:
     from .data.baselines import majority_test_error, node_majority_test_error
     from .data.build import build
+    from .data.labels import dataset_label_counts, positive_share
     from .problems.objective import Problem
     from .problems.optimum import solve
 
@@ -92,7 +93,7 @@ def _cmd_inspect(args) -> int:
     out["source"] = ds.meta.get("source")
     out["task"] = ds.task
     if ds.task == "classification":
-        out["positive_fraction"] = float((ds.y > 0).mean())
+        out["positive_fraction"] = positive_share(dataset_label_counts(ds).sum(axis=0))
         out["majority_test_error"] = majority_test_error(ds)
         out["node_majority_test_error"] = node_majority_test_error(ds)
     if args.opt:

@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .data.dataset import FederatedDataset
+from .data.labels import dataset_label_counts, label_skew
 from .errors import ParameterError
 
 __all__ = [
@@ -163,11 +164,6 @@ class NonIID:
                 + ", ".join(parts) + "; 0 = every node a perfect sample.")
 
 
-def _label_skew(y: np.ndarray, offsets: np.ndarray, n: int) -> float:
-    pos = (y > 0).astype(np.float64)
-    p = pos.mean()
-    p_k = np.add.reduceat(pos, offsets[:-1]) / np.diff(offsets)
-    return float(np.sum(np.diff(offsets) / n * np.abs(p_k - p)))
 
 
 def _feature_skew(stats) -> float:
@@ -193,9 +189,9 @@ def non_iid(ds: FederatedDataset, *, seed: int = 0) -> NonIID:
     deal = np.random.default_rng(seed).permutation(ds.node_of_row)
     shuffled = ds.with_nodes(deal)
     return NonIID(
-        label_skew=_label_skew(ds.y, ds.offsets, ds.n) if classification else None,
+        label_skew=label_skew(dataset_label_counts(ds)) if classification else None,
         feature_skew=_feature_skew(ds.stats),
-        reshuffled_label_skew=_label_skew(shuffled.y, shuffled.offsets, ds.n) if classification else None,
+        reshuffled_label_skew=label_skew(dataset_label_counts(shuffled)) if classification else None,
         reshuffled_feature_skew=_feature_skew(shuffled.stats),
         seed=seed)
 

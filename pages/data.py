@@ -2,12 +2,12 @@
 
 import dataclasses
 
-import numpy as np
 import streamlit as st
 
 from fedviz import ui
 from fedviz.markup import escape
 from fedviz.data.build import DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec
+from fedviz.data.labels import dataset_label_counts, positive_share
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
 from fedviz.data.synthetic import MAX_SEED
@@ -218,7 +218,7 @@ with right:
             a, b = st.columns(2)
             a.plotly_chart(node_size_figure(ds.node_sizes), width="stretch")
             if ds.task == "classification":
-                pos = np.add.reduceat((ds.y > 0).astype(float), ds.offsets[:-1]) / ds.node_sizes
+                pos = positive_share(dataset_label_counts(ds))
                 b.plotly_chart(label_balance_figure(pos, ds.node_sizes), width="stretch")
                 st.subheader("Baselines (Section 4.1)")
                 base = ui.load_baselines(current)

@@ -1,6 +1,7 @@
 """The naive baselines of the paper's Section 4.1 ("Naive prediction properties").
 
-Predict-majority and per-node-majority test errors depend only on the labels; the
+Predict-majority and per-node-majority test errors depend only on the labels, counted by
+:mod:`fedviz.data.labels` (the K × C table of :func:`~fedviz.data.labels.node_label_counts`); the
 optimum's test error is :func:`fedviz.problems.optimum.solve` plus
 :func:`classification_error`.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .dataset import FederatedDataset
+from .labels import (BINARY_CLASSES, dataset_classes, dataset_label_counts, label_counts, majority_class,
+                     node_majority)
 
 
 def classification_error(margins: np.ndarray, y: np.ndarray) -> float:
@@ -26,24 +29,23 @@ def classification_error(margins: np.ndarray, y: np.ndarray) -> float:
 
 def majority_label(y: np.ndarray) -> float:
     """+1 if strictly more than half of ``y`` is +1, else -1 (ties go to -1, 'no comment')."""
-    return 1.0 if np.sum(y > 0) * 2 > len(y) else -1.0
+    return BINARY_CLASSES[majority_class(label_counts(y, BINARY_CLASSES))]
 
 
 def majority_test_error(ds: FederatedDataset) -> float:
-    """Test error of predicting the training set's majority label for everything."""
+    """Test error of predicting the training set's majority class for everything (Section 4.1's
+    'predict majority'); ties go to the lowest class (for binary, -1)."""
     if ds.y_test.size == 0:
         return float("nan")
-    return float(np.mean(ds.y_test != majority_label(ds.y)))
+    classes = dataset_classes(ds)
+    return float(np.mean(ds.y_test != classes[majority_class(dataset_label_counts(ds))]))
 
 
 def node_majority_labels(ds: FederatedDataset) -> np.ndarray:
-    """Each node's majority training label; a tied node falls back to the global majority."""
-    pos = np.add.reduceat((ds.y > 0).astype(np.int64), ds.offsets[:-1])
-    twice = 2 * pos
-    sizes = ds.node_sizes
-    labels = np.where(twice > sizes, 1.0, -1.0)
-    labels[twice == sizes] = majority_label(ds.y)
-    return labels
+    """Each node's majority training class; a tied node takes, of its tied classes, the one with
+    the most rows overall (for binary, the global majority: :func:`fedviz.data.labels.node_majority`)."""
+    classes = np.asarray(dataset_classes(ds))
+    return classes[node_majority(dataset_label_counts(ds))]
 
 
 def node_majority_test_error(ds: FederatedDataset) -> float:

@@ -16,7 +16,8 @@ import scipy.sparse as sp
 from ..errors import DataFormatError, FedvizError, ParameterError
 from ..validation import check_choice, check_int, check_real
 from .dataset import FederatedDataset, chronological_split
-from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair, map_labels
+from .labels import class_codes, dataset_classes, format_label, format_labels, label_counts, map_labels
+from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair
 from .partition import make_partitioner
 from .presets import make_preset, parse_preset_spec, preset_config
 from .split import SPLITS, _percent, describe_split, random_split
@@ -226,7 +227,7 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
     y_test = None
     if test is not None:
         _check_test_labels(test, train, mapping)
-        y_test = _apply_mapping(test.y, mapping)
+        y_test = mapping.apply(test.y)
     X = train.X
     X_test = test.X if test is not None else None
     if spec.bias:
@@ -266,7 +267,10 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
         meta["split"] = "no test set: test fraction 0 keeps every row for training"
     elif kind == "random":
         stratified = mapping.task == "classification"
-        is_test = random_split(node_of_row, fraction, seed=spec.seed, labels=y > 0 if stratified else None)
+        # Strata are the classes of the mapped y (one-vs-rest: +1 and the rest), as the model sees them.
+        is_test = random_split(node_of_row, fraction, seed=spec.seed,
+                               labels=class_codes(y, mapping.model_classes) if stratified else None,
+                               n_classes=len(mapping.model_classes) if stratified else None)
         meta["split"] = describe_split(kind, fraction, seed=spec.seed, stratified=stratified)
     else:
         is_test = chronological_split(node_of_row, fraction)
@@ -298,9 +302,10 @@ def _test_set_warnings(ds: FederatedDataset) -> list[str]:
                        "the test fraction or upload a test file")
         return out
     if ds.task == "classification" and ds.y_test.size:
-        n_pos = int(np.count_nonzero(ds.y_test > 0))  # counts, not np.unique: no sort at paper scale
-        if n_pos in (0, ds.y_test.size):
-            label = "+1" if n_pos else "-1"
+        classes = dataset_classes(ds)
+        counts = label_counts(ds.y_test, classes)  # a comparison per row, no sort at paper scale
+        if np.count_nonzero(counts) == 1:
+            label = _signed(classes[int(np.argmax(counts))])
             fix = ("upload a test file with both classes" if has_file else
                    "the rows are probably sorted by label: use the random split (split='random'), "
                    "raise the test fraction or upload a test file"
@@ -327,7 +332,8 @@ def _label_shift_warning(ds: FederatedDataset) -> list[str]:
     split's test share (the two-proportion z statistic), so sampling noise alone, in a
     small test set, is not reported.
     """
-    p_train, p_test = float(np.mean(ds.y > 0)), float(np.mean(ds.y_test > 0))
+    classes = dataset_classes(ds)
+    p_train, p_test = (float(label_counts(y, classes)[1] / y.size) for y in (ds.y, ds.y_test))
     n_train, n_test = ds.y.size, ds.y_test.size
     p = (p_train * n_train + p_test * n_test) / (n_train + n_test)
     se = math.sqrt(p * (1 - p) * (1 / n_train + 1 / n_test))
@@ -388,29 +394,20 @@ def _check_test_labels(test, train, mapping) -> None:
     word (dna.scale.t's 1, 2, 3 against heart_scale's -1, +1: every test row one class).
     Naming the line lets the user find the mix-up.  Regression targets are free.
     """
-    if mapping.task != "classification":
-        return
-    known = np.array((mapping.positive, *mapping.negative))
-    bad = np.flatnonzero(~np.isin(test.y, known))
+    bad = np.flatnonzero(mapping.unknown(test.y))  # none for regression: targets are free
     if bad.size:
         row = int(bad[0])
-        known_text = ", ".join(_fmt_label(v) for v in np.sort(known))
+        known_text = format_labels(mapping.classes, limit=len(mapping.classes))
         raise DataFormatError(
-            f"label {_fmt_label(test.y[row])} is not among the training file {train.source}'s labels "
+            f"label {format_label(test.y[row])} is not among the training file {train.source}'s labels "
             f"({known_text}); {bad.size:,} of {test.y.size:,} test rows carry such labels. "
             "Is it the test file of another data set?",
             line=None if test.row_lines is None else int(test.row_lines[row]), source=test.source)
 
 
-def _fmt_label(v) -> str:
-    v = float(v)
-    return str(int(v)) if v.is_integer() else repr(v)
-
-
-def _apply_mapping(y_raw: np.ndarray, mapping) -> np.ndarray:
-    if mapping.task == "regression":
-        return np.asarray(y_raw, dtype=np.float64)
-    return np.where(y_raw == mapping.positive, 1.0, -1.0)
+def _signed(c: float) -> str:
+    """A class of the mapped y as the warnings write it: "+1", "-1" (a code as itself)."""
+    return {1.0: "+1", -1.0: "-1"}.get(float(c), format_label(c))
 
 
 def _with_bias(X: sp.csr_matrix) -> sp.csr_matrix:

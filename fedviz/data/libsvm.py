@@ -1,10 +1,11 @@
-"""Reading LIBSVM / svmlight text files, and mapping their labels for a loss.
+"""Reading LIBSVM / svmlight text files.
 
 This module owns the file format ``label [qid:Q] index:value ... [# comment]``:
-:func:`load_libsvm` (one file), :func:`load_libsvm_pair` (a train/test pair read
-with a common width and index base) and :func:`map_labels` (raw labels to the
-y_i in {-1, +1} of logistic regression and SVMs, or real targets kept for linear
-regression; Section 1.1 of Konečný et al., 2016).
+:func:`load_libsvm` (one file) and :func:`load_libsvm_pair` (a train/test pair read
+with a common width and index base).  It reads labels exactly as written; what they
+become for a loss (the label policy: binary, one-vs-rest, multiclass codes, regression
+targets) is :mod:`fedviz.data.labels`, whose :func:`map_labels` and :class:`LabelMap` (as
+``LabelMapping``) are re-exported here for the callers that know them from this module.
 
 scikit-learn's ``load_svmlight_file`` is the reference for what a well-formed
 file means; this reader gives the same matrix and labels, and differs only where
@@ -56,7 +57,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError, ParameterError
-from ..validation import check_choice, check_int, check_real
+from ..validation import check_int
+from .labels import LabelMap as LabelMapping, map_labels  # re-exported: the label policy lives there
 
 __all__ = ["LibsvmData", "LabelMapping", "load_libsvm", "load_libsvm_pair", "map_labels"]
 
@@ -118,28 +120,6 @@ class LibsvmData:
     dropped_zeros: int = 0
     warnings: tuple[str, ...] = ()
     row_lines: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class LabelMapping:
-    """How :func:`map_labels` turned raw labels into the values a loss expects.
-
-    Attributes
-    ----------
-    task : str
-        ``"classification"`` (labels in {-1, +1}) or ``"regression"`` (kept as is).
-    positive : float or None
-        The raw label mapped to +1 (None for regression).
-    negative : tuple of float
-        The raw labels mapped to -1, in increasing order.
-    description : str
-        One sentence for the user, e.g. ``"label 1 became +1, label 0 became -1"``.
-    """
-
-    task: str
-    positive: float | None
-    negative: tuple[float, ...]
-    description: str
 
 
 # --------------------------------------------------------------------------- public API
@@ -252,83 +232,6 @@ def load_libsvm_pair(train, test, *, n_features: int | None = None, zero_based: 
                     "say so (wider_test=True; Data page: 'Test file may be wider')")
     train_data, test_data = _assemble(parsed, opts["zero_based"], nf)
     return train_data, test_data
-
-
-def map_labels(y, *, task: str = "auto", positive: float | None = None, source: str | None = None
-               ) -> tuple[np.ndarray, LabelMapping]:
-    """Map raw labels to {-1, +1} for classification, or keep real targets.
-
-    The losses of Section 1.1 (Konečný et al., 2016) take y_i in {-1, 1} for logistic
-    regression and SVMs and y_i in R for linear regression.
-
-    Parameters
-    ----------
-    y : array_like, 1-D
-        Raw labels, e.g. :attr:`LibsvmData.y`.
-    task : {"auto", "classification", "regression"}
-        ``"auto"`` means classification when every label is an integer (or when
-        ``positive`` is given) and regression otherwise.
-    positive : float, optional
-        The raw label that becomes +1; every other label becomes -1 (one-vs-rest).
-        Default for two classes: the larger one.  Required for more than two classes,
-        because no choice of positive class is neutral.
-    source : str, optional
-        Where the labels come from (a file name), named in error messages.
-
-    Returns
-    -------
-    y_mapped : ndarray of float64
-    mapping : LabelMapping
-
-    Raises
-    ------
-    DataFormatError
-        A single class, more than two classes without ``positive``, no labels, or
-        non-finite labels.
-    ParameterError
-        ``positive`` not among the labels, or given for regression.
-    """
-    check_choice("task", task, ("auto", "classification", "regression"))
-    try:
-        y = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ParameterError("y", type(y).__name__, "a 1-D array of numbers") from None
-    if y.ndim != 1:
-        raise ParameterError("y.ndim", y.ndim, "1")
-    if y.size == 0:
-        raise DataFormatError("there are no labels to map", source=source)
-    if not np.all(np.isfinite(y)):
-        raise DataFormatError(f"labels must be finite, found {_fmt(y[~np.isfinite(y)][0])}", source=source)
-    if positive is not None:
-        positive = check_real("positive", positive)
-    if task == "auto":
-        integral = bool(np.all(y == np.round(y)))
-        task = "classification" if integral or positive is not None else "regression"
-    if task == "regression":
-        if positive is not None:
-            raise ParameterError("positive", positive, "None when task='regression'")
-        return y.copy(), LabelMapping("regression", None, (), "real-valued targets kept as they are")
-
-    classes = np.unique(y)
-    if classes.size == 1:
-        raise DataFormatError(f"classification needs two classes, but every label is {_fmt(classes[0])} "
-                              f"(all {y.size:,} rows)", source=source)
-    if positive is None:
-        if classes.size > 2:
-            raise DataFormatError(
-                f"the labels hold {classes.size} classes ({_list(classes)}); binary classification "
-                "needs a positive class: choose one with positive=<label> (one-vs-rest)", source=source)
-        positive = float(classes[1])
-    elif positive not in classes:
-        raise ParameterError("positive", positive, f"one of the labels found: {_list(classes)}")
-    negative = tuple(float(c) for c in classes if c != positive)
-    if classes.size == 2 and positive == 1.0 and negative == (-1.0,):
-        description = "labels -1 and +1 kept as they are"
-    else:
-        neg_word = "label" if len(negative) == 1 else "labels"
-        description = (f"label {_fmt(positive)} became +1, {neg_word} "
-                       f"{_list(np.asarray(negative))} became -1")
-    return np.where(y == positive, 1.0, -1.0), LabelMapping("classification", positive, negative, description)
 
 
 # --------------------------------------------------------------------------- reading
@@ -1048,15 +951,3 @@ def _raise_out_of_range(p: _Parsed, n_features: int, shift: int, why: str | None
     raise DataFormatError(
         f"feature index {int(token.split(b':', 1)[0])} {why}",
         line=int(p.row_line[row]), token=token.decode("ascii"), source=p.name)
-
-
-# --------------------------------------------------------------------------- formatting
-
-def _fmt(v: float) -> str:
-    v = float(v)
-    return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
-
-
-def _list(values: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(_fmt(v) for v in values[:limit])
-    return shown if values.size <= limit else f"{shown}, ... ({values.size} in all)"

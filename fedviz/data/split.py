@@ -22,6 +22,7 @@ import zlib
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..validation import check_choice, check_int, check_real
 
 __all__ = ["SPLITS", "random_split", "describe_split"]
@@ -32,7 +33,8 @@ __all__ = ["SPLITS", "random_split", "describe_split"]
 SPLITS = ("auto", "random", "chronological")
 
 
-def random_split(node_of_row, fraction: float, *, seed: int, labels=None) -> np.ndarray:
+def random_split(node_of_row, fraction: float, *, seed: int, labels=None, n_classes: int | None = None
+                 ) -> np.ndarray:
     """A mask of test rows: a seeded random ⌊f·m_k⌋ of each node's m_k rows.
 
     With ``labels`` (classification), the split is stratified within each node: each
@@ -41,6 +43,11 @@ def random_split(node_of_row, fraction: float, *, seed: int, labels=None) -> np.
     ties broken at random), so every stratum's test count is within 1 of f·c while the
     node's total stays ⌊f·m_k⌋, the count :func:`chronological_split` holds out.
     Without ``labels`` (regression), the rows are drawn uniformly within each node.
+
+    ``labels`` are the classes of the rows: any values (their distinct values are the
+    classes), booleans (two classes), or, with ``n_classes`` = C, the codes 0..C−1 of
+    :func:`fedviz.data.labels.class_codes`, which the builder passes so that the strata
+    are the label module's classes, also those absent from the file.
 
     The random stream is keyed by the seed and the word "split", so it is independent of
     a partitioner seeded alike (which would otherwise line the two shuffles up).
@@ -61,7 +68,13 @@ def random_split(node_of_row, fraction: float, *, seed: int, labels=None) -> np.
         labels = np.asarray(labels).reshape(-1)
         if labels.shape != (n,):
             raise ValueError("labels must hold one label per row")
-        if labels.dtype == bool:  # the common case, y > 0: no sort needed
+        if n_classes is not None:  # codes of the labels module: no sort needed
+            n_classes = check_int("n_classes", n_classes, low=1)
+            if labels.dtype.kind not in "iub" or labels.min() < 0 or labels.max() >= n_classes:
+                raise ParameterError("labels", f"{labels.dtype} values", f"class codes 0..{n_classes - 1} "
+                                     f"(n_classes={n_classes})")
+            cls = labels.astype(np.int64)
+        elif labels.dtype == bool:  # two classes: no sort needed
             n_classes, cls = 2, labels.astype(np.int64)
         else:
             classes, cls = np.unique(labels, return_inverse=True)

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from ..algorithms import get_algorithm
 from ..algorithms._svrg_kernels import SAMPLE_STREAM, permutation_samples
 from ..data.dataset import FederatedDataset
+from ..data.labels import dataset_label_counts, positive_share
 from ..data.partition import make_partitioner
 from ..errors import ParameterError
 from ..problems.objective import Problem
@@ -268,7 +269,7 @@ def drift_view(split: str, settings: DriftSettings = DriftSettings()) -> DriftVi
                        hyper=hyper_for(name, problem, settings)) for name in ALGORITHMS)
     points = np.concatenate([optima, *[r.servers for r in runs], *[r.locals.reshape(-1, problem.d) for r in runs]])
     ds = problem.data
-    pos = np.add.reduceat((ds.y > 0).astype(float), ds.offsets[:-1]) / ds.node_sizes
+    pos = positive_share(dataset_label_counts(ds))
     return DriftView(split=split, title=SPLITS[split][0], w_star=w_star, optima=optima,
                      node_sizes=ds.node_sizes.copy(), node_labels=pos, runs=runs,
                      plane=principal_plane(points, w_star), settings=settings)

@@ -103,6 +103,32 @@ def test_data_page_upload_shows_statistics():
     assert any("random 25% of each node's rows, stratified by label" in c.value for c in at.caption)
 
 
+def test_data_page_says_the_label_mapping_and_draws_each_nodes_share_of_plus_one():
+    """dna.scale's class 2 against the rest: the caption says so (fedviz.data.labels' sentence) and the
+    label balance bars are the nodes' shares of +1, computed here node by node on the same data set."""
+    import base64
+    import json
+
+    import numpy as np
+    from fedviz.data.build import build
+
+    at = _app(page="pages/data.py")
+    at.radio[0].set_value("Upload a LIBSVM file").run()
+    at.file_uploader(key="upload-train").set_value(
+        ("dna.scale", (DATA / "dna.scale").read_bytes(), "application/octet-stream")).run()
+    at.text_input(key="upload-positive").set_value("2").run()
+    assert not at.exception and not at.error
+    assert any(c.value.endswith("label 2 became +1, labels 1, 3 became -1") for c in at.caption)
+    bars = next(json.loads(c.proto.spec)["data"][0] for c in at.get("plotly_chart")
+                if "Label balance" in json.loads(c.proto.spec)["layout"]["title"]["text"])
+    y = bars["y"]
+    if isinstance(y, dict):  # plotly's typed-array encoding
+        y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
+    ds = build(DataSpec(source=str(DATA / "dna.scale"), positive=2))  # the page's defaults: 100 iid nodes, seed 0
+    shares = [np.mean(ds.y[ds.node_slice(k)] == 1) for k in range(ds.n_nodes)]
+    np.testing.assert_array_equal(np.asarray(y, dtype=float), np.sort(shares))
+
+
 def test_a_file_without_its_final_line_end_is_flagged_on_the_data_page():
     """A real copy of a9a cut short (here: after its 1,000th row's fourth feature) loads, with a warning that
     names its last line and compares its length with the file's typical row."""
