@@ -84,6 +84,12 @@ class Algorithm:
     def __init__(self, problem: Problem, *, seed: int = 0, w0: np.ndarray | None = None, **hyper):
         self.problem = problem
         self.seed = check_int("seed", seed, low=0, high=2**63 - 1)
+        if problem.n_classes != 1:
+            # The flat-w adapter: every kernel still works on a weight vector of length d (the
+            # d × 1 model of C = 1, issue 22); an algorithm takes C > 1 once it is converted.
+            raise ParameterError(f"{self.name}.loss", problem.loss.name,
+                                 f"a loss with one output per example (C = 1; this problem has C = "
+                                 f"{problem.n_classes}): {self.title} works on binary and regression models only")
         if problem.loss.name not in self.losses:
             raise ParameterError(f"{self.name}.loss", problem.loss.name,
                                  "one of " + ", ".join(self.losses) + f" (what {self.title} supports)")

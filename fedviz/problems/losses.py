@@ -1,10 +1,27 @@
-"""Losses φ_i(z) of the L2-regularised linear predictors of the paper's Appendix, eq. (11).
+"""Losses φ_i of the L2-regularised linear predictors of the paper's Appendix, eq. (11).
 
-Each loss is a small stateless object acting on margins ``z = Xw`` and labels ``y``
-elementwise.  It provides the value, the first and second derivatives in z (from which
-the objective builds gradients and Hessian-vector products), the smoothness constant
-of φ (1/γ in the Appendix's notation) and the convex conjugate φ* that the dual methods
-(CoCoA+, Algorithm 6) need.
+Each loss is a small stateless object acting on margins and labels.  The model has the
+shape (d, C) (issue 22; scikit-learn's ``coef`` has the same layout), so example i has C
+margins z_i = Wᵀx_i and the margins of n examples are an n × C array; C is the loss's
+:meth:`Loss.n_outputs` for the labels: 1 for the scalar losses here (binary classification
+and regression), whose margins are kept as a vector of length n (an n × 1 array's data).
+
+The interface every loss implements, on margins of any C (what the objective, the optimum
+and the metrics use):
+
+- :meth:`Loss.value_deriv`: Σ_i φ_i, the derivatives ∂φ_i/∂z_i shaped like the margins and
+  the training error count, in one call;
+- :meth:`Loss.errors`: the misclassified count (the sign of the margin for C = 1);
+- :meth:`Loss.curvature` / :meth:`Loss.curvature_product` / :meth:`Loss.curvature_diagonal`:
+  the per-example Hessian blocks ∇²φ_i (C × C; for C = 1 the scalar φ'') as an operator, for
+  the Hessian-vector products of the optimum and its diagonal preconditioner.
+
+The scalar losses (C = 1) also give φ, φ', φ'' and the convex conjugate φ* elementwise
+(:meth:`Loss.value`, :meth:`Loss.deriv`, :meth:`Loss.deriv2`, :meth:`Loss.conjugate`), which
+the per-example kernels and the dual methods (CoCoA+, Algorithm 6) use; the interface above
+is defined from them with the same operations in the same order, so that a binary result is
+the same to the last bit whichever path computes it.  Smoothness is that of φ (1/γ in the
+Appendix's notation).
 """
 
 from __future__ import annotations
@@ -41,11 +58,36 @@ class Loss:
         """φ*(u) = sup_z (u z − φ(z)); +inf outside the domain."""
         raise NotImplementedError
 
+    def n_outputs(self, y) -> int:
+        """C, the margins per example the loss takes for labels ``y``: 1 for a scalar loss."""
+        return 1
+
+    def errors(self, z, y) -> int | None:
+        """The misclassified count at margins ``z``: sign(z_i) ≠ y_i for C = 1 (a margin of
+        exactly 0 predicts −1); None for a regression loss, which counts no errors."""
+        if self.task != "classification":
+            return None
+        return int(np.count_nonzero((z > 0) != (y > 0)))
+
     def value_deriv(self, z, y) -> tuple[float, np.ndarray, int | None]:
-        """(Σ_i φ(z_i), φ'(z), misclassified count or None): what an objective-and-gradient
-        evaluation and the training error need, in one call."""
-        errors = int(np.count_nonzero((z > 0) != (y > 0))) if self.task == "classification" else None
+        """(Σ_i φ_i(z_i), the derivatives shaped like the margins ``z``, :meth:`errors`): what an
+        objective-and-gradient evaluation and the training error need, in one call."""
+        errors = self.errors(z, y)
         return float(np.sum(self.value(z, y))), self.deriv(z, y), errors
+
+    def curvature(self, z, y, divisor: float | None = None):
+        """The Hessian blocks ∇²φ_i(z_i) (divided by ``divisor`` if given) as an operator for
+        :meth:`curvature_product`: for C = 1 the vector φ''(z) (/ divisor)."""
+        d2 = self.deriv2(z, y)
+        return d2 if divisor is None else d2 / divisor
+
+    def curvature_product(self, D, u):
+        """∇²φ_i u_i for every example, shaped like the margins ``u``: D u elementwise for C = 1."""
+        return D * u
+
+    def curvature_diagonal(self, D):
+        """The diagonals of the Hessian blocks, shaped like the margins: D itself for C = 1."""
+        return D
 
     @property
     def key(self) -> tuple:

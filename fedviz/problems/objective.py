@@ -1,9 +1,18 @@
-"""The objective f(w) = (1/n) Σ_i φ_i(x_iᵀw) + (λ/2)‖w‖² of the paper's eqs. (1) and (11).
+"""The objective f(W) = (1/n) Σ_i φ_i(Wᵀx_i) + (λ/2)‖W‖²_F of the paper's eqs. (1) and (11).
 
 :class:`Problem` binds a federated data set, a loss and λ.  It evaluates f, ∇f and
 Hessian-vector products with two sparse matrix-vector products each (the memory-bound
 floor every algorithm is measured against), and the per-node quantities F_k and ∇F_k
 of eq. (6).
+
+The model's shape (issue 22).  The problem owns the number of outputs C (the loss's, from the
+labels: 1 for binary classification and regression) and the model's shape (d, C), row-major as
+scikit-learn's ``coef``: a feature's C weights are contiguous.  Its methods take the model flat,
+a vector of length :attr:`Problem.size` = dC (the layout the optimum and every algorithm work
+in), and :meth:`Problem.as_model` / :meth:`Problem.flat` convert between the two views without
+a copy.  Margins are n × C, kept as a vector of length n when C = 1: for C = 1 the flat model
+*is* the weight vector w ∈ R^d of the paper, and every computation is the binary one, operation
+for operation.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ class Problem:
     data: FederatedDataset
     loss: Loss
     lam: float
+    #: C, the outputs per example (the model is d × C): 1 for binary classification and regression.
+    n_classes: int
 
     def __init__(self, data: FederatedDataset, loss: Loss | str = "logistic", lam: float | None = None):
         loss = make_loss(loss)
@@ -58,6 +69,7 @@ class Problem:
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "loss", loss)
         object.__setattr__(self, "lam", float(lam))
+        object.__setattr__(self, "n_classes", int(loss.n_outputs(data.y)))
 
     # -- shorthands ------------------------------------------------------------------------
     @property
@@ -75,6 +87,39 @@ class Problem:
     @property
     def d(self) -> int:
         return self.data.d
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The model's shape (d, C), row-major."""
+        return (self.data.d, self.n_classes)
+
+    @property
+    def size(self) -> int:
+        """dC: the length of the flat model every method takes (d for C = 1)."""
+        return self.data.d * self.n_classes
+
+    @property
+    def margin_shape(self) -> tuple[int, ...]:
+        """The margins' shape: (n, C), or (n,) for C = 1 (the binary vector of margins)."""
+        return (self.data.n,) if self.n_classes == 1 else (self.data.n, self.n_classes)
+
+    def as_model(self, w: np.ndarray) -> np.ndarray:
+        """The flat model ``w`` (length dC) as the d × C matrix W, a view (row j: feature j's C weights)."""
+        w = np.asarray(w)
+        if w.shape != (self.size,):
+            raise ParameterError("w", f"shape {w.shape}", f"a flat model of length dC = {self.size}")
+        return w.reshape(self.shape)
+
+    def flat(self, W: np.ndarray) -> np.ndarray:
+        """The d × C model ``W`` as the flat vector the methods take (a view of row-major W)."""
+        W = np.asarray(W)
+        if W.shape != self.shape:
+            raise ParameterError("W", f"shape {W.shape}", f"a model of shape (d, C) = {self.shape}")
+        return W.reshape(self.size)
+
+    def zero_model(self) -> np.ndarray:
+        """The flat model 0 (length dC)."""
+        return np.zeros(self.size)
 
     @property
     def key(self) -> tuple:
@@ -97,15 +142,16 @@ class Problem:
         return RowBlocks(self.data.X_test)
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
-        """X w on every core."""
+        """The margins X W of the flat model ``w``: X w (length n) on every core for C = 1."""
         return self.blocks.matvec(w)
 
     def rmatvec(self, r: np.ndarray) -> np.ndarray:
-        """Xᵀ r on every core."""
+        """Xᵀ R, flat (length dC), for ``r`` shaped like the margins: Xᵀ r on every core for C = 1."""
         return self.blocks.rmatvec(r)
 
     # -- objective ---------------------------------------------------------------------------
     def margins(self, w: np.ndarray) -> np.ndarray:
+        """X W for the flat model ``w``: n × C, a vector of length n for C = 1."""
         return self.matvec(w)
 
     def value(self, w: np.ndarray, z: np.ndarray | None = None) -> float:
@@ -124,6 +170,8 @@ class Problem:
     def value_grad_error(self, w: np.ndarray, z: np.ndarray | None = None):
         """f(w), ∇f(w) and the training error (:attr:`error_metric`) together."""
         z = self.matvec(w) if z is None else z
+        # The loss's derivatives are shaped like the margins and its error count is the sign's
+        # (C = 1); the rest is the same for every C with the model flat.
         total, d, errors = self.loss.value_deriv(z, self.y)
         f = total / self.n + 0.5 * self.lam * float(w @ w)
         d /= self.n
@@ -135,14 +183,15 @@ class Problem:
             train = self._error(z, self.y)
         return f, g, train
 
-    def curvature(self, w: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
-        """The diagonal D with ∇²f(w) = Xᵀ D X / n + λI, i.e. φ''(x_iᵀw)."""
+    def curvature(self, w: np.ndarray, z: np.ndarray | None = None):
+        """The per-example Hessian blocks D with ∇²f(w) = Xᵀ D X / n + λI (the loss's
+        :meth:`~fedviz.problems.losses.Loss.curvature`): for C = 1 the diagonal φ''(x_iᵀw)."""
         z = self.matvec(w) if z is None else z
-        return self.loss.deriv2(z, self.y)
+        return self.loss.curvature(z, self.y)
 
-    def hessp(self, D: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²f(w) v for the curvature ``D = curvature(w)``."""
-        return self.rmatvec(D * self.matvec(v)) / self.n + self.lam * v
+    def hessp(self, D, v: np.ndarray) -> np.ndarray:
+        """∇²f(w) v for the curvature ``D = curvature(w)`` and a flat ``v``."""
+        return self.rmatvec(self.loss.curvature_product(D, self.matvec(v))) / self.n + self.lam * v
 
     # -- per-node quantities (eq. 6: F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w)) -----------------------
     def node_grads_data(self, w: np.ndarray) -> sp.csr_matrix:
