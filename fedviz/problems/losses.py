@@ -58,8 +58,9 @@ class Loss:
         """φ*(u) = sup_z (u z − φ(z)); +inf outside the domain."""
         raise NotImplementedError
 
-    def n_outputs(self, y) -> int:
-        """C, the margins per example the loss takes for labels ``y``: 1 for a scalar loss."""
+    def n_outputs(self, y, y_test=None) -> int:
+        """C, the margins per example the loss takes for training labels ``y`` (and test labels
+        ``y_test``): 1 for a scalar loss."""
         return 1
 
     def errors(self, z, y) -> int | None:
@@ -195,6 +196,89 @@ class SmoothedHinge(Loss):
         b = -np.asarray(u, dtype=float) * y
         out = -b + 0.5 * self.gamma * b * b
         return np.where((b < 0) | (b > 1), np.inf, out)
+
+
+class Softmax(Loss):
+    """Softmax (multinomial logistic) regression over C ≥ 2 classes: with margins z ∈ R^C and a
+    class code y ∈ {0, …, C−1}, φ(z) = log Σ_c exp(z_c) − z_y (issue 22, point 2).
+
+    The labels are class codes 0..C−1 (mapping a file's labels to codes is the data layer's);
+    C is the largest code + 1, over the training and test labels.  ∇φ = p − e_y with
+    p = softmax(z) and ∇²φ = diag(p) − p pᵀ ⪯ ½ I (Böhning, 1992): smoothness ½ per example.
+    Not in :data:`LOSSES` (what the pages offer) until the algorithms take C > 1; construct it.
+    """
+
+    name = "softmax"
+    title = "Softmax regression (multinomial logistic)"
+    smoothness = 0.5
+
+    def n_outputs(self, y, y_test=None) -> int:
+        codes = np.asarray(y, dtype=np.float64)
+        if y_test is not None and np.size(y_test):
+            codes = np.concatenate([codes, np.asarray(y_test, dtype=np.float64)])
+        bad = (codes < 0) | (codes != np.floor(codes))
+        if codes.size == 0 or np.any(bad):
+            raise ParameterError("loss", self.name, "a binary or regression loss: softmax needs labels "
+                                 "that are class codes 0, 1, …, C − 1")
+        C = int(codes.max()) + 1
+        if C < 2:
+            raise ParameterError("loss", self.name, "a binary loss: the labels hold one class only")
+        return C
+
+    @staticmethod
+    def _logsumexp(z):
+        m = np.max(z, axis=1)
+        return m + np.log(np.sum(np.exp(z - m[:, None]), axis=1))
+
+    def _probabilities(self, z):
+        return np.exp(z - self._logsumexp(z)[:, None])
+
+    @staticmethod
+    def _codes(y):
+        return np.asarray(y).astype(np.intp)
+
+    def value(self, z, y):
+        """φ_i for every example (a vector of length n)."""
+        return self._logsumexp(z) - z[np.arange(len(z)), self._codes(y)]
+
+    def deriv(self, z, y):
+        """p − e_y for every example: n × C, like the margins."""
+        d = self._probabilities(z)
+        d[np.arange(len(z)), self._codes(y)] -= 1.0
+        return d
+
+    def errors(self, z, y) -> int:
+        """The examples whose largest margin is not their class's (a tie predicts the lowest code)."""
+        return int(np.count_nonzero(np.argmax(z, axis=1) != self._codes(y)))
+
+    def value_deriv(self, z, y):
+        lse = self._logsumexp(z)
+        rows, codes = np.arange(len(z)), self._codes(y)
+        total = float(np.sum(lse - z[rows, codes]))
+        d = np.exp(z - lse[:, None])
+        errors = self.errors(z, y)
+        d[rows, codes] -= 1.0
+        return total, d, errors
+
+    def curvature(self, z, y, divisor: float | None = None):
+        """(p, divisor): the blocks diag(p_i) − p_i p_iᵀ, kept as the probabilities."""
+        return (self._probabilities(z), divisor)
+
+    def curvature_product(self, D, u):
+        p, divisor = D
+        out = p * (u - np.sum(p * u, axis=1, keepdims=True))
+        return out if divisor is None else out / divisor
+
+    def curvature_diagonal(self, D):
+        p, divisor = D
+        out = p * (1.0 - p)
+        return out if divisor is None else out / divisor
+
+    def deriv2(self, z, y):
+        raise NotImplementedError("softmax has C × C curvature blocks: use curvature()")
+
+    def conjugate(self, u, y):
+        raise NotImplementedError("the dual methods do not take softmax yet (issue 22, point 3)")
 
 
 #: Elements per chunk of the fused logistic kernel: fixed, so the partial sums (added in

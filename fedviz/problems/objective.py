@@ -60,7 +60,8 @@ class Problem:
             lam = 1.0 / data.n
         if not (isinstance(lam, (int, float, np.floating)) and np.isfinite(lam) and lam > 0):
             raise ParameterError("lam", lam, "number > 0 (default 1/n)")
-        if loss.task == "classification":
+        n_classes = int(loss.n_outputs(data.y, data.y_test))
+        if loss.task == "classification" and n_classes == 1:
             bad = ~np.isin(data.y, (-1.0, 1.0))
             if np.any(bad):
                 raise ParameterError("loss", loss.name,
@@ -69,7 +70,7 @@ class Problem:
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "loss", loss)
         object.__setattr__(self, "lam", float(lam))
-        object.__setattr__(self, "n_classes", int(loss.n_outputs(data.y)))
+        object.__setattr__(self, "n_classes", n_classes)
 
     # -- shorthands ------------------------------------------------------------------------
     @property
@@ -143,11 +144,17 @@ class Problem:
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
         """The margins X W of the flat model ``w``: X w (length n) on every core for C = 1."""
-        return self.blocks.matvec(w)
+        if self.n_classes == 1:
+            return self.blocks.matvec(w)
+        # C > 1: SciPy's product with the row-major d × C view (one core; the row-block
+        # kernels move one value per nonzero and take C = 1 only, for now).
+        return self.X @ self.as_model(w)
 
     def rmatvec(self, r: np.ndarray) -> np.ndarray:
         """Xᵀ R, flat (length dC), for ``r`` shaped like the margins: Xᵀ r on every core for C = 1."""
-        return self.blocks.rmatvec(r)
+        if self.n_classes == 1:
+            return self.blocks.rmatvec(r)
+        return np.ascontiguousarray(self.X.T @ r).reshape(self.size)
 
     # -- objective ---------------------------------------------------------------------------
     def margins(self, w: np.ndarray) -> np.ndarray:
@@ -195,12 +202,21 @@ class Problem:
 
     # -- per-node quantities (eq. 6: F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w)) -----------------------
     def node_grads_data(self, w: np.ndarray) -> sp.csr_matrix:
-        """The data part of each ∇F_k as rows of a K × d sparse matrix: (1/n_k) X_kᵀ φ'(X_k w)."""
-        z = self.X @ w
-        r = self.loss.deriv(z, self.y) / np.repeat(self.data.node_sizes, self.data.node_sizes)
-        P = sp.csr_matrix((r, self.data.node_of_row, np.arange(self.n + 1)),
-                          shape=(self.n, self.data.n_nodes))
-        return (P.T @ self.X).tocsr()
+        """The data part of each ∇F_k as rows of a K × dC sparse matrix: (1/n_k) X_kᵀ φ'(X_k W),
+        flat and row-major as the model (K × d for C = 1)."""
+        if self.n_classes == 1:
+            z = self.X @ w
+            r = self.loss.deriv(z, self.y) / np.repeat(self.data.node_sizes, self.data.node_sizes)
+            P = sp.csr_matrix((r, self.data.node_of_row, np.arange(self.n + 1)),
+                              shape=(self.n, self.data.n_nodes))
+            return (P.T @ self.X).tocsr()
+        C, d = self.n_classes, self.d
+        R = self.loss.deriv(self.matvec(w), self.y) / np.repeat(self.data.node_sizes, self.data.node_sizes)[:, None]
+        parts = [sp.csr_matrix((R[:, c], self.data.node_of_row, np.arange(self.n + 1)),
+                               shape=(self.n, self.data.n_nodes)).T @ self.X for c in range(C)]
+        # Class blocks side by side put (c, j) at column c·d + j; the model's order is j·C + c.
+        order = (np.arange(C)[None, :] * d + np.arange(d)[:, None]).ravel()
+        return sp.hstack(parts, format="csr")[:, order]
 
     # -- constants -----------------------------------------------------------------------------
     @cached_property
@@ -316,14 +332,19 @@ class Problem:
         test label is ±1, whatever the loss (ridge regression on ±1 labels is a classifier too,
         and its mean squared error, 0.74 at w* on google-plus-small, is no error rate: its sign
         error there is 26.8%); "mse", the mean squared error (wᵀx − y)², on real-valued targets
-        (regression data, which only the squared loss takes)."""
+        (regression data, which only the squared loss takes).  With C > 1 classes, "error" is the
+        share of x whose largest margin is not their class's (argmax)."""
         ds = self.data
+        if self.n_classes > 1:
+            return "error"
         pm1 = bool(np.all(np.isin(ds.y, (-1.0, 1.0))) and np.all(np.isin(ds.y_test, (-1.0, 1.0))))
         return "error" if pm1 else "mse"
 
     def _error(self, z: np.ndarray, y: np.ndarray) -> float:
         if y.size == 0:
             return float("nan")
+        if self.n_classes > 1:
+            return self.loss.errors(z, y) / y.size
         if self.error_metric == "mse":
             return float(np.mean((z - y) ** 2))
         return classification_error(z, y)
@@ -333,6 +354,8 @@ class Problem:
         ds = self.data
         if ds.y_test.size == 0:
             return float("nan")
+        if self.n_classes > 1:
+            return self._error(ds.X_test @ self.as_model(w), ds.y_test)
         return self._error(self.test_blocks.matvec(w), ds.y_test)
 
     def train_error(self, w: np.ndarray, z: np.ndarray | None = None) -> float:

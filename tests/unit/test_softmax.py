@@ -1,0 +1,133 @@
+"""Softmax regression in the model's shape (d, C) (issue 22, points 2 and 4), against independent
+oracles: finite differences, a dense NumPy transcription of f, ∇f and the Hessian, and scikit-learn's
+multinomial LogisticRegression for the optimum."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import check_grad
+from scipy.special import logsumexp, softmax
+from sklearn.linear_model import LogisticRegression
+
+from conftest import DATA
+from fedviz.data.dataset import FederatedDataset
+from fedviz.data.libsvm import load_libsvm
+from fedviz.errors import ParameterError
+from fedviz.problems.losses import LOSSES, Softmax
+from fedviz.problems.objective import Problem
+from fedviz.problems.optimum import solve
+
+
+def _data(n=120, d=9, C=4, K=5, seed=0, density=0.5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+    W = rng.normal(size=(d, C))
+    y = np.argmax(X @ W + rng.gumbel(size=(n, C)), axis=1).astype(float)
+    Xt = rng.normal(size=(40, d)) * (rng.random((40, d)) < density)
+    yt = np.argmax(Xt @ W + rng.gumbel(size=(40, C)), axis=1).astype(float)
+    y[:C] = np.arange(C)  # every class present
+    return FederatedDataset.from_assignment(sp.csr_matrix(X), y, rng.integers(0, K, n),
+                                            X_test=sp.csr_matrix(Xt), y_test=yt)
+
+
+def _dense(p):
+    return p.X.toarray(), p.y.astype(int)
+
+
+def test_the_problem_owns_c_and_the_model_shape():
+    p = Problem(_data(C=4), Softmax(), 0.1)
+    assert p.n_classes == 4 and p.shape == (9, 4) and p.size == 36 and p.margin_shape == (120, 4)
+    w = np.arange(36.0)
+    assert np.array_equal(p.as_model(w)[2], [8, 9, 10, 11])  # row-major: feature 2's C weights together
+    assert "softmax" not in LOSSES  # not offered on the pages until an algorithm takes C > 1
+
+
+def test_objective_gradient_and_hessian_match_a_dense_transcription():
+    p = Problem(_data(), Softmax(), 0.05)
+    X, y = _dense(p)
+    n, C = p.n, p.n_classes
+    rng = np.random.default_rng(1)
+    w, v = rng.normal(size=p.size), rng.normal(size=p.size)
+    W, V = w.reshape(p.d, C), v.reshape(p.d, C)
+    Z = X @ W
+    f = np.mean(logsumexp(Z, axis=1) - Z[np.arange(n), y]) + 0.5 * p.lam * np.sum(W * W)
+    P = softmax(Z, axis=1)
+    G = X.T @ (P - np.eye(C)[y]) / n + p.lam * W
+    f2, g2, train = p.value_grad_error(w)
+    assert f2 == pytest.approx(f, rel=1e-13)
+    np.testing.assert_allclose(g2, G.ravel(), rtol=1e-12, atol=1e-15)
+    assert p.value(w) == pytest.approx(f, rel=1e-13)
+    assert train == np.mean(np.argmax(Z, axis=1) != y)
+    # ∇²f = Σ_i (x_i x_iᵀ) ⊗ (diag p_i − p_i p_iᵀ) / n + λI in the row-major (j, c) order.
+    H = sum(np.kron(np.outer(X[i], X[i]), np.diag(P[i]) - np.outer(P[i], P[i])) for i in range(n)) / n
+    H += p.lam * np.eye(p.size)
+    np.testing.assert_allclose(p.hessp(p.curvature(w), v), H @ v, rtol=1e-11, atol=1e-14)
+    assert check_grad(p.value, p.grad, w) < 1e-6
+    # The preconditioner's diagonals: those of every example's block diag p_i − p_i p_iᵀ.
+    blocks = np.array([np.diag(np.diag(P[i]) - np.outer(P[i], P[i])) for i in range(n)])
+    np.testing.assert_allclose(p.loss.curvature_diagonal(p.curvature(w)), blocks, rtol=1e-11, atol=1e-16)
+    np.testing.assert_allclose(p.loss.curvature_diagonal(p.loss.curvature(Z, p.y, divisor=n)), blocks / n,
+                               rtol=1e-11, atol=1e-18)
+    Xt, yt = p.data.X_test.toarray(), p.data.y_test.astype(int)
+    assert p.test_error(w) == np.mean(np.argmax(Xt @ W, axis=1) != yt)
+
+
+def test_node_gradients_are_the_model_shaped_rows_of_each_node():
+    p = Problem(_data(), Softmax(), 0.05)
+    X, y = _dense(p)
+    w = np.random.default_rng(2).normal(size=p.size)
+    W = w.reshape(p.shape)
+    G = p.node_grads_data(w).toarray()
+    assert G.shape == (p.data.n_nodes, p.size)
+    for k in range(p.data.n_nodes):
+        rows = p.data.node_slice(k)
+        Xk, yk = X[rows], y[rows]
+        ref = Xk.T @ (softmax(Xk @ W, axis=1) - np.eye(p.n_classes)[yk]) / len(yk)
+        np.testing.assert_allclose(G[k], ref.ravel(), rtol=1e-12, atol=1e-15)
+
+
+def _sklearn_objective(p):
+    """scikit-learn's multinomial optimum of the same objective: sample weights 1/n, C = 1/λ."""
+    m = LogisticRegression(C=1.0 / p.lam, fit_intercept=False, tol=1e-14, max_iter=100_000)
+    m.fit(p.X, p.y.astype(int), sample_weight=np.full(p.n, 1.0 / p.n))
+    assert m.coef_.shape == (p.n_classes, p.d)
+    return p.flat(np.ascontiguousarray(m.coef_.T))
+
+
+@pytest.mark.parametrize("case", ["dna.scale", "random-10-classes"])
+def test_the_optimum_is_scikit_learns_multinomial_optimum(case):
+    if case == "dna.scale":
+        train = load_libsvm(DATA / "dna.scale")
+        test = load_libsvm(DATA / "dna.scale.t", n_features=train.X.shape[1])
+        nodes = np.random.default_rng(0).integers(0, 8, train.X.shape[0])
+        # Class codes 0..2 for the file's labels 1..3 (the labels module of point 5 will own this).
+        ds = FederatedDataset.from_assignment(train.X, train.y - 1, nodes, X_test=test.X, y_test=test.y - 1)
+        lam = None
+    else:
+        ds, lam = _data(n=400, d=12, C=10, K=6, seed=4), 1e-2
+    p = Problem(ds, Softmax(), lam)
+    opt = solve(p, use_cache=False)
+    assert opt.grad_norm <= 1e-10
+    w_sk = _sklearn_objective(p)
+    assert opt.objective == pytest.approx(p.value(w_sk), rel=1e-8)
+    assert opt.objective <= p.value(w_sk)
+    np.testing.assert_allclose(opt.w, w_sk, atol=1e-4 * max(1.0, np.abs(w_sk).max()))
+
+
+def test_labels_that_are_not_class_codes_are_refused_by_name():
+    ds = _data()
+    bad = FederatedDataset.from_assignment(ds.X, np.where(ds.y > 0, 1.0, -1.0), ds.node_of_row)
+    with pytest.raises(ParameterError, match=r"loss.*class codes 0, 1, …, C − 1"):
+        Problem(bad, Softmax())
+    one = FederatedDataset.from_assignment(ds.X, np.zeros(ds.n), ds.node_of_row)
+    with pytest.raises(ParameterError, match=r"loss.*one class only"):
+        Problem(one, Softmax())
+
+
+def test_no_algorithm_takes_softmax_yet():
+    from fedviz.algorithms import ALGORITHMS
+
+    p = Problem(_data(), Softmax(), 0.1)
+    for name, cls in ALGORITHMS.items():
+        with pytest.raises(ParameterError, match=r"C = 4"):
+            cls(p)
