@@ -63,12 +63,3 @@ def test_the_margin_interface_of_a_scalar_loss(loss):
     H = X.T @ (loss.deriv2(X @ w, y)[:, None] * X) / p.n + p.lam * np.eye(p.d)
     np.testing.assert_allclose(p.hessp(p.curvature(w), v), H @ v, rtol=1e-12, atol=1e-14)
 
-
-def test_an_algorithm_refuses_a_model_with_more_than_one_output(monkeypatch):
-    """Until an algorithm is converted its kernels take w ∈ R^d only: C > 1 is refused by name."""
-    from fedviz.algorithms.gd import GD
-
-    p = _problem(Logistic())
-    object.__setattr__(p, "n_classes", 3)  # a stand-in for a multiclass loss's problem
-    with pytest.raises(ParameterError, match=r"gd\.loss.*C = 3.*binary and regression models only"):
-        GD(p)

@@ -124,10 +124,39 @@ def test_labels_that_are_not_class_codes_are_refused_by_name():
         Problem(one, Softmax())
 
 
-def test_no_algorithm_takes_softmax_yet():
+def test_only_the_converted_algorithms_take_softmax():
     from fedviz.algorithms import ALGORITHMS
 
     p = Problem(_data(), Softmax(), 0.1)
+    assert [name for name, cls in ALGORITHMS.items() if cls.multiclass] == ["gd"]
     for name, cls in ALGORITHMS.items():
-        with pytest.raises(ParameterError, match=r"C = 4"):
+        if cls.multiclass:
+            continue
+        with pytest.raises(ParameterError, match=rf"{name}\.loss.*C = 4.*binary and regression models only"):
             cls(p)
+
+
+def test_gd_on_ten_classes_is_the_dense_update():
+    """GD (Section 4.1) on the d × C model: W ← W − h (Xᵀ(softmax(XW) − Y)/n + λW), h = 1/L with
+    L = ½ λ_max(XᵀX)/n + λ (Böhning's bound), densely, to 1e-10."""
+    from fedviz.algorithms.gd import GD
+    from fedviz.runner.loop import iterate
+
+    p = Problem(_data(n=300, d=10, C=10, K=4, seed=5), Softmax(), 1e-2)
+    X, y = _dense(p)
+    n, C = p.n, p.n_classes
+    L = 0.5 * np.linalg.eigvalsh(X.T @ X)[-1] / n + p.lam
+    algo = GD(p, seed=0)
+    assert algo.h == pytest.approx(1.0 / L, rel=2e-9)  # the problem rounds λ_max up past rounding error
+    W = np.zeros((p.d, C))
+    for _ in range(5):
+        algo.step()
+        W = W - algo.h * (X.T @ (softmax(X @ W, axis=1) - np.eye(C)[y]) / n + p.lam * W)
+        np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
+    recs = list(iterate(p, "gd", iterations=5, f_star=solve(p).objective))
+    assert recs[-1].status == "done"
+    objectives = [r.objective for r in recs]
+    assert all(b < a for a, b in zip(objectives, objectives[1:]))
+    assert recs[-1].test_error == np.mean(np.argmax(p.data.X_test.toarray() @ W, axis=1) != p.data.y_test)
+    with pytest.raises(ParameterError, match=r"w0.*length dC = 100 \(d = 10, C = 10\)"):
+        GD(p, w0=np.zeros(10))
