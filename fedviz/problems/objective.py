@@ -146,15 +146,13 @@ class Problem:
         """The margins X W of the flat model ``w``: X w (length n) on every core for C = 1."""
         if self.n_classes == 1:
             return self.blocks.matvec(w)
-        # C > 1: SciPy's product with the row-major d × C view (one core; the row-block
-        # kernels move one value per nonzero and take C = 1 only, for now).
-        return self.X @ self.as_model(w)
+        return self.blocks.matmat(self.as_model(w))
 
     def rmatvec(self, r: np.ndarray) -> np.ndarray:
         """Xᵀ R, flat (length dC), for ``r`` shaped like the margins: Xᵀ r on every core for C = 1."""
         if self.n_classes == 1:
             return self.blocks.rmatvec(r)
-        return np.ascontiguousarray(self.X.T @ r).reshape(self.size)
+        return self.blocks.rmatmat(r).reshape(self.size)
 
     # -- objective ---------------------------------------------------------------------------
     def margins(self, w: np.ndarray) -> np.ndarray:
@@ -240,7 +238,9 @@ class Problem:
             s = np.linalg.svd(X.toarray(), compute_uv=False)
             # Round up past the SVD's rounding error so L stays an upper bound.
             return float(s[0] ** 2) * (1 + 1e-9) if s.size else 0.0
-        op = spla.LinearOperator((X.shape[1], X.shape[1]), matvec=lambda v: self.rmatvec(self.matvec(v)),
+        # XᵀX of the data, whatever C: the row blocks' vector products (the binary ones for C = 1).
+        blocks = self.blocks
+        op = spla.LinearOperator((X.shape[1], X.shape[1]), matvec=lambda v: blocks.rmatvec(blocks.matvec(v)),
                                  dtype=np.float64)
         val = spla.eigsh(op, k=1, which="LA", tol=1e-3, return_eigenvectors=False,
                          v0=np.ones(X.shape[1]))
@@ -355,7 +355,7 @@ class Problem:
         if ds.y_test.size == 0:
             return float("nan")
         if self.n_classes > 1:
-            return self._error(ds.X_test @ self.as_model(w), ds.y_test)
+            return self._error(self.test_blocks.matmat(self.as_model(w)), ds.y_test)
         return self._error(self.test_blocks.matvec(w), ds.y_test)
 
     def train_error(self, w: np.ndarray, z: np.ndarray | None = None) -> float:

@@ -160,3 +160,46 @@ def test_gd_on_ten_classes_is_the_dense_update():
     assert recs[-1].test_error == np.mean(np.argmax(p.data.X_test.toarray() @ W, axis=1) != p.data.y_test)
     with pytest.raises(ParameterError, match=r"w0.*length dC = 100 \(d = 10, C = 10\)"):
         GD(p, w0=np.zeros(10))
+
+
+@pytest.mark.parametrize("values", ["float64", "float32", "ones"])
+def test_row_block_products_move_c_values_per_nonzero(monkeypatch, values):
+    """X W and Xᵀ R over row blocks on every core against SciPy's products, for each compact form
+    of X's values (issue 22: a feature's C weights are contiguous)."""
+    from fedviz.problems import _blocks
+
+    monkeypatch.setattr(_blocks, "MIN_BLOCK_NNZ", 50)
+    rng = np.random.default_rng(7)
+    X = sp.random(500, 40, density=0.2, random_state=7, format="csr")
+    X.data = {"float64": rng.normal(size=X.nnz), "float32": rng.normal(size=X.nnz).astype(np.float32),
+              "ones": np.ones(X.nnz)}[values].astype(np.float64)
+    blocks = _blocks.RowBlocks(X)
+    assert blocks.n_blocks > 1
+    W, R = rng.normal(size=(40, 5)), rng.normal(size=(500, 5))
+    Z = blocks.matmat(W)
+    assert Z.shape == (500, 5) and Z.flags.c_contiguous
+    np.testing.assert_allclose(Z, X @ W, rtol=1e-13, atol=1e-13)
+    G = blocks.rmatmat(R)
+    assert G.shape == (40, 5) and G.flags.c_contiguous
+    np.testing.assert_allclose(G, X.T @ R, rtol=1e-12, atol=1e-12)
+
+
+def test_softmax_through_row_blocks_and_lanczos(monkeypatch):
+    """f and ∇f with X in blocks, and L = ½ λ_max(XᵀX)/n + λ by Lanczos (d > 200) against a dense eigensolver."""
+    from fedviz.problems import _blocks
+
+    monkeypatch.setattr(_blocks, "MIN_BLOCK_NNZ", 200)
+    ds = _data(n=600, d=230, C=3, K=4, seed=8, density=0.05)
+    p = Problem(ds, Softmax(), 1e-3)
+    assert p.blocks.n_blocks > 1
+    X, y = _dense(p)
+    w = np.random.default_rng(3).normal(size=p.size) * 0.3
+    W = w.reshape(p.shape)
+    Z = X @ W
+    f = np.mean(logsumexp(Z, axis=1) - Z[np.arange(p.n), y]) + 0.5 * p.lam * np.sum(W * W)
+    G = X.T @ (softmax(Z, axis=1) - np.eye(3)[y]) / p.n + p.lam * W
+    f2, g2, _ = p.value_grad_error(w)
+    assert f2 == pytest.approx(f, rel=1e-13)
+    np.testing.assert_allclose(g2, G.ravel(), rtol=1e-11, atol=1e-15)
+    L = 0.5 * np.linalg.eigvalsh(X.T @ X)[-1] / p.n + p.lam
+    assert L <= p.smoothness <= 1.02 * L
