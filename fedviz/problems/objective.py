@@ -18,7 +18,7 @@ for operation.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -52,7 +52,8 @@ class Problem:
     loss: Loss
     lam: float
     #: C, the outputs per example (the model is d × C): 1 for binary classification and regression.
-    n_classes: int
+    #: Derived from the loss and the labels, never passed (``dataclasses.replace`` re-derives it).
+    n_classes: int = field(init=False)
 
     def __init__(self, data: FederatedDataset, loss: Loss | str = "logistic", lam: float | None = None):
         loss = make_loss(loss)

@@ -63,3 +63,16 @@ def test_the_margin_interface_of_a_scalar_loss(loss):
     H = X.T @ (loss.deriv2(X @ w, y)[:, None] * X) / p.n + p.lam * np.eye(p.d)
     np.testing.assert_allclose(p.hessp(p.curvature(w), v), H @ v, rtol=1e-12, atol=1e-14)
 
+
+
+def test_replace_rederives_c():
+    """C belongs to the loss and the labels: a replaced problem derives it again."""
+    import dataclasses
+
+    from fedviz.problems.losses import Softmax
+
+    p = _problem(Logistic())
+    q = dataclasses.replace(p, lam=0.5)
+    assert q.lam == 0.5 and q.n_classes == 1
+    codes = FederatedDataset.from_assignment(p.X, (p.y > 0).astype(float) + np.arange(p.n) % 2, p.data.node_of_row)
+    assert dataclasses.replace(p, data=codes, loss=Softmax()).n_classes == 3
