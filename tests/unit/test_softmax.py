@@ -128,7 +128,7 @@ def test_only_the_converted_algorithms_take_softmax():
     from fedviz.algorithms import ALGORITHMS
 
     p = Problem(_data(), Softmax(), 0.1)
-    assert [name for name, cls in ALGORITHMS.items() if cls.multiclass] == ["gd"]
+    assert sorted(name for name, cls in ALGORITHMS.items() if cls.multiclass) == ["gd", "sgd"]
     for name, cls in ALGORITHMS.items():
         if cls.multiclass:
             continue
@@ -203,3 +203,23 @@ def test_softmax_through_row_blocks_and_lanczos(monkeypatch):
     np.testing.assert_allclose(g2, G.ravel(), rtol=1e-11, atol=1e-15)
     L = 0.5 * np.linalg.eigvalsh(X.T @ X)[-1] / p.n + p.lam
     assert L <= p.smoothness <= 1.02 * L
+
+
+@pytest.mark.parametrize("hyper", [{}, {"schedule": "constant", "sampling": "permutation"}], ids=["default", "constant"])
+def test_sgd_on_ten_classes_is_the_dense_update(hyper):
+    """Centralised SGD (Section 2.1) on the d × C model, W ← (1 − h_t λ) W − h_t x_i (softmax(Wᵀx_i) −
+    e_{y_i})ᵀ step by step, eagerly and densely, against the kernel's lazy regulariser, to 1e-10."""
+    from fedviz.algorithms.sgd import SGD
+
+    p = Problem(_data(n=200, d=10, C=10, K=3, seed=9), Softmax(), 1e-2)
+    X, y = _dense(p)
+    algo = SGD(p, seed=4, **hyper)
+    W = np.zeros(p.shape)
+    for _ in range(3):
+        samples, h = algo.samples(), algo.stepsizes()
+        algo.step()
+        for i, ht in zip(samples, h):
+            g = softmax(X[i] @ W) - np.eye(p.n_classes)[y[i]]
+            W = (1 - ht * p.lam) * W - ht * np.outer(X[i], g)
+        np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
+    assert algo.grad_evals == 3 * p.n
