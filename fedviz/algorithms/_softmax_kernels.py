@@ -12,6 +12,12 @@ from __future__ import annotations
 import math
 
 import numba
+import numpy as np
+from numba import prange
+
+from ..data.dataset import NodeSupport
+from ._batches import CHUNKS, batch_target, plan
+from ._svrg_kernels import BATCH_WORK, _geom, _geom_table
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -70,3 +76,168 @@ def sgd_epoch_softmax(indptr, indices, data, y, W, samples, h, lam, last, cum, t
                 for c in range(C):
                     W[j, c] *= f
                 last[j] = n_steps
+
+
+# ----------------------------------------------------------------------------- local SVRG
+@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _softmax_into(z, out):
+    """out = softmax(z), stably (the largest margin subtracted first)."""
+    C = z.size
+    m = z[0]
+    for c in range(1, C):
+        m = max(m, z[c])
+    s = 0.0
+    for c in range(C):
+        out[c] = math.exp(z[c] - m)
+        s += out[c]
+    for c in range(C):
+        out[c] /= s
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _node_softmax(k, g0, g1, offsets, indptr, data, slot, sptr, scol, scnt, z0, p0, gvec, c_off, phi,
+                  use_s, samples, sample_ptr, steps, hks, alphas, rho, acc, V, CN, US, SC, LAST, pw, ge,
+                  cur, hd):
+    """Steps ``g0 .. g1 − 1`` of node k's local SVRG loop on the d × C model (one pass of m steps):
+
+        V ← (1 − h_k ρ) V − h_k G − h_k S_k x_i (softmax(W_kᵀx_i) − softmax(W̃ᵀx_i))ᵀ,
+
+    V = W_k − W̃ on the node's support slots (C values a slot), G the snapshot gradient, the
+    e_{y_i} of the two example gradients cancelling.  Everything else is
+    :func:`._svrg_kernels._node`'s, row by row: the lazy catch-up from the per-node tables
+    ``pw``, ``ge`` (one Δ per slot, applied to its C values), the resumable state, and the
+    result α_k (U + h_k G(m) c_off) on the support, returning α_k h_k G(m).
+    """
+    C = V.shape[1]
+    r0, r1 = offsets[k], offsets[k + 1]
+    a0, a1 = sptr[k], sptr[k + 1]
+    ns = a1 - a0
+    m = steps[k]
+    s0 = sample_ptr[k]
+    hk, alpha = hks[k], alphas[k]
+    nk = r1 - r0
+    a = hk * rho
+    r = 1.0 - a
+    if g0 == 0:
+        for s in range(ns):
+            j = scol[a0 + s]
+            for c in range(C):
+                V[s, c] = 0.0
+                US[s, c] = 0.0
+                CN[s, c] = gvec[j * C + c]
+            LAST[s] = 0
+            # s_k^j = φ^j / φ_k^j with φ_k^j = n_k^j / n_k, as the binary kernel evaluates it.
+            if use_s and scnt[a0 + s] > 0:
+                SC[s] = phi[j] / (scnt[a0 + s] / nk)
+            else:
+                SC[s] = 1.0
+        _geom_table(a, m, pw, ge)
+    for g in range(g0, g1):
+        i = r0 + samples[s0 + g]
+        p_start = indptr[i]
+        p_end = indptr[i + 1]
+        for c in range(C):
+            cur[c] = z0[i, c]
+        for p in range(p_start, p_end):
+            s = slot[p]
+            dlt = g - LAST[s]
+            x = data[p]
+            for c in range(C):
+                v = pw[dlt] * V[s, c] - hk * CN[s, c] * ge[dlt]
+                V[s, c] = v
+                cur[c] += x * v
+        _softmax_into(cur, hd)
+        for c in range(C):
+            hd[c] = hk * (hd[c] - p0[i, c])
+        for p in range(p_start, p_end):
+            s = slot[p]
+            x = data[p] * SC[s]
+            for c in range(C):
+                V[s, c] = r * V[s, c] - hk * CN[s, c] - hd[c] * x
+            LAST[s] = g + 1
+        if g == m - 1:
+            for s in range(ns):
+                dlt = m - LAST[s]
+                for c in range(C):
+                    v = V[s, c]
+                    if dlt > 0:
+                        v = pw[dlt] * v - hk * CN[s, c] * ge[dlt]
+                    US[s, c] += v
+                    V[s, c] = 0.0
+                LAST[s] = 0
+    if g1 < m:
+        return 0.0
+    _, g_tot = _geom(a, m)
+    hg = hk * g_tot
+    for s in range(ns):
+        j = scol[a0 + s]
+        for c in range(C):
+            acc[j * C + c] += alpha * (US[s, c] + hg * c_off[j * C + c])
+    return alpha * hg
+
+
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+def _batch_softmax(lo, hi, offsets, indptr, data, slot, sptr, scol, scnt, z0, p0, gvec, c_off, phi, use_s,
+                   samples, sample_ptr, steps, hks, alphas, rho, acc, beta, V, CN, US, SC, LAST, pw, ge, cur, hd):
+    """One batch: chunk c runs from ``lo[c]`` up to ``hi[c]`` (node, step) on its own workspace."""
+    for c in prange(lo.shape[0]):
+        k, g = lo[c, 0], lo[c, 1]
+        k1, g1 = hi[c, 0], hi[c, 1]
+        while k < k1 or (k == k1 and g < g1):
+            end = steps[k] if k < k1 else g1
+            beta[c] += _node_softmax(k, g, end, offsets, indptr, data, slot, sptr, scol, scnt, z0, p0, gvec,
+                                     c_off, phi, use_s, samples, sample_ptr, steps, hks, alphas, rho, acc[c],
+                                     V[c], CN[c], US[c], SC[c], LAST[c], pw[c], ge[c], cur[c], hd[c])
+            k += 1
+            g = 0
+
+
+class LocalSVRGSoftmax:
+    """:class:`._svrg_kernels.LocalSVRG` for the d × C model of softmax regression: the same
+    :meth:`run` (one pass, no DANE), with the model, its gradient and the result flat (length dC,
+    row-major) and the margins n × C.  FSVRG (Algorithm 4), naive FSVRG (Algorithm 3) and SVRG
+    (Algorithm 1, ``pooled``) run on it."""
+
+    def __init__(self, problem, pooled: bool = False):
+        X = problem.X
+        self.problem = problem
+        self.support = NodeSupport.whole(X) if pooled else problem.data.support
+        self.offsets = self.support.offsets
+        self.sizes = np.diff(self.offsets)
+        self.node_nnz = np.diff(X.indptr[self.offsets]).astype(np.float64)
+
+    def run(self, wt, z0, gvec, c_off, samples, sample_ptr, steps, hk, alpha, *, lam, rho,
+            passes=1, dane=False, eta=1.0, mu=0.0, phi=None, check_stop=None) -> np.ndarray:
+        """Σ_k α_k (W_k − W^t), flat; the parameters as :meth:`LocalSVRG.run`'s (``passes`` = 1, no DANE)."""
+        if passes != 1 or dane:
+            raise ValueError("the softmax local loop runs one pass without DANE's subproblem")
+        pb = self.problem
+        C = pb.n_classes
+        sup = self.support
+        entries = sup.entries
+        steps = np.ascontiguousarray(steps, dtype=np.int64)
+        T = CHUNKS  # not the thread count: the same sums, bit for bit, on every machine
+        S = int(sup.max_size)
+        M = int(steps.max()) + 1
+        acc, beta = np.zeros((T, pb.size)), np.zeros(T)
+        V, CN, US = np.zeros((T, S, C)), np.zeros((T, S, C)), np.zeros((T, S, C))
+        SC, LAST = np.zeros((T, S)), np.zeros((T, S), dtype=np.int64)
+        pw, ge, cur, hd = np.zeros((T, M)), np.zeros((T, M)), np.zeros((T, C)), np.zeros((T, C))
+        z0 = np.ascontiguousarray(z0, dtype=np.float64)
+        p0 = np.exp(z0 - z0.max(axis=1, keepdims=True))
+        p0 /= p0.sum(axis=1, keepdims=True)
+        use_s = phi is not None
+        phi_ = np.ascontiguousarray(phi if use_s else np.ones(1), dtype=np.float64)
+        row_len = self.node_nnz / np.maximum(self.sizes, 1)
+        work = self.node_nnz + 2.0 * C * steps * row_len + C * sup.sizes + 1.0
+        for lo, hi in plan(work, T, batch_target(BATCH_WORK), steps=steps, step_work=2.0 * C * row_len):
+            _batch_softmax(lo, hi, self.offsets, entries.indptr, entries.data, entries.slot, sup.ptr, sup.col,
+                           sup.count, z0, p0, np.ascontiguousarray(gvec, dtype=np.float64),
+                           np.ascontiguousarray(c_off, dtype=np.float64), phi_, use_s,
+                           np.ascontiguousarray(samples, dtype=np.int64),
+                           np.ascontiguousarray(sample_ptr, dtype=np.int64), steps,
+                           np.ascontiguousarray(hk, dtype=np.float64), np.ascontiguousarray(alpha, dtype=np.float64),
+                           float(rho), acc, beta, V, CN, US, SC, LAST, pw, ge, cur, hd)
+            if check_stop is not None:
+                check_stop()
+        return acc.sum(axis=0) - beta.sum() * c_off

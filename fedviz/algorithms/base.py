@@ -102,7 +102,8 @@ class Algorithm:
         if self.w.shape != (problem.size,):
             raise ParameterError("w0", f"shape {self.w.shape}",
                                  f"a vector of length d = {problem.d}" if problem.n_classes == 1 else
-                                 f"a flat model of length dC = {problem.size} (d = {problem.d}, C = {problem.n_classes})")
+                                 f"a flat model of length dC = {problem.size} "
+                                 f"(d = {problem.d}, C = {problem.n_classes})")
         self.w.setflags(write=False)
         self._z: np.ndarray | None = None
         self._g: np.ndarray | None = None

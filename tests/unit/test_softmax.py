@@ -48,7 +48,7 @@ def test_objective_gradient_and_hessian_match_a_dense_transcription():
     n, C = p.n, p.n_classes
     rng = np.random.default_rng(1)
     w, v = rng.normal(size=p.size), rng.normal(size=p.size)
-    W, V = w.reshape(p.d, C), v.reshape(p.d, C)
+    W = w.reshape(p.d, C)
     Z = X @ W
     f = np.mean(logsumexp(Z, axis=1) - Z[np.arange(n), y]) + 0.5 * p.lam * np.sum(W * W)
     P = softmax(Z, axis=1)
@@ -128,7 +128,8 @@ def test_only_the_converted_algorithms_take_softmax():
     from fedviz.algorithms import ALGORITHMS
 
     p = Problem(_data(), Softmax(), 0.1)
-    assert sorted(name for name, cls in ALGORITHMS.items() if cls.multiclass) == ["gd", "sgd"]
+    assert sorted(name for name, cls in ALGORITHMS.items() if cls.multiclass) == ["fsvrg", "gd", "naive-fsvrg",
+                                                                                "sgd", "svrg"]
     for name, cls in ALGORITHMS.items():
         if cls.multiclass:
             continue
@@ -205,7 +206,8 @@ def test_softmax_through_row_blocks_and_lanczos(monkeypatch):
     assert L <= p.smoothness <= 1.02 * L
 
 
-@pytest.mark.parametrize("hyper", [{}, {"schedule": "constant", "sampling": "permutation"}], ids=["default", "constant"])
+@pytest.mark.parametrize("hyper", [{}, {"schedule": "constant", "sampling": "permutation"}],
+                         ids=["default", "constant"])
 def test_sgd_on_ten_classes_is_the_dense_update(hyper):
     """Centralised SGD (Section 2.1) on the d × C model, W ← (1 − h_t λ) W − h_t x_i (softmax(Wᵀx_i) −
     e_{y_i})ᵀ step by step, eagerly and densely, against the kernel's lazy regulariser, to 1e-10."""
@@ -223,3 +225,97 @@ def test_sgd_on_ten_classes_is_the_dense_update(hyper):
             W = (1 - ht * p.lam) * W - ht * np.outer(X[i], g)
         np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
     assert algo.grad_evals == 3 * p.n
+
+
+def _local_svrg(X, Wt, G, rows, order, hk, lam, scale):
+    """One node's local SVRG pass on the d × C model, eagerly and densely (Algorithms 1, 3, 4):
+    V ← (1 − h_k λ) V − h_k G − h_k (S_k x_i)(softmax(Wᵀx_i) − softmax(W̃ᵀx_i))ᵀ, V = W − W̃."""
+    V = np.zeros_like(Wt)
+    for li in order:
+        x = X[rows[li]]
+        diff = softmax(x @ (Wt + V)) - softmax(x @ Wt)
+        V = (1 - hk * lam) * V - hk * G - hk * np.outer(scale * x, diff)
+    return V
+
+
+def _gradient(X, y, W, lam):
+    return X.T @ (softmax(X @ W, axis=1) - np.eye(W.shape[1])[y]) / len(y) + lam * W
+
+
+@pytest.mark.parametrize("name", ["fsvrg", "naive-fsvrg", "svrg"])
+def test_the_svrg_family_on_ten_classes_is_the_dense_update(name):
+    """FSVRG (Algorithm 4, as printed: no safeguard; S_k = Diag(φ^j/φ_k^j) and A = Diag(K/ω^j)
+    scaling a feature's row of C values), naive FSVRG (Algorithm 3) and SVRG (Algorithm 1) on a
+    10-class problem against a dense NumPy transcription, the same samples, to 1e-10."""
+    from fedviz.algorithms import get_algorithm
+    from fedviz.algorithms._svrg_kernels import SAMPLE_STREAM, permutation_samples, uniform_samples
+
+    base = _data(n=240, d=10, C=10, K=4, seed=11, density=0.4)
+    Xb = base.X.toarray()
+    node = base.node_of_row
+    Xb[node != 0, 0] = 0.0  # feature 0 on node 0 only (ω = 1), feature 1 on nodes 0 and 1 (ω = 2)
+    Xb[node >= 2, 1] = 0.0
+    p = Problem(FederatedDataset.from_assignment(sp.csr_matrix(Xb), base.y, node), Softmax(), 1e-2)
+    X, y = _dense(p)
+    ds, n, d = p.data, p.n, p.d
+    sizes, offsets = ds.node_sizes, ds.offsets
+    algo = get_algorithm(name)(p, seed=2, **({"safeguard": False} if name == "fsvrg" else {}))
+    present = X != 0
+    phi = present.sum(axis=0) / n
+    W = np.zeros(p.shape)
+    for _ in range(3):
+        G = _gradient(X, y, W, p.lam)
+        if name == "svrg":
+            order = algo.samples()
+            W = W + _local_svrg(X, W, G, np.arange(n), order, algo.h, p.lam, np.ones(d))
+        else:
+            if name == "fsvrg":
+                samples = permutation_samples(algo.rng(SAMPLE_STREAM), offsets)
+                ptr = offsets
+            else:
+                samples = uniform_samples(algo.rng(SAMPLE_STREAM), sizes, np.full(len(sizes), algo.m))
+                ptr = np.arange(len(sizes) + 1) * algo.m
+            delta = np.zeros(p.shape)
+            for k in range(ds.n_nodes):
+                rows = np.arange(offsets[k], offsets[k + 1])
+                order = samples[ptr[k]:ptr[k + 1]]
+                if name == "fsvrg":
+                    phi_k = present[rows].sum(axis=0) / len(rows)
+                    scale = np.where(phi_k > 0, phi / np.where(phi_k > 0, phi_k, 1.0), 1.0)
+                    V = _local_svrg(X, W, G, rows, order, algo.h / sizes[k], p.lam, scale)
+                    delta += sizes[k] / n * V
+                else:
+                    delta += _local_svrg(X, W, G, rows, order, algo.h, p.lam, np.ones(d)) / ds.n_nodes
+            if name == "fsvrg":
+                omega = np.array([sum(present[offsets[k]:offsets[k + 1], j].any() for k in range(ds.n_nodes))
+                                  for j in range(d)])
+                A = np.where(omega > 0, ds.n_nodes / np.maximum(omega, 1), 1.0)
+                assert sorted(set(A)) == [1.0, 2.0, 4.0]
+                delta = A[:, None] * delta
+            W = W + delta
+        algo.step()
+        np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["fsvrg", "svrg"])
+def test_the_softmax_local_loop_does_not_depend_on_how_it_is_cut(monkeypatch, name):
+    """Stop is checked between batches; batches may end inside a node's loop, whose state then
+    resumes: the iterates are bitwise the same for any cut."""
+    from fedviz.algorithms import _softmax_kernels, get_algorithm
+
+    p = Problem(_data(n=300, d=12, C=5, K=3, seed=12), Softmax(), 1e-2)
+
+    def run():
+        algo = get_algorithm(name)(p, seed=1)
+        for _ in range(2):
+            algo.step()
+        return np.array(algo.w)
+
+    whole = run()
+    calls = []
+    monkeypatch.setattr(_softmax_kernels, "BATCH_WORK", 40)
+    original = _softmax_kernels._batch_softmax
+    monkeypatch.setattr(_softmax_kernels, "_batch_softmax", lambda *a: calls.append(1) or original(*a))
+    cut = run()
+    assert len(calls) > 10  # many batches, cutting inside the nodes' loops
+    assert np.array_equal(whole, cut)
