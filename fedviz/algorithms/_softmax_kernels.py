@@ -17,6 +17,7 @@ from numba import prange
 
 from ..data.dataset import NodeSupport
 from ._batches import CHUNKS, batch_target, plan
+from ._local_sgd_kernels import LocalSGD, geometric_tables
 from ._svrg_kernels import BATCH_WORK, _geom, _geom_table
 
 
@@ -241,3 +242,134 @@ class LocalSVRGSoftmax:
             if check_stop is not None:
                 check_stop()
         return acc.sum(axis=0) - beta.sum() * c_off
+
+
+# ----------------------------------------------------------------------------- local minibatch SGD
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _node_pass_softmax(k, obase, offsets, indptr, indices, data, labels, pat_ptr, pat_ind, eta, lam, mu,
+                       epochs, bsize, x, order, y, last, a, coef, rpow, qsum, zc):
+    """Node k's local minibatch SGD on the d × C model (FedAvg, FedProx), as
+    :func:`._local_sgd_kernels._node_pass` without control variates: a step is
+
+        Y ← Y − η [ (1/|b|) Σ_{i∈b} x_i (softmax(Yᵀx_i) − e_{y_i})ᵀ + λ Y + μ (Y − X) ],
+
+    the affine part applied just in time to a feature's whole row of C values.  On return the
+    rows of the node's support hold its final iterate; returns T, the number of steps."""
+    C = y.shape[1]
+    start = offsets[k]
+    nk = offsets[k + 1] - start
+    p0 = pat_ptr[k]
+    p1 = pat_ptr[k + 1]
+    for p in range(p0, p1):
+        j = pat_ind[p]
+        for c in range(C):
+            y[j, c] = x[j, c]
+            a[j, c] = eta * (mu * x[j, c])
+        last[j] = 0
+    full = bsize == 0 or bsize >= nk
+    B = nk if full else bsize
+    nb = (nk + B - 1) // B
+    T = epochs * nb
+    h = eta * (lam + mu)
+    geometric_tables(h, T, rpow, qsum)
+    r = 1.0 - h
+    t = 0
+    for e in range(epochs):
+        ebase = obase + e * nk
+        for bi in range(nb):
+            lo = bi * B
+            hi = min(lo + B, nk)
+            inv = 1.0 / (hi - lo)
+            for q in range(lo, hi):
+                i = start + (q if bsize == 0 else order[ebase + q])
+                for c in range(C):
+                    zc[c] = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    val = data[p]
+                    if val == 0.0:
+                        continue
+                    j = indices[p]
+                    m = t - last[j]
+                    if m > 0:
+                        for c in range(C):
+                            y[j, c] = rpow[m] * y[j, c] + a[j, c] * qsum[m]
+                        last[j] = t
+                    for c in range(C):
+                        zc[c] += val * y[j, c]
+                _softmax_into(zc, coef[q - lo])
+                coef[q - lo, int(labels[i])] -= 1.0
+                for c in range(C):
+                    coef[q - lo, c] *= inv
+            for q in range(lo, hi):
+                i = start + (q if bsize == 0 else order[ebase + q])
+                for p in range(indptr[i], indptr[i + 1]):
+                    val = data[p]
+                    if val == 0.0:
+                        continue
+                    j = indices[p]
+                    if last[j] == t:
+                        for c in range(C):
+                            y[j, c] = r * y[j, c] + a[j, c]
+                        last[j] = t + 1
+                    for c in range(C):
+                        y[j, c] -= eta * coef[q - lo, c] * val
+            t += 1
+    for p in range(p0, p1):
+        j = pat_ind[p]
+        m = T - last[j]
+        if m > 0:
+            for c in range(C):
+                y[j, c] = rpow[m] * y[j, c] + a[j, c] * qsum[m]
+            last[j] = T
+    return T
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _round_batch_softmax(lo, hi, offsets, indptr, indices, data, labels, pat_ptr, pat_ind, eta, lam, mu, epochs,
+                         bsize, x, nodes, weights, order, order_start, Y, LAST, A, COEF, RPOW, QSUM, ACC, QACC, ZC):
+    """:func:`._local_sgd_kernels._round_batch` on the d × C model, without control variates:
+    ACC[c] += w_k (Δ_k − o_k) on node k's support rows (flat, row-major), QACC[c] += w_k q_{T_k}."""
+    C = x.shape[1]
+    for ch in prange(lo.shape[0]):
+        y = Y[ch]
+        acc = ACC[ch]
+        qsum = QSUM[ch]
+        for b in range(lo[ch], hi[ch]):
+            k = nodes[b]
+            T = _node_pass_softmax(k, order_start[b], offsets, indptr, indices, data, labels, pat_ptr, pat_ind,
+                                   eta, lam, mu, epochs, bsize, x, order, y, LAST[ch], A[ch], COEF[ch],
+                                   RPOW[ch], qsum, ZC[ch])
+            w = weights[b]
+            qT = qsum[T]
+            for p in range(pat_ptr[k], pat_ptr[k + 1]):
+                j = pat_ind[p]
+                for c in range(C):
+                    off = -eta * qT * (lam * x[j, c])
+                    acc[j * C + c] += w * ((y[j, c] - x[j, c]) - off)
+            QACC[ch, 0] += w * qT
+
+
+class LocalSGDSoftmax(LocalSGD):
+    """:class:`._local_sgd_kernels.LocalSGD` for the d × C model of softmax regression: the same
+    rounds, row orders and batches (so the same samples as the binary loop), the model and the
+    result flat (length dC, row-major).  No control variates (SCAFFOLD is not converted)."""
+
+    def __init__(self, problem, *, epochs: int, batch_size: int, stepsize: float, mu: float = 0.0,
+                 control: bool = False):
+        if control:
+            raise ValueError("the softmax local loop keeps no control variates")
+        super().__init__(problem, epochs=epochs, batch_size=batch_size, stepsize=stepsize, mu=mu)
+        d, C, T = problem.d, problem.n_classes, self.chunks
+        self._Y = np.zeros((T, d, C))
+        self._A = np.zeros((T, d, C))
+        self._ACC = np.zeros((T, d * C))
+        self._COEF = np.zeros((T, self._COEF.shape[1], C))
+        self._ZC = np.zeros((T, C))
+
+    def _run_batch(self, lo, hi, ctl, plan_, scratch) -> None:
+        pb = self.problem
+        _round_batch_softmax(lo, hi, self.offsets, self.indptr, self.indices, self.data, self.labels,
+                             self.pat_ptr, self.pat_ind, self.eta, self.lam, self.mu, self.epochs,
+                             self.batch_size, pb.as_model(plan_.x), plan_.nodes, plan_.weights, plan_.order,
+                             plan_.order_start, self._Y, self._LAST, self._A, self._COEF, self._RPOW,
+                             self._QSUM, self._ACC, self._QACC, self._ZC)

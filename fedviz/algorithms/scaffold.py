@@ -60,6 +60,8 @@ class Scaffold(FedAvg):
     title = "SCAFFOLD"
     reference = "Karimireddy et al. (2020), Algorithm 1, option II; property (A), Section 3.1"
     divergence_hint = ("stepsize", "lower")
+    #: Not converted to softmax yet (issue 22): its control variates are stored per support entry.
+    multiclass = False
     params = (
         Param("client_fraction", "float", 0.1,
               "C: fraction of the nodes sampled (without replacement) each round; round(C·K) "

@@ -128,8 +128,8 @@ def test_only_the_converted_algorithms_take_softmax():
     from fedviz.algorithms import ALGORITHMS
 
     p = Problem(_data(), Softmax(), 0.1)
-    assert sorted(name for name, cls in ALGORITHMS.items() if cls.multiclass) == ["fsvrg", "gd", "naive-fsvrg",
-                                                                                "sgd", "svrg"]
+    assert sorted(name for name, cls in ALGORITHMS.items() if cls.multiclass) == [
+        "fedavg", "fedprox", "fsvrg", "gd", "naive-fsvrg", "sgd", "svrg"]
     for name, cls in ALGORITHMS.items():
         if cls.multiclass:
             continue
@@ -297,25 +297,75 @@ def test_the_svrg_family_on_ten_classes_is_the_dense_update(name):
         np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["fsvrg", "svrg"])
+@pytest.mark.parametrize("name", ["fsvrg", "svrg", "fedavg"])
 def test_the_softmax_local_loop_does_not_depend_on_how_it_is_cut(monkeypatch, name):
-    """Stop is checked between batches; batches may end inside a node's loop, whose state then
-    resumes: the iterates are bitwise the same for any cut."""
-    from fedviz.algorithms import _softmax_kernels, get_algorithm
+    """Stop is checked between batches; batches may end inside a node's loop (the SVRG family) or
+    between nodes (FedAvg), whose state then resumes: the iterates are bitwise the same for any cut."""
+    from fedviz.algorithms import _local_sgd_kernels, _softmax_kernels, get_algorithm
 
-    p = Problem(_data(n=300, d=12, C=5, K=3, seed=12), Softmax(), 1e-2)
+    p = Problem(_data(n=300, d=12, C=5, K=20, seed=12), Softmax(), 1e-2)
+    hyper = {"client_fraction": 1.0} if name == "fedavg" else {}
 
     def run():
-        algo = get_algorithm(name)(p, seed=1)
+        algo = get_algorithm(name)(p, seed=1, **hyper)
         for _ in range(2):
             algo.step()
         return np.array(algo.w)
 
     whole = run()
     calls = []
-    monkeypatch.setattr(_softmax_kernels, "BATCH_WORK", 40)
-    original = _softmax_kernels._batch_softmax
-    monkeypatch.setattr(_softmax_kernels, "_batch_softmax", lambda *a: calls.append(1) or original(*a))
+    if name == "fedavg":
+        monkeypatch.setattr(_local_sgd_kernels, "BATCH_WORK", 40)
+        original = _softmax_kernels.LocalSGDSoftmax._run_batch
+        monkeypatch.setattr(_softmax_kernels.LocalSGDSoftmax, "_run_batch",
+                            lambda self, *a: calls.append(1) or original(self, *a))
+    else:
+        monkeypatch.setattr(_softmax_kernels, "BATCH_WORK", 40)
+        original = _softmax_kernels._batch_softmax
+        monkeypatch.setattr(_softmax_kernels, "_batch_softmax", lambda *a: calls.append(1) or original(*a))
     cut = run()
-    assert len(calls) > 10  # many batches, cutting inside the nodes' loops
+    assert len(calls) > 4  # many batches per iteration
     assert np.array_equal(whole, cut)
+
+
+@pytest.mark.parametrize("name,hyper", [
+    ("fedavg", {}),
+    ("fedavg", {"batch_size": 0, "client_fraction": 1.0, "local_epochs": 3}),
+    ("fedprox", {"mu": 0.5, "local_epochs": 2, "batch_size": 7, "client_fraction": 0.5}),
+], ids=["fedavg", "fedavg-full-batch", "fedprox"])
+def test_the_fedavg_family_on_ten_classes_is_the_dense_update(name, hyper):
+    """FedAvg (McMahan et al., Algorithm 1) and FedProx (Li et al., Algorithm 2) on the d × C model:
+    each sampled node takes E epochs of minibatch steps Y ← Y − η [mean_b x_i (softmax(Yᵀx_i) −
+    e_{y_i})ᵀ + λY + μ(Y − W)] from the server's W, which moves by Σ (n_k/n_S)(Y_k − W); densely,
+    with the algorithm's own node samples and row orders, to 1e-10."""
+    from fedviz.algorithms import get_algorithm
+
+    p = Problem(_data(n=240, d=10, C=10, K=6, seed=13, density=0.4), Softmax(), 1e-2)
+    X, y = _dense(p)
+    ds = p.data
+    algo = get_algorithm(name)(p, seed=3, **hyper)
+    mu = algo.local.mu
+    E, B = algo.local.epochs, algo.local.batch_size
+    W = np.zeros(p.shape)
+    for _ in range(3):
+        nodes = algo.sample_nodes()
+        orders = algo.local.orders(nodes, algo.rng(1))
+        sizes = ds.node_sizes[nodes]
+        delta = np.zeros(p.shape)
+        pos = 0
+        for k, nk in zip(nodes, sizes):
+            rows = np.arange(ds.offsets[k], ds.offsets[k + 1])
+            Y = W.copy()
+            for e in range(E):
+                order = np.arange(nk) if B == 0 else orders[pos + e * nk: pos + (e + 1) * nk]
+                step = nk if B == 0 else B
+                for lo in range(0, nk, step):
+                    batch = rows[order[lo:lo + step]]
+                    G = X[batch].T @ (softmax(X[batch] @ Y, axis=1) - np.eye(p.n_classes)[y[batch]]) / len(batch)
+                    Y = Y - algo.eta * (G + p.lam * Y + mu * (Y - W))
+            pos += 0 if B == 0 else E * nk
+            delta += nk / sizes.sum() * (Y - W)
+        W = W + delta
+        algo.step()
+        assert np.array_equal(algo.sampled, nodes)
+        np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
