@@ -11,7 +11,7 @@ Counting conventions (what the dashboard's x axes mean):
 - ``rounds``: synchronous communication rounds.  A round is one exchange server → nodes
   → server.  GD: 1 per iteration; FSVRG and DANE: 2 (the full gradient, then the
   local solutions); CoCoA+: 1.
-- ``vectors_up`` / ``vectors_down``: vectors of size d sent by nodes to the server /
+- ``vectors_up`` / ``vectors_down``: models (vectors of size dC, d for C = 1) sent by nodes to the server /
   by the server to nodes, summed over nodes.  Per node, divide by K.
 - ``grad_evals``: example-gradient evaluations ∇f_i (a full gradient costs n); an
   SDCA coordinate step counts as one.
