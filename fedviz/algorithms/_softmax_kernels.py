@@ -247,14 +247,16 @@ class LocalSVRGSoftmax:
 # ----------------------------------------------------------------------------- local minibatch SGD
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _node_pass_softmax(k, obase, offsets, indptr, indices, data, labels, pat_ptr, pat_ind, eta, lam, mu,
-                       epochs, bsize, x, order, y, last, a, coef, rpow, qsum, zc):
-    """Node k's local minibatch SGD on the d × C model (FedAvg, FedProx), as
-    :func:`._local_sgd_kernels._node_pass` without control variates: a step is
+                       epochs, bsize, x, order, y, last, a, coef, rpow, qsum, zc, ctrl, s, use_ctrl, G):
+    """Node k's local minibatch SGD on the d × C model (FedAvg, FedProx, SCAFFOLD), as
+    :func:`._local_sgd_kernels._node_pass`: a step is
 
-        Y ← Y − η [ (1/|b|) Σ_{i∈b} x_i (softmax(Yᵀx_i) − e_{y_i})ᵀ + λ Y + μ (Y − X) ],
+        Y ← Y − η [ (1/|b|) Σ_{i∈b} x_i (softmax(Yᵀx_i) − e_{y_i})ᵀ + λ Y + μ (Y − X) + V_k ],
 
-    the affine part applied just in time to a feature's whole row of C values.  On return the
-    rows of the node's support hold its final iterate; returns T, the number of steps."""
+    V_k = S − S_k SCAFFOLD's correction of the data parts (``use_ctrl``; S_k's rows on the node's
+    support entries, ``ctrl``), the affine part applied just in time to a feature's whole row of
+    C values.  On return the rows of the node's support hold its final iterate (and with
+    ``use_ctrl`` G the sum of the data gradients used); returns T, the number of steps."""
     C = y.shape[1]
     start = offsets[k]
     nk = offsets[k + 1] - start
@@ -264,7 +266,11 @@ def _node_pass_softmax(k, obase, offsets, indptr, indices, data, labels, pat_ptr
         j = pat_ind[p]
         for c in range(C):
             y[j, c] = x[j, c]
-            a[j, c] = eta * (mu * x[j, c])
+            v = 0.0
+            if use_ctrl:
+                v = s[j, c] - ctrl[p, c]
+                G[j, c] = 0.0
+            a[j, c] = eta * (mu * x[j, c] - v)
         last[j] = 0
     full = bsize == 0 or bsize >= nk
     B = nk if full else bsize
@@ -313,6 +319,9 @@ def _node_pass_softmax(k, obase, offsets, indptr, indices, data, labels, pat_ptr
                         last[j] = t + 1
                     for c in range(C):
                         y[j, c] -= eta * coef[q - lo, c] * val
+                    if use_ctrl:
+                        for c in range(C):
+                            G[j, c] += coef[q - lo, c] * val
             t += 1
     for p in range(p0, p1):
         j = pat_ind[p]
@@ -326,9 +335,11 @@ def _node_pass_softmax(k, obase, offsets, indptr, indices, data, labels, pat_ptr
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _round_batch_softmax(lo, hi, offsets, indptr, indices, data, labels, pat_ptr, pat_ind, eta, lam, mu, epochs,
-                         bsize, x, nodes, weights, order, order_start, Y, LAST, A, COEF, RPOW, QSUM, ACC, QACC, ZC):
-    """:func:`._local_sgd_kernels._round_batch` on the d × C model, without control variates:
-    ACC[c] += w_k (Δ_k − o_k) on node k's support rows (flat, row-major), QACC[c] += w_k q_{T_k}."""
+                         bsize, x, nodes, weights, pweights, order, order_start, Y, LAST, A, COEF, RPOW, QSUM, ACC,
+                         QACC, ZC, ctrl, s, use_ctrl, GG, ACC_S):
+    """:func:`._local_sgd_kernels._round_batch` on the d × C model: ACC[c] += w_k (Δ_k − o_k) on
+    node k's support rows (flat, row-major), QACC[c] += w_k q_{T_k}; with ``use_ctrl`` the new data
+    control variates S_k⁺ = G/T_k replace ``ctrl`` on the node's entries and ACC_S[c] += p_k (S_k⁺ − S_k)."""
     C = x.shape[1]
     for ch in prange(lo.shape[0]):
         y = Y[ch]
@@ -336,40 +347,56 @@ def _round_batch_softmax(lo, hi, offsets, indptr, indices, data, labels, pat_ptr
         qsum = QSUM[ch]
         for b in range(lo[ch], hi[ch]):
             k = nodes[b]
+            g = GG[ch]
+            acc_s = ACC_S[ch]
             T = _node_pass_softmax(k, order_start[b], offsets, indptr, indices, data, labels, pat_ptr, pat_ind,
                                    eta, lam, mu, epochs, bsize, x, order, y, LAST[ch], A[ch], COEF[ch],
-                                   RPOW[ch], qsum, ZC[ch])
+                                   RPOW[ch], qsum, ZC[ch], ctrl, s, use_ctrl, g)
             w = weights[b]
             qT = qsum[T]
             for p in range(pat_ptr[k], pat_ptr[k + 1]):
                 j = pat_ind[p]
                 for c in range(C):
-                    off = -eta * qT * (lam * x[j, c])
+                    sj = s[j, c] if use_ctrl else 0.0
+                    off = -eta * qT * (lam * x[j, c] + sj)
                     acc[j * C + c] += w * ((y[j, c] - x[j, c]) - off)
+                    if use_ctrl:
+                        new = g[j, c] / T
+                        acc_s[j * C + c] += pweights[b] * (new - ctrl[p, c])
+                        ctrl[p, c] = new
             QACC[ch, 0] += w * qT
 
 
 class LocalSGDSoftmax(LocalSGD):
     """:class:`._local_sgd_kernels.LocalSGD` for the d × C model of softmax regression: the same
-    rounds, row orders and batches (so the same samples as the binary loop), the model and the
-    result flat (length dC, row-major).  No control variates (SCAFFOLD is not converted)."""
+    rounds, row orders and batches (so the same samples as the binary loop), the model, the result
+    and S flat (length dC, row-major), SCAFFOLD's data control variates ``ctrl`` one row of C values
+    per node × feature support entry."""
 
     def __init__(self, problem, *, epochs: int, batch_size: int, stepsize: float, mu: float = 0.0,
                  control: bool = False):
-        if control:
-            raise ValueError("the softmax local loop keeps no control variates")
-        super().__init__(problem, epochs=epochs, batch_size=batch_size, stepsize=stepsize, mu=mu)
+        super().__init__(problem, epochs=epochs, batch_size=batch_size, stepsize=stepsize, mu=mu,
+                         control=control)
         d, C, T = problem.d, problem.n_classes, self.chunks
         self._Y = np.zeros((T, d, C))
         self._A = np.zeros((T, d, C))
         self._ACC = np.zeros((T, d * C))
         self._COEF = np.zeros((T, self._COEF.shape[1], C))
         self._ZC = np.zeros((T, C))
+        self._G = np.zeros((T, d, C) if self.control else (T, 1, C))
+        self._ACC_S = np.zeros((T, d * C) if self.control else (T, 1))
+        if self.control:
+            self.ctrl = np.zeros((self.pat_ind.shape[0], C))
+            self.s = np.zeros(d * C)
+        else:
+            self.ctrl = np.zeros((0, C))
 
     def _run_batch(self, lo, hi, ctl, plan_, scratch) -> None:
         pb = self.problem
+        s = pb.as_model(ctl.s) if self.control else np.zeros((1, pb.n_classes))
         _round_batch_softmax(lo, hi, self.offsets, self.indptr, self.indices, self.data, self.labels,
                              self.pat_ptr, self.pat_ind, self.eta, self.lam, self.mu, self.epochs,
-                             self.batch_size, pb.as_model(plan_.x), plan_.nodes, plan_.weights, plan_.order,
-                             plan_.order_start, self._Y, self._LAST, self._A, self._COEF, self._RPOW,
-                             self._QSUM, self._ACC, self._QACC, self._ZC)
+                             self.batch_size, pb.as_model(plan_.x), plan_.nodes, plan_.weights, plan_.pweights,
+                             plan_.order, plan_.order_start, self._Y, self._LAST, self._A, self._COEF, self._RPOW,
+                             self._QSUM, self._ACC, self._QACC, self._ZC, self.ctrl, s, self.control, self._G,
+                             self._ACC_S)

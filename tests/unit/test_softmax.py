@@ -129,7 +129,7 @@ def test_only_the_converted_algorithms_take_softmax():
 
     p = Problem(_data(), Softmax(), 0.1)
     assert sorted(name for name, cls in ALGORITHMS.items() if cls.multiclass) == [
-        "fedavg", "fedprox", "fsvrg", "gd", "naive-fsvrg", "sgd", "svrg"]
+        "fedavg", "fedprox", "fsvrg", "gd", "naive-fsvrg", "scaffold", "sgd", "svrg"]
     for name, cls in ALGORITHMS.items():
         if cls.multiclass:
             continue
@@ -369,3 +369,59 @@ def test_the_fedavg_family_on_ten_classes_is_the_dense_update(name, hyper):
         algo.step()
         assert np.array_equal(algo.sampled, nodes)
         np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("hyper", [{}, {"batch_size": 5, "client_fraction": 0.5, "local_epochs": 2}],
+                         ids=["full-batch", "minibatch"])
+def test_scaffold_on_ten_classes_is_the_dense_update(hyper):
+    """SCAFFOLD (Karimireddy et al., Algorithm 1, option II) on the d × C model: Y ← Y − η (g_b(Y) + λY
+    + S − S_k) with S_k, S the data parts of the control variates; S_k⁺ the mean data gradient the node
+    used; W ← W + η_g Σ (n_k/n_S)(Y_k − W), S ← S + Σ (n_k/n)(S_k⁺ − S_k); densely, to 1e-10."""
+    from fedviz.algorithms.scaffold import Scaffold
+
+    p = Problem(_data(n=240, d=10, C=10, K=6, seed=14, density=0.4), Softmax(), 1e-2)
+    X, y = _dense(p)
+    ds, C = p.data, p.n_classes
+    algo = Scaffold(p, seed=5, **hyper)
+    E, B, eta = algo.local.epochs, algo.local.batch_size, algo.eta
+    W, S = np.zeros(p.shape), np.zeros(p.shape)
+    Sk = np.zeros((ds.n_nodes, *p.shape))
+    for _ in range(3):
+        nodes = algo.sample_nodes()
+        orders = algo.local.orders(nodes, algo.rng(1))
+        sizes = ds.node_sizes[nodes]
+        delta, dS, pos = np.zeros(p.shape), np.zeros(p.shape), 0
+        for k, nk in zip(nodes, sizes):
+            rows = np.arange(ds.offsets[k], ds.offsets[k + 1])
+            Y, used, T = W.copy(), np.zeros(p.shape), 0
+            for e in range(E):
+                order = np.arange(nk) if B == 0 else orders[pos + e * nk: pos + (e + 1) * nk]
+                step = nk if B == 0 else B
+                for lo in range(0, nk, step):
+                    b = rows[order[lo:lo + step]]
+                    G = X[b].T @ (softmax(X[b] @ Y, axis=1) - np.eye(C)[y[b]]) / len(b)
+                    Y = Y - eta * (G + p.lam * Y + S - Sk[k])
+                    used, T = used + G, T + 1
+            pos += 0 if B == 0 else E * nk
+            delta += nk / sizes.sum() * (Y - W)
+            dS += nk / p.n * (used / T - Sk[k])
+            Sk[k] = used / T
+        W, S = W + algo.hp["global_stepsize"] * delta, S + dS
+        algo.step()
+        np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
+    c, Smat = algo.control_variates()
+    np.testing.assert_allclose(c, (S + p.lam * W).ravel(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Smat.toarray(), Sk.reshape(ds.n_nodes, -1), rtol=1e-10, atol=1e-12)
+
+
+def test_scaffold_on_ten_classes_stays_at_the_optimum_from_its_fixed_point():
+    """Property (A), Section 3.1: from W* with c_k = ∇F_k(W*) and c = ∇f(W*) SCAFFOLD does not move."""
+    from fedviz.algorithms.scaffold import Scaffold
+
+    p = Problem(_data(n=240, d=10, C=10, K=6, seed=15), Softmax(), 1e-2)
+    opt = solve(p)
+    Ck = p.node_grads_data(opt.w).toarray() + p.lam * opt.w
+    algo = Scaffold(p, w0=opt.w, control0=(p.grad(opt.w), Ck), client_fraction=1.0)
+    for _ in range(3):
+        algo.step()
+    assert np.linalg.norm(algo.w - opt.w) < 1e-9 * np.linalg.norm(opt.w)
