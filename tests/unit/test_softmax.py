@@ -129,7 +129,7 @@ def test_only_the_converted_algorithms_take_softmax():
 
     p = Problem(_data(), Softmax(), 0.1)
     assert sorted(name for name, cls in ALGORITHMS.items() if cls.multiclass) == [
-        "fedavg", "fedprox", "fsvrg", "gd", "naive-fsvrg", "scaffold", "sgd", "svrg"]
+        "dane", "fedavg", "fedprox", "fsvrg", "gd", "naive-fsvrg", "one-shot", "scaffold", "sgd", "svrg"]
     for name, cls in ALGORITHMS.items():
         if cls.multiclass:
             continue
@@ -425,3 +425,57 @@ def test_scaffold_on_ten_classes_stays_at_the_optimum_from_its_fixed_point():
     for _ in range(3):
         algo.step()
     assert np.linalg.norm(algo.w - opt.w) < 1e-9 * np.linalg.norm(opt.w)
+
+
+def _dense_newton(X, y, C, lam, lin, center, mu, W0):
+    """argmin_W (1/n) Σ φ_i(Wᵀx_i) + (λ/2)‖W‖² − ⟨lin, W⟩ + (μ/2)‖W − center‖², by Newton's
+    method with the dense dC × dC Hessian Σ (x_i x_iᵀ) ⊗ (diag p_i − p_i p_iᵀ)/n + (λ + μ)I."""
+    n, d = X.shape
+    W = W0.copy()
+    for _ in range(50):
+        P = softmax(X @ W, axis=1)
+        G = X.T @ (P - np.eye(C)[y]) / n + lam * W - lin + mu * (W - center)
+        if np.linalg.norm(G) < 1e-14:
+            break
+        H = sum(np.kron(np.outer(X[i], X[i]), np.diag(P[i]) - np.outer(P[i], P[i])) for i in range(n)) / n
+        H += (lam + mu) * np.eye(d * C)
+        W = W - np.linalg.solve(H, G.ravel()).reshape(d, C)
+    return W
+
+
+@pytest.mark.parametrize("name,hyper", [("dane", {}), ("dane", {"mu": 0.1, "eta": 0.5}), ("one-shot", {})],
+                         ids=["dane", "dane-mu-eta", "one-shot"])
+def test_dane_and_one_shot_on_ten_classes_solve_the_dense_subproblems(name, hyper):
+    """DANE (Algorithm 2, exact solver): W ← mean_k argmin F_k(W) − ⟨∇F_k(W^t) − η∇f(W^t), W⟩ +
+    (μ/2)‖W − W^t‖²; one-shot averaging (Section 3.4): W = Σ (n_k/n) argmin F_k; each node's
+    subproblem solved densely by Newton's method, to 1e-8."""
+    from fedviz.algorithms import get_algorithm
+
+    p = Problem(_data(n=120, d=6, C=10, K=4, seed=16, density=0.5), Softmax(), 2e-2)
+    X, y = _dense(p)
+    ds, C, lam = p.data, p.n_classes, p.lam
+    algo = get_algorithm(name)(p, seed=0, **hyper)
+    eta, mu = hyper.get("eta", 1.0), hyper.get("mu", 0.0)
+    W = np.zeros(p.shape)
+    for _ in range(2 if name == "dane" else 1):
+        G = _gradient(X, y, W, lam)
+        parts = []
+        for k in range(ds.n_nodes):
+            rows = slice(ds.offsets[k], ds.offsets[k + 1])
+            Xk, yk = X[rows], y[rows]
+            if name == "one-shot":
+                parts.append(ds.node_sizes[k] / p.n * _dense_newton(Xk, yk, C, lam, 0.0, W, 0.0, W))
+            else:
+                lin = _gradient(Xk, yk, W, lam) - eta * G
+                parts.append(_dense_newton(Xk, yk, C, lam, lin, W, mu, W) / ds.n_nodes)
+        W = sum(parts)
+        algo.step()
+        np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-8, atol=1e-9)
+
+
+def test_inexact_dane_refuses_softmax_by_name():
+    from fedviz.algorithms.dane import DANE
+
+    p = Problem(_data(), Softmax(), 0.1)
+    with pytest.raises(ParameterError, match=r"dane\.solver.*'exact' for a softmax model \(C = 4\)"):
+        DANE(p, solver="svrg")
