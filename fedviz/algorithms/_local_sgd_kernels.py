@@ -341,7 +341,8 @@ class LocalSGD:
         support = ds.support                            # the node × feature support, sorted
         self.pat_ptr = support.ptr
         self.pat_ind = support.col
-        code, smoothing = loss_code(problem.loss)
+        # No scalar loss code for a model of C > 1 outputs (its loop, LocalSGDSoftmax, needs none).
+        code, smoothing = loss_code(problem.loss) if problem.n_classes == 1 else (-1, 1.0)
         self.rows = NodeRows(offsets=self.offsets, indptr=self.indptr, indices=self.indices, data=self.data,
                              labels=self.labels, loss=code, smoothing=smoothing, pat_ptr=self.pat_ptr,
                              pat_ind=self.pat_ind)
@@ -475,10 +476,10 @@ class LocalSGD:
                 if self.control:
                     idx = _pattern_positions(self.pat_ptr, _slices(nodes, lo, hi))
                     backups.append((idx, self.ctrl[idx]))
-                _round_batch(lo, hi, self.rows, self.rule, Control(ctrl=self.ctrl, s=s, use_ctrl=self.control),
-                             RoundPlan(x=x, nodes=nodes, weights=weights, pweights=pweights, order=order,
-                                       order_start=ostart),
-                             scratch)
+                self._run_batch(lo, hi, Control(ctrl=self.ctrl, s=s, use_ctrl=self.control),
+                                RoundPlan(x=x, nodes=nodes, weights=weights, pweights=pweights, order=order,
+                                          order_start=ostart),
+                                scratch)
                 if check_stop is not None:
                     check_stop()
         except BaseException:
@@ -488,6 +489,10 @@ class LocalSGD:
         off = self.lam * x + s if self.control else self.lam * x
         delta = self._ACC.sum(axis=0) - self.eta * float(self._QACC.sum()) * off
         return delta, (self._ACC_S.sum(axis=0) if self.control else None)
+
+    def _run_batch(self, lo, hi, ctl: Control, plan_: RoundPlan, scratch: Scratch) -> None:
+        """One batch of the round on the compiled loop (a subclass runs another model's)."""
+        _round_batch(lo, hi, self.rows, self.rule, ctl, plan_, scratch)
 
     def _draw(self, nodes, lo, hi, streams) -> tuple[np.ndarray, np.ndarray]:
         """This batch's row orders, chunk by chunk from the chunk's stream, and where each

@@ -11,7 +11,7 @@ Counting conventions (what the dashboard's x axes mean):
 - ``rounds``: synchronous communication rounds.  A round is one exchange server → nodes
   → server.  GD: 1 per iteration; FSVRG and DANE: 2 (the full gradient, then the
   local solutions); CoCoA+: 1.
-- ``vectors_up`` / ``vectors_down``: vectors of size d sent by nodes to the server /
+- ``vectors_up`` / ``vectors_down``: models (vectors of size dC, d for C = 1) sent by nodes to the server /
   by the server to nodes, summed over nodes.  Per node, divide by K.
 - ``grad_evals``: example-gradient evaluations ∇f_i (a full gradient costs n); an
   SDCA coordinate step counts as one.
@@ -74,6 +74,9 @@ class Algorithm:
     reference: ClassVar[str] = ""
     federated: ClassVar[bool] = True
     losses: ClassVar[tuple[str, ...]] = ("logistic", "squared", "smoothed-hinge")
+    #: Whether the algorithm takes a model with C > 1 outputs (softmax, issue 22): set on a class once
+    #: its whole update is written for the flat d × C model (``losses`` lists its scalar losses).
+    multiclass: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()
     #: (parameter, direction): what the 'diverged' message tells the user to change, e.g.
     #: ``("stepsize", "lower")`` or DANE's ``("mu", "raise")``.  The parameter is one of
@@ -84,13 +87,23 @@ class Algorithm:
     def __init__(self, problem: Problem, *, seed: int = 0, w0: np.ndarray | None = None, **hyper):
         self.problem = problem
         self.seed = check_int("seed", seed, low=0, high=2**63 - 1)
-        if problem.loss.name not in self.losses:
+        if problem.n_classes != 1 and not self.multiclass:
+            # The flat-w adapter: this algorithm's kernels still work on a weight vector of length d
+            # (the d × 1 model of C = 1, issue 22); it takes C > 1 once it is converted.
+            raise ParameterError(f"{self.name}.loss", problem.loss.name,
+                                 f"a loss with one output per example (C = 1; this problem has C = "
+                                 f"{problem.n_classes}): {self.title} works on binary and regression models only")
+        if problem.n_classes == 1 and problem.loss.name not in self.losses:
             raise ParameterError(f"{self.name}.loss", problem.loss.name,
                                  "one of " + ", ".join(self.losses) + f" (what {self.title} supports)")
         self.hp: Mapping[str, Any] = MappingProxyType(self.validate(hyper))
-        self.w = np.zeros(problem.d) if w0 is None else np.array(w0, dtype=np.float64, copy=True)
-        if self.w.shape != (problem.d,):
-            raise ParameterError("w0", f"shape {self.w.shape}", f"a vector of length d = {problem.d}")
+        # The model flat (length dC, row-major d × C; for C = 1 the vector w ∈ R^d).
+        self.w = problem.zero_model() if w0 is None else np.array(w0, dtype=np.float64, copy=True)
+        if self.w.shape != (problem.size,):
+            raise ParameterError("w0", f"shape {self.w.shape}",
+                                 f"a vector of length d = {problem.d}" if problem.n_classes == 1 else
+                                 f"a flat model of length dC = {problem.size} "
+                                 f"(d = {problem.d}, C = {problem.n_classes})")
         self.w.setflags(write=False)
         self._z: np.ndarray | None = None
         self._g: np.ndarray | None = None

@@ -44,6 +44,7 @@ from ._svrg_kernels import (
     LocalSVRG,
     uniform_samples,
 )
+from ..errors import ParameterError
 from .base import Algorithm, Param, default_stepsize
 
 #: Newton iterations and CG iterations per Newton step of the exact local solver.
@@ -191,6 +192,14 @@ class LocalNewton:
     def _on_rows(self, per_node):
         return np.repeat(per_node, self._row_count)
 
+    def _curvature(self, z):
+        """The row-weighted curvature of the loss at the margins z (φ''(z_i)/n_k for C = 1)."""
+        return self.problem.loss.deriv2(z, self.problem.y) * self.row_weight
+
+    def _curvature_product(self, D, u):
+        """The curvature applied to margins u: D ∘ u for C = 1."""
+        return D * u
+
     def _active_rows(self, active) -> int:
         return int(self.problem.data.node_sizes[active].sum())
 
@@ -233,7 +242,7 @@ class LocalNewton:
             if not active.any():
                 break
             check()
-            D = pb.loss.deriv2(z, pb.y) * self.row_weight
+            D = self._curvature(z)
             # Forcing term min(0.1, √(‖g‖/‖g_0‖))·‖g‖, relative per node: superlinear
             # convergence (Nocedal & Wright, Theorem 7.2) whatever the scale of the node's g.
             # A quadratic (squared loss) is solved by one CG run to the target itself.
@@ -284,7 +293,7 @@ class LocalNewton:
             check()
             Bp = self._B(p)
             check()
-            Hp = self._BT(D * Bp, shift, p)
+            Hp = self._BT(self._curvature_product(D, Bp), shift, p)
             check()
             self.work += self._active_rows(~done)
             rr_new = _cg_update(ptr, done, rr, p, Hp, x, r)
@@ -296,6 +305,59 @@ class LocalNewton:
         return x
 
 
+class LocalNewtonSoftmax(LocalNewton):
+    """:class:`LocalNewton` for the d × C model of softmax regression (issue 22).
+
+    Slot space holds C values per support slot, flat and row-major (node k's entries are
+    ``ptr[k]·C .. ptr[k+1]·C``), so the per-node segment sums, CG updates and spreads are the
+    binary ones on C-fold segments; the products with B move a slot's C values per nonzero
+    (:class:`~fedviz.problems._blocks.RowBlocks`) and the curvature is the loss's per-example
+    C × C blocks (:meth:`~fedviz.problems.losses.Loss.curvature_product`), weighted 1/n_k.
+    """
+
+    def __init__(self, problem: Problem):
+        super().__init__(problem)
+        from ..problems._blocks import RowBlocks
+
+        self.C = problem.n_classes
+        self._Bb, self._BTb = RowBlocks(self.B), RowBlocks(self.BT)
+        self._slot_ptr = self._slot_ptr * self.C
+        self._slot_count = self._slot_count * self.C
+        self._weight_col = self.row_weight[:, None]
+
+    def _B(self, x):
+        return self._Bb.matmat(x.reshape(-1, self.C))
+
+    def _BT(self, x, a=0.0, v=None):
+        out = self._BTb.matmat(x).reshape(-1)
+        return out + a * v if a != 0.0 else out
+
+    def _on_rows(self, per_node):
+        return np.repeat(per_node, self._row_count)[:, None]
+
+    def _grad(self, v, z, lin, center, mu):
+        pb = self.problem
+        g = self._BT(pb.loss.deriv(z, pb.y) * self._weight_col, pb.lam, v) - lin
+        if mu:
+            g = g + mu * (v - center)
+        return g
+
+    def _curvature(self, z):
+        return self.problem.loss.curvature(z, self.problem.y)
+
+    def _curvature_product(self, D, u):
+        return self.problem.loss.curvature_product(D, u) * self._weight_col
+
+    def slot_index(self) -> np.ndarray:
+        """The flat model index j·C + c of every slot-space entry (slot of feature j, class c)."""
+        return (self.support.col[:, None] * self.C + np.arange(self.C)).ravel()
+
+
+def local_newton(problem: Problem) -> LocalNewton:
+    """The exact local solver for the problem's model: binary (C = 1) or softmax."""
+    return LocalNewton(problem) if problem.n_classes == 1 else LocalNewtonSoftmax(problem)
+
+
 class DANE(Algorithm):
     name = "dane"
     title = "DANE"
@@ -304,6 +366,8 @@ class DANE(Algorithm):
     #: convergence"; μ = 0 diverges as K grows (DANE's Figure 3).  η = 1 gives property (A)
     #: and (D), so lowering it is not the remedy.
     divergence_hint = ("mu", "raise")
+    #: Softmax (issue 22): the exact solver on the d × C model; the 'svrg' solver is refused there.
+    multiclass = True
     params = (
         Param("eta", "float", 1.0,
               "η, the weight of the global gradient in the linear term a_k = ∇F_k(w^t) − η∇f(w^t).  "
@@ -387,8 +451,12 @@ class DANE(Algorithm):
         self.eta = self.hp["eta"]
         self.mu = self.hp["mu"]
         if self.hp["solver"] == "exact":
-            self.local = LocalNewton(pb)
+            self.local = local_newton(pb)
             self.h = None
+        elif pb.n_classes > 1:
+            raise ParameterError("dane.solver", "svrg",
+                                 f"'exact' for a softmax model (C = {pb.n_classes}): inexact DANE's SVRG "
+                                 "solver takes binary and regression models only")
         else:
             self.m = self.hp["local_steps"] or self.derived["local_steps"]
             self.passes = self.hp["local_passes"]
@@ -420,6 +488,8 @@ class DANE(Algorithm):
         pb = self.problem
         loc = self.local
         sup = loc.support
+        if pb.n_classes > 1:
+            return self._exact_softmax(z, g, a_off)
         wt = self.w[sup.col]
         # a_k on the supports, from its definition: ∇F_k(w^t) − η∇f(w^t).
         grad_Fk = loc._BT(pb.loss.deriv(z, pb.y) * loc.row_weight, pb.lam, wt)
@@ -432,6 +502,21 @@ class DANE(Algorithm):
         w_off = (a_off + self.mu * self.w) / (pb.lam + self.mu)
         K = pb.data.n_nodes
         w_new = w_off + np.bincount(sup.col, weights=v - w_off[sup.col], minlength=pb.d) / K
+        return w_new, loc.work
+
+    def _exact_softmax(self, z, g, a_off):
+        """:meth:`_exact` on the d × C model: slot space holds a support feature's C values."""
+        pb = self.problem
+        loc = self.local
+        idx = loc.slot_index()
+        wt = self.w[idx]
+        grad_Fk = loc._BT(pb.loss.deriv(z, pb.y) * loc._weight_col, pb.lam, wt)
+        self.check_stop()
+        a_k = grad_Fk - self.eta * g[idx]
+        v = loc.solve(wt, a_k, wt, self.mu, self.hp["local_tol"], self.check_stop)
+        self.check_stop()
+        w_off = (a_off + self.mu * self.w) / (pb.lam + self.mu)
+        w_new = w_off + np.bincount(idx, weights=v - w_off[idx], minlength=pb.size) / pb.data.n_nodes
         return w_new, loc.work
 
     def _svrg(self, z, g, a_off):

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ._local_sgd_kernels import LocalSGD
+from ._softmax_kernels import LocalSGDSoftmax
 from .base import Algorithm, Param, default_stepsize
 
 
@@ -87,6 +88,8 @@ class FedAvg(Algorithm):
     title = "FedAvg"
     reference = "McMahan et al. (2017), Algorithm 1; cf. local solve-and-average, Section 3.4"
     divergence_hint = ("stepsize", "lower")
+    #: Softmax (issue 22): the local loop on the d × C model (FedProx inherits it, SCAFFOLD not).
+    multiclass = True
     params = (CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE, STEPSIZE)
     #: Vectors each sampled node sends up / receives per round.
     vectors_per_node = (1, 1)
@@ -95,7 +98,8 @@ class FedAvg(Algorithm):
         hp = self.hp
         self.eta = default_stepsize(hp["stepsize"], self.derived.get("stepsize"))
         self.h = self.eta   # the effective step under GD's name, which the runner's messages read
-        self.local = LocalSGD(self.problem, epochs=hp["local_epochs"], batch_size=hp["batch_size"],
+        engine = LocalSGD if self.problem.n_classes == 1 else LocalSGDSoftmax
+        self.local = engine(self.problem, epochs=hp["local_epochs"], batch_size=hp["batch_size"],
                               stepsize=self.eta, mu=self.proximal_weight(hp),
                               control=self.uses_control_variates())
         self.sampled = np.zeros(0, dtype=np.int64)

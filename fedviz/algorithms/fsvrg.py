@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._softmax_kernels import LocalSVRGSoftmax
 from ._svrg_kernels import SAMPLE_STREAM, LocalSVRG, permutation_samples
 from .base import Algorithm, Param, default_stepsize
 
@@ -59,6 +60,9 @@ class FSVRG(Algorithm):
     title = "FSVRG"
     reference = "Algorithm 4, Section 3.6"
     divergence_hint = ("stepsize", "lower")
+    #: Softmax (issue 22): the same loop on the d × C model; S_k and A scale a feature's row of C
+    #: values (the support and ω^j are the data's, shared by all classes).
+    multiclass = True
     params = (
         Param("stepsize", "float", None,
               "Stepsize h; node k steps with h_k = h/n_k.  Default with the safeguard: 4 n̄/L̄, "
@@ -101,7 +105,7 @@ class FSVRG(Algorithm):
         pb = self.problem
         ds = pb.data
         self.sizes = ds.node_sizes.astype(np.int64)
-        self.engine = LocalSVRG(pb)
+        self.engine = LocalSVRG(pb) if pb.n_classes == 1 else LocalSVRGSoftmax(pb)
         self.phi = ds.stats.phi if self.hp["gradient_scaling"] else None
         self.A = ds.stats.A if self.hp["aggregate_scaling"] else None
         self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
@@ -151,8 +155,10 @@ class FSVRG(Algorithm):
         delta = self.engine.run(w, z, g, g, samples, pb.data.offsets, self.sizes, hk,
                                 self.alpha, lam=pb.lam, rho=pb.lam, phi=self.phi,
                                 check_stop=self.check_stop)
-        if self.A is not None:
+        if self.A is not None and pb.n_classes == 1:
             delta *= self.A
+        elif self.A is not None:
+            delta = (pb.as_model(delta) * self.A[:, None]).reshape(pb.size)
         # Counted when the iteration completes (a Stop inside the local round leaves the run
         # as it was): the gradient round is made and counted whether its point is accepted
         # or not, and a rejected step's local round was counted in the iteration that took it.

@@ -1,7 +1,8 @@
 """Distributed gradient descent: the GD baseline of the paper's Figure 2 (Section 4.1).
 
 Each iteration is one round: nodes send ∇F_k(w^t) weighted by n_k/n, the server forms
-∇f(w^t) (eq. 7) and steps w^{t+1} = w^t − h ∇f(w^t).
+∇f(w^t) (eq. 7) and steps w^{t+1} = w^t − h ∇f(w^t).  The same step on the flat d × C model
+of softmax regression (issue 22): ∇f is the problem's, whatever C.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ class GD(Algorithm):
     title = "GD"
     reference = "Distributed gradient descent (Section 4.1, Figure 2)"
     divergence_hint = ("stepsize", "lower")
+    multiclass = True
     params = (
         Param("stepsize", "float", None, "Step h. Default 1/L, L = (1/γ)·λ_max(XᵀX)/n + λ, the "
               "smoothness constant of f; steps up to 2/L are stable.", low=0, low_open=True, log=True),

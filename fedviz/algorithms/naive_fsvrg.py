@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._softmax_kernels import LocalSVRGSoftmax
 from ._svrg_kernels import (
     SAMPLE_STREAM,
     LocalSVRG,
@@ -34,6 +35,7 @@ class NaiveFSVRG(Algorithm):
     title = "Naive FSVRG"
     reference = "Algorithm 3, Section 3.5"
     divergence_hint = ("stepsize", "lower")
+    multiclass = True  # softmax: the local loop on the d × C model (issue 22)
     params = (
         Param("stepsize", "float", None,
               "Stepsize h of every local step.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the "
@@ -60,7 +62,7 @@ class NaiveFSVRG(Algorithm):
         K = pb.data.n_nodes
         self.m = self.hp["local_steps"] or self.derived["local_steps"]
         self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
-        self.engine = LocalSVRG(pb)
+        self.engine = LocalSVRG(pb) if pb.n_classes == 1 else LocalSVRGSoftmax(pb)
         self.steps = np.full(K, self.m, dtype=np.int64)
         self.sample_ptr = np.arange(K + 1, dtype=np.int64) * self.m
         self.hk = np.full(K, self.h)

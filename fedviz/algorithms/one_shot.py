@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Algorithm, Param
-from .dane import LocalNewton
+from .dane import local_newton
 
 
 class OneShotAveraging(Algorithm):
@@ -31,6 +31,7 @@ class OneShotAveraging(Algorithm):
     #: Nothing to tune: one exact average of strongly convex local minimisers, no iteration
     #: that could amplify anything.
     divergence_hint = None
+    multiclass = True  # softmax: the local Newton-CG on the d × C model (issue 22)
     params = (
         Param("local_tol", "float", 1e-10,
               "Stop each node's Newton-CG when ‖∇F_k‖ has shrunk by this factor from its value "
@@ -40,7 +41,7 @@ class OneShotAveraging(Algorithm):
     def setup(self):
         # Built here, before the first record, so that Stop during the one real iteration
         # never waits for it (about 5 s at the paper's scale); freed once the solve is done.
-        self.local = LocalNewton(self.problem)
+        self.local = local_newton(self.problem)
         self.done = False
 
     def _step(self):
@@ -49,12 +50,16 @@ class OneShotAveraging(Algorithm):
         pb = self.problem
         local = self.local
         sup = local.support
-        zero = np.zeros(sup.col.size)
+        C = pb.n_classes
+        zero = np.zeros(sup.col.size * C)
         v = local.solve(zero, zero, zero, 0.0, self.hp["local_tol"], self.check_stop)
         self.check_stop()
         weights = pb.data.node_sizes[sup.node] / pb.n
         self.grad_evals += local.work
         self.count_round(up_per_node=1, down_per_node=0)
-        self.w = np.bincount(sup.col, weights=weights * v, minlength=pb.d)
+        if C == 1:
+            self.w = np.bincount(sup.col, weights=weights * v, minlength=pb.d)
+        else:  # slot space holds a support feature's C values
+            self.w = np.bincount(local.slot_index(), weights=np.repeat(weights, C) * v, minlength=pb.size)
         self.local = None
         self.done = True

@@ -50,6 +50,7 @@ class Scaffold(FedAvg):
         As for :class:`~fedviz.algorithms.base.Algorithm`.
     control0 : (c, C) or None
         Starting control variates: c of shape (d,) for the server and C of shape (K, d)
+        (dC and K × dC, flat and row-major, for a model of C > 1 outputs)
         (dense array or sparse matrix) with C[k] = c_k.  None (the default) starts from zero.
         Each c_k − λ·w0 must vanish off node k's features, since only the data part is
         stored (e.g. c_k = ∇F_k(w0) qualifies).  Meant for tests and small problems, such
@@ -60,6 +61,8 @@ class Scaffold(FedAvg):
     title = "SCAFFOLD"
     reference = "Karimireddy et al. (2020), Algorithm 1, option II; property (A), Section 3.1"
     divergence_hint = ("stepsize", "lower")
+    #: Softmax (issue 22): the model, c and the c_k are d × C, flat; a support entry stores C values.
+    multiclass = True
     params = (
         Param("client_fraction", "float", 0.1,
               "C: fraction of the nodes sampled (without replacement) each round; round(C·K) "
@@ -115,7 +118,7 @@ class Scaffold(FedAvg):
     # -- control variates --------------------------------------------------------------------------
     def _set_control(self, c, C) -> None:
         """Store (c, C) as s = c − λw, s_k = C[k] − λw on node k's features (checked)."""
-        K, d = self.problem.data.n_nodes, self.problem.d
+        K, d, nc = self.problem.data.n_nodes, self.problem.size, self.problem.n_classes
         lam_w = self.problem.lam * self.w
         c = np.asarray(c, dtype=np.float64)
         if c.shape != (d,):
@@ -127,15 +130,20 @@ class Scaffold(FedAvg):
         local = self.local
         rows = np.repeat(np.arange(K), np.diff(local.pat_ptr))
         R = C - lam_w
-        on = R[rows, local.pat_ind]
-        R[rows, local.pat_ind] = 0.0
+        if nc == 1:
+            on = R[rows, local.pat_ind]
+            R[rows, local.pat_ind] = 0.0
+        else:  # a support entry (node k, feature j) holds the C values of columns jC .. jC + C − 1
+            R3 = R.reshape(K, self.problem.d, nc)
+            on = R3[rows, local.pat_ind]
+            R3[rows, local.pat_ind] = 0.0
         scale = max(1.0, float(np.abs(C).max(initial=0.0)))
         bad = np.abs(R) > 1e-12 * scale
         if np.any(bad):
             k, j = map(int, np.argwhere(bad)[0])
             raise ParameterError(
                 "control0", f"C[{k}, {j}] = {C[k, j]!r}",
-                f"λ·w0[{j}] = {lam_w[j]!r} where node {k} has no data on feature {j}: only the "
+                f"λ·w0[{j}] = {lam_w[j]!r} where node {k} has no data on feature {j // nc}: only the "
                 "data part of a control variate, which lives on the node's features, is stored")
         local.ctrl[:] = on
         local.s[:] = c - lam_w
@@ -143,12 +151,16 @@ class Scaffold(FedAvg):
     def control_variates(self) -> tuple[np.ndarray, sp.csr_matrix]:
         """(c, S): the server's c = s + λw, and the nodes' data parts, c_k = S[k] + λw.
 
-        S is K × d CSR on the node × feature pattern.  At all times c = Σ_k (n_k/n) c_k
+        S is K × d CSR (K × dC for C > 1) on the node × feature pattern.  At all times c = Σ_k (n_k/n) c_k
         up to rounding when started from zero or from consistent values.
         """
         local = self.local
-        K, d = self.problem.data.n_nodes, self.problem.d
-        S = sp.csr_matrix((local.ctrl.copy(), local.pat_ind, local.pat_ptr), shape=(K, d))
+        K, d, nc = self.problem.data.n_nodes, self.problem.d, self.problem.n_classes
+        if nc == 1:
+            S = sp.csr_matrix((local.ctrl.copy(), local.pat_ind, local.pat_ptr), shape=(K, d))
+        else:  # K × dC: entry (k, j) of the support spans columns jC .. jC + C − 1
+            cols = (local.pat_ind[:, None] * nc + np.arange(nc)).ravel()
+            S = sp.csr_matrix((local.ctrl.ravel().copy(), cols, local.pat_ptr * nc), shape=(K, d * nc))
         return local.s + self.problem.lam * self.w, S
 
     # -- one round -----------------------------------------------------------------------------------

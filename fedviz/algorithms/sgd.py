@@ -15,6 +15,9 @@ methods the paper builds on.
 
 A step costs O(nnz of x_i): the shrinkage by (1 − h_t λ) of untouched coordinates is
 applied lazily (:func:`._svrg_kernels.sgd_epoch`).
+
+Softmax regression (issue 22): the same epoch on the d × C model, a step moving the C weights of
+each feature of x_i by h_t x_ij (softmax(Wᵀx_i) − e_{y_i}) (:func:`._softmax_kernels.sgd_epoch_softmax`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..problems._compiled import loss_code
+from ._softmax_kernels import sgd_epoch_softmax
 from ._svrg_kernels import (
     SAMPLE_STREAM,
     permutation_samples,
@@ -42,6 +46,7 @@ class SGD(Algorithm):
     reference = "Stochastic gradient descent (Section 2.1)"
     federated = False
     divergence_hint = ("stepsize", "lower")
+    multiclass = True
     params = (
         Param("stepsize", "float", None,
               "Initial stepsize h.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the smoothness of "
@@ -67,7 +72,10 @@ class SGD(Algorithm):
             raise ParameterError(f"{self.name}.stepsize", self.h,
                                  f"number in (0, 1/λ) = (0, {1.0 / pb.lam:.6g})")
         X = pb.X
-        self._kernel_args = (X.indptr, X.indices, X.data, pb.y, *loss_code(pb.loss))
+        if pb.n_classes == 1:
+            self._kernel_args = (X.indptr, X.indices, X.data, pb.y, *loss_code(pb.loss))
+        else:
+            self._kernel_args = (X.indptr, X.indices, X.data, pb.y)
         self._last = np.zeros(pb.d, dtype=np.int64)
         self._cum = np.zeros(pb.n + 1)
 
@@ -87,14 +95,21 @@ class SGD(Algorithm):
         return permutation_samples(rng, np.array([0, n], dtype=np.int64))
 
     def _step(self):
+        pb = self.problem
         w = np.array(self.w)
         samples, h = self.samples(), self.stepsizes()
         # The epoch in pieces, so Stop takes effect between them; the kernel keeps its lazy
         # state across calls, so the cut points do not change the iterates at all.
         n = samples.size
+        if pb.n_classes > 1:
+            W, scratch = pb.as_model(w), np.empty(pb.n_classes)  # a view: the kernel updates w
         for a in range(0, n, STEPS_PER_CALL):
-            sgd_epoch(*self._kernel_args, w, samples, h, self.problem.lam, self._last, self._cum,
-                      a, min(a + STEPS_PER_CALL, n))
+            if pb.n_classes == 1:
+                sgd_epoch(*self._kernel_args, w, samples, h, pb.lam, self._last, self._cum,
+                          a, min(a + STEPS_PER_CALL, n))
+            else:
+                sgd_epoch_softmax(*self._kernel_args, W, samples, h, pb.lam, self._last, self._cum,
+                                  a, min(a + STEPS_PER_CALL, n), scratch)
             self.check_stop()
         self.grad_evals += self.problem.n
         self.w = w

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._softmax_kernels import LocalSVRGSoftmax
 from ._svrg_kernels import (
     SAMPLE_STREAM,
     LocalSVRG,
@@ -36,6 +37,7 @@ class SVRG(Algorithm):
     reference = "Algorithm 1, Section 3.2"
     federated = False
     divergence_hint = ("stepsize", "lower")
+    multiclass = True  # softmax: the loop on the d × C model (issue 22)
     params = (
         Param("stepsize", "float", None,
               "Stepsize h.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the smoothness of an "
@@ -63,7 +65,7 @@ class SVRG(Algorithm):
         pb = self.problem
         self.m = self.hp["inner_steps"] or self.derived["inner_steps"]
         self.h = default_stepsize(self.hp["stepsize"], self.derived.get("stepsize"))
-        self.engine = LocalSVRG(pb, pooled=True)
+        self.engine = LocalSVRG(pb, pooled=True) if pb.n_classes == 1 else LocalSVRGSoftmax(pb, pooled=True)
 
     def samples(self) -> np.ndarray:
         """This iteration's m example indices (the contract FSVRG with K = 1 shares)."""

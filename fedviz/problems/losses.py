@@ -1,10 +1,27 @@
-"""Losses φ_i(z) of the L2-regularised linear predictors of the paper's Appendix, eq. (11).
+"""Losses φ_i of the L2-regularised linear predictors of the paper's Appendix, eq. (11).
 
-Each loss is a small stateless object acting on margins ``z = Xw`` and labels ``y``
-elementwise.  It provides the value, the first and second derivatives in z (from which
-the objective builds gradients and Hessian-vector products), the smoothness constant
-of φ (1/γ in the Appendix's notation) and the convex conjugate φ* that the dual methods
-(CoCoA+, Algorithm 6) need.
+Each loss is a small stateless object acting on margins and labels.  The model has the
+shape (d, C) (issue 22; scikit-learn's ``coef`` has the same layout), so example i has C
+margins z_i = Wᵀx_i and the margins of n examples are an n × C array; C is the loss's
+:meth:`Loss.n_outputs` for the labels: 1 for the scalar losses here (binary classification
+and regression), whose margins are kept as a vector of length n (an n × 1 array's data).
+
+The interface every loss implements, on margins of any C (what the objective, the optimum
+and the metrics use):
+
+- :meth:`Loss.value_deriv`: Σ_i φ_i, the derivatives ∂φ_i/∂z_i shaped like the margins and
+  the training error count, in one call;
+- :meth:`Loss.errors`: the misclassified count (the sign of the margin for C = 1);
+- :meth:`Loss.curvature` / :meth:`Loss.curvature_product` / :meth:`Loss.curvature_diagonal`:
+  the per-example Hessian blocks ∇²φ_i (C × C; for C = 1 the scalar φ'') as an operator, for
+  the Hessian-vector products of the optimum and its diagonal preconditioner.
+
+The scalar losses (C = 1) also give φ, φ', φ'' and the convex conjugate φ* elementwise
+(:meth:`Loss.value`, :meth:`Loss.deriv`, :meth:`Loss.deriv2`, :meth:`Loss.conjugate`), which
+the per-example kernels and the dual methods (CoCoA+, Algorithm 6) use; the interface above
+is defined from them with the same operations in the same order, so that a binary result is
+the same to the last bit whichever path computes it.  Smoothness is that of φ (1/γ in the
+Appendix's notation).
 """
 
 from __future__ import annotations
@@ -41,11 +58,37 @@ class Loss:
         """φ*(u) = sup_z (u z − φ(z)); +inf outside the domain."""
         raise NotImplementedError
 
+    def n_outputs(self, y, y_test=None) -> int:
+        """C, the margins per example the loss takes for training labels ``y`` (and test labels
+        ``y_test``): 1 for a scalar loss."""
+        return 1
+
+    def errors(self, z, y) -> int | None:
+        """The misclassified count at margins ``z``: sign(z_i) ≠ y_i for C = 1 (a margin of
+        exactly 0 predicts −1); None for a regression loss, which counts no errors."""
+        if self.task != "classification":
+            return None
+        return int(np.count_nonzero((z > 0) != (y > 0)))
+
     def value_deriv(self, z, y) -> tuple[float, np.ndarray, int | None]:
-        """(Σ_i φ(z_i), φ'(z), misclassified count or None): what an objective-and-gradient
-        evaluation and the training error need, in one call."""
-        errors = int(np.count_nonzero((z > 0) != (y > 0))) if self.task == "classification" else None
+        """(Σ_i φ_i(z_i), the derivatives shaped like the margins ``z``, :meth:`errors`): what an
+        objective-and-gradient evaluation and the training error need, in one call."""
+        errors = self.errors(z, y)
         return float(np.sum(self.value(z, y))), self.deriv(z, y), errors
+
+    def curvature(self, z, y, divisor: float | None = None):
+        """The Hessian blocks ∇²φ_i(z_i) (divided by ``divisor`` if given) as an operator for
+        :meth:`curvature_product`: for C = 1 the vector φ''(z) (/ divisor)."""
+        d2 = self.deriv2(z, y)
+        return d2 if divisor is None else d2 / divisor
+
+    def curvature_product(self, D, u):
+        """∇²φ_i u_i for every example, shaped like the margins ``u``: D u elementwise for C = 1."""
+        return D * u
+
+    def curvature_diagonal(self, D):
+        """The diagonals of the Hessian blocks, shaped like the margins: D itself for C = 1."""
+        return D
 
     @property
     def key(self) -> tuple:
@@ -153,6 +196,89 @@ class SmoothedHinge(Loss):
         b = -np.asarray(u, dtype=float) * y
         out = -b + 0.5 * self.gamma * b * b
         return np.where((b < 0) | (b > 1), np.inf, out)
+
+
+class Softmax(Loss):
+    """Softmax (multinomial logistic) regression over C ≥ 2 classes: with margins z ∈ R^C and a
+    class code y ∈ {0, …, C−1}, φ(z) = log Σ_c exp(z_c) − z_y (issue 22, point 2).
+
+    The labels are class codes 0..C−1 (mapping a file's labels to codes is the data layer's);
+    C is the largest code + 1, over the training and test labels.  ∇φ = p − e_y with
+    p = softmax(z) and ∇²φ = diag(p) − p pᵀ ⪯ ½ I (Böhning, 1992): smoothness ½ per example.
+    Not in :data:`LOSSES` (what the pages offer) until the algorithms take C > 1; construct it.
+    """
+
+    name = "softmax"
+    title = "Softmax regression (multinomial logistic)"
+    smoothness = 0.5
+
+    def n_outputs(self, y, y_test=None) -> int:
+        codes = np.asarray(y, dtype=np.float64)
+        if y_test is not None and np.size(y_test):
+            codes = np.concatenate([codes, np.asarray(y_test, dtype=np.float64)])
+        bad = (codes < 0) | (codes != np.floor(codes))
+        if codes.size == 0 or np.any(bad):
+            raise ParameterError("loss", self.name, "a binary or regression loss: softmax needs labels "
+                                 "that are class codes 0, 1, …, C − 1")
+        C = int(codes.max()) + 1
+        if C < 2:
+            raise ParameterError("loss", self.name, "a binary loss: the labels hold one class only")
+        return C
+
+    @staticmethod
+    def _logsumexp(z):
+        m = np.max(z, axis=1)
+        return m + np.log(np.sum(np.exp(z - m[:, None]), axis=1))
+
+    def _probabilities(self, z):
+        return np.exp(z - self._logsumexp(z)[:, None])
+
+    @staticmethod
+    def _codes(y):
+        return np.asarray(y).astype(np.intp)
+
+    def value(self, z, y):
+        """φ_i for every example (a vector of length n)."""
+        return self._logsumexp(z) - z[np.arange(len(z)), self._codes(y)]
+
+    def deriv(self, z, y):
+        """p − e_y for every example: n × C, like the margins."""
+        d = self._probabilities(z)
+        d[np.arange(len(z)), self._codes(y)] -= 1.0
+        return d
+
+    def errors(self, z, y) -> int:
+        """The examples whose largest margin is not their class's (a tie predicts the lowest code)."""
+        return int(np.count_nonzero(np.argmax(z, axis=1) != self._codes(y)))
+
+    def value_deriv(self, z, y):
+        lse = self._logsumexp(z)
+        rows, codes = np.arange(len(z)), self._codes(y)
+        total = float(np.sum(lse - z[rows, codes]))
+        d = np.exp(z - lse[:, None])
+        errors = self.errors(z, y)
+        d[rows, codes] -= 1.0
+        return total, d, errors
+
+    def curvature(self, z, y, divisor: float | None = None):
+        """(p, divisor): the blocks diag(p_i) − p_i p_iᵀ, kept as the probabilities."""
+        return (self._probabilities(z), divisor)
+
+    def curvature_product(self, D, u):
+        p, divisor = D
+        out = p * (u - np.sum(p * u, axis=1, keepdims=True))
+        return out if divisor is None else out / divisor
+
+    def curvature_diagonal(self, D):
+        p, divisor = D
+        out = p * (1.0 - p)
+        return out if divisor is None else out / divisor
+
+    def deriv2(self, z, y):
+        raise NotImplementedError("softmax has C × C curvature blocks: use curvature()")
+
+    def conjugate(self, u, y):
+        raise NotImplementedError("the dual methods do not take softmax yet (issue 22, point 3)")
 
 
 #: Elements per chunk of the fused logistic kernel: fixed, so the partial sums (added in

@@ -1,15 +1,24 @@
-"""The objective f(w) = (1/n) Σ_i φ_i(x_iᵀw) + (λ/2)‖w‖² of the paper's eqs. (1) and (11).
+"""The objective f(W) = (1/n) Σ_i φ_i(Wᵀx_i) + (λ/2)‖W‖²_F of the paper's eqs. (1) and (11).
 
 :class:`Problem` binds a federated data set, a loss and λ.  It evaluates f, ∇f and
 Hessian-vector products with two sparse matrix-vector products each (the memory-bound
 floor every algorithm is measured against), and the per-node quantities F_k and ∇F_k
 of eq. (6).
+
+The model's shape (issue 22).  The problem owns the number of outputs C (the loss's, from the
+labels: 1 for binary classification and regression) and the model's shape (d, C), row-major as
+scikit-learn's ``coef``: a feature's C weights are contiguous.  Its methods take the model flat,
+a vector of length :attr:`Problem.size` = dC (the layout the optimum and every algorithm work
+in), and :meth:`Problem.as_model` / :meth:`Problem.flat` convert between the two views without
+a copy.  Margins are n × C, kept as a vector of length n when C = 1: for C = 1 the flat model
+*is* the weight vector w ∈ R^d of the paper, and every computation is the binary one, operation
+for operation.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -42,6 +51,9 @@ class Problem:
     data: FederatedDataset
     loss: Loss
     lam: float
+    #: C, the outputs per example (the model is d × C): 1 for binary classification and regression.
+    #: Derived from the loss and the labels, never passed (``dataclasses.replace`` re-derives it).
+    n_classes: int = field(init=False)
 
     def __init__(self, data: FederatedDataset, loss: Loss | str = "logistic", lam: float | None = None):
         loss = make_loss(loss)
@@ -49,7 +61,8 @@ class Problem:
             lam = 1.0 / data.n
         if not (isinstance(lam, (int, float, np.floating)) and np.isfinite(lam) and lam > 0):
             raise ParameterError("lam", lam, "number > 0 (default 1/n)")
-        if loss.task == "classification":
+        n_classes = int(loss.n_outputs(data.y, data.y_test))
+        if loss.task == "classification" and n_classes == 1:
             bad = ~np.isin(data.y, (-1.0, 1.0))
             if np.any(bad):
                 raise ParameterError("loss", loss.name,
@@ -58,6 +71,7 @@ class Problem:
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "loss", loss)
         object.__setattr__(self, "lam", float(lam))
+        object.__setattr__(self, "n_classes", n_classes)
 
     # -- shorthands ------------------------------------------------------------------------
     @property
@@ -75,6 +89,39 @@ class Problem:
     @property
     def d(self) -> int:
         return self.data.d
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The model's shape (d, C), row-major."""
+        return (self.data.d, self.n_classes)
+
+    @property
+    def size(self) -> int:
+        """dC: the length of the flat model every method takes (d for C = 1)."""
+        return self.data.d * self.n_classes
+
+    @property
+    def margin_shape(self) -> tuple[int, ...]:
+        """The margins' shape: (n, C), or (n,) for C = 1 (the binary vector of margins)."""
+        return (self.data.n,) if self.n_classes == 1 else (self.data.n, self.n_classes)
+
+    def as_model(self, w: np.ndarray) -> np.ndarray:
+        """The flat model ``w`` (length dC) as the d × C matrix W, a view (row j: feature j's C weights)."""
+        w = np.asarray(w)
+        if w.shape != (self.size,):
+            raise ParameterError("w", f"shape {w.shape}", f"a flat model of length dC = {self.size}")
+        return w.reshape(self.shape)
+
+    def flat(self, W: np.ndarray) -> np.ndarray:
+        """The d × C model ``W`` as the flat vector the methods take (a view of row-major W)."""
+        W = np.asarray(W)
+        if W.shape != self.shape:
+            raise ParameterError("W", f"shape {W.shape}", f"a model of shape (d, C) = {self.shape}")
+        return W.reshape(self.size)
+
+    def zero_model(self) -> np.ndarray:
+        """The flat model 0 (length dC)."""
+        return np.zeros(self.size)
 
     @property
     def key(self) -> tuple:
@@ -97,15 +144,20 @@ class Problem:
         return RowBlocks(self.data.X_test)
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
-        """X w on every core."""
-        return self.blocks.matvec(w)
+        """The margins X W of the flat model ``w``: X w (length n) on every core for C = 1."""
+        if self.n_classes == 1:
+            return self.blocks.matvec(w)
+        return self.blocks.matmat(self.as_model(w))
 
     def rmatvec(self, r: np.ndarray) -> np.ndarray:
-        """Xᵀ r on every core."""
-        return self.blocks.rmatvec(r)
+        """Xᵀ R, flat (length dC), for ``r`` shaped like the margins: Xᵀ r on every core for C = 1."""
+        if self.n_classes == 1:
+            return self.blocks.rmatvec(r)
+        return self.blocks.rmatmat(r).reshape(self.size)
 
     # -- objective ---------------------------------------------------------------------------
     def margins(self, w: np.ndarray) -> np.ndarray:
+        """X W for the flat model ``w``: n × C, a vector of length n for C = 1."""
         return self.matvec(w)
 
     def value(self, w: np.ndarray, z: np.ndarray | None = None) -> float:
@@ -124,6 +176,8 @@ class Problem:
     def value_grad_error(self, w: np.ndarray, z: np.ndarray | None = None):
         """f(w), ∇f(w) and the training error (:attr:`error_metric`) together."""
         z = self.matvec(w) if z is None else z
+        # The loss's derivatives are shaped like the margins and its error count is the sign's
+        # (C = 1); the rest is the same for every C with the model flat.
         total, d, errors = self.loss.value_deriv(z, self.y)
         f = total / self.n + 0.5 * self.lam * float(w @ w)
         d /= self.n
@@ -135,23 +189,33 @@ class Problem:
             train = self._error(z, self.y)
         return f, g, train
 
-    def curvature(self, w: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
-        """The diagonal D with ∇²f(w) = Xᵀ D X / n + λI, i.e. φ''(x_iᵀw)."""
+    def curvature(self, w: np.ndarray, z: np.ndarray | None = None):
+        """The per-example Hessian blocks D with ∇²f(w) = Xᵀ D X / n + λI (the loss's
+        :meth:`~fedviz.problems.losses.Loss.curvature`): for C = 1 the diagonal φ''(x_iᵀw)."""
         z = self.matvec(w) if z is None else z
-        return self.loss.deriv2(z, self.y)
+        return self.loss.curvature(z, self.y)
 
-    def hessp(self, D: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²f(w) v for the curvature ``D = curvature(w)``."""
-        return self.rmatvec(D * self.matvec(v)) / self.n + self.lam * v
+    def hessp(self, D, v: np.ndarray) -> np.ndarray:
+        """∇²f(w) v for the curvature ``D = curvature(w)`` and a flat ``v``."""
+        return self.rmatvec(self.loss.curvature_product(D, self.matvec(v))) / self.n + self.lam * v
 
     # -- per-node quantities (eq. 6: F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w)) -----------------------
     def node_grads_data(self, w: np.ndarray) -> sp.csr_matrix:
-        """The data part of each ∇F_k as rows of a K × d sparse matrix: (1/n_k) X_kᵀ φ'(X_k w)."""
-        z = self.X @ w
-        r = self.loss.deriv(z, self.y) / np.repeat(self.data.node_sizes, self.data.node_sizes)
-        P = sp.csr_matrix((r, self.data.node_of_row, np.arange(self.n + 1)),
-                          shape=(self.n, self.data.n_nodes))
-        return (P.T @ self.X).tocsr()
+        """The data part of each ∇F_k as rows of a K × dC sparse matrix: (1/n_k) X_kᵀ φ'(X_k W),
+        flat and row-major as the model (K × d for C = 1)."""
+        if self.n_classes == 1:
+            z = self.X @ w
+            r = self.loss.deriv(z, self.y) / np.repeat(self.data.node_sizes, self.data.node_sizes)
+            P = sp.csr_matrix((r, self.data.node_of_row, np.arange(self.n + 1)),
+                              shape=(self.n, self.data.n_nodes))
+            return (P.T @ self.X).tocsr()
+        C, d = self.n_classes, self.d
+        R = self.loss.deriv(self.matvec(w), self.y) / np.repeat(self.data.node_sizes, self.data.node_sizes)[:, None]
+        parts = [sp.csr_matrix((R[:, c], self.data.node_of_row, np.arange(self.n + 1)),
+                               shape=(self.n, self.data.n_nodes)).T @ self.X for c in range(C)]
+        # Class blocks side by side put (c, j) at column c·d + j; the model's order is j·C + c.
+        order = (np.arange(C)[None, :] * d + np.arange(d)[:, None]).ravel()
+        return sp.hstack(parts, format="csr")[:, order]
 
     # -- constants -----------------------------------------------------------------------------
     @cached_property
@@ -175,7 +239,9 @@ class Problem:
             s = np.linalg.svd(X.toarray(), compute_uv=False)
             # Round up past the SVD's rounding error so L stays an upper bound.
             return float(s[0] ** 2) * (1 + 1e-9) if s.size else 0.0
-        op = spla.LinearOperator((X.shape[1], X.shape[1]), matvec=lambda v: self.rmatvec(self.matvec(v)),
+        # XᵀX of the data, whatever C: the row blocks' vector products (the binary ones for C = 1).
+        blocks = self.blocks
+        op = spla.LinearOperator((X.shape[1], X.shape[1]), matvec=lambda v: blocks.rmatvec(blocks.matvec(v)),
                                  dtype=np.float64)
         val = spla.eigsh(op, k=1, which="LA", tol=1e-3, return_eigenvectors=False,
                          v0=np.ones(X.shape[1]))
@@ -267,14 +333,19 @@ class Problem:
         test label is ±1, whatever the loss (ridge regression on ±1 labels is a classifier too,
         and its mean squared error, 0.74 at w* on google-plus-small, is no error rate: its sign
         error there is 26.8%); "mse", the mean squared error (wᵀx − y)², on real-valued targets
-        (regression data, which only the squared loss takes)."""
+        (regression data, which only the squared loss takes).  With C > 1 classes, "error" is the
+        share of x whose largest margin is not their class's (argmax)."""
         ds = self.data
+        if self.n_classes > 1:
+            return "error"
         pm1 = bool(np.all(np.isin(ds.y, (-1.0, 1.0))) and np.all(np.isin(ds.y_test, (-1.0, 1.0))))
         return "error" if pm1 else "mse"
 
     def _error(self, z: np.ndarray, y: np.ndarray) -> float:
         if y.size == 0:
             return float("nan")
+        if self.n_classes > 1:
+            return self.loss.errors(z, y) / y.size
         if self.error_metric == "mse":
             return float(np.mean((z - y) ** 2))
         return classification_error(z, y)
@@ -284,6 +355,8 @@ class Problem:
         ds = self.data
         if ds.y_test.size == 0:
             return float("nan")
+        if self.n_classes > 1:
+            return self._error(self.test_blocks.matmat(self.as_model(w)), ds.y_test)
         return self._error(self.test_blocks.matvec(w), ds.y_test)
 
     def train_error(self, w: np.ndarray, z: np.ndarray | None = None) -> float:

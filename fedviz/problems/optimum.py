@@ -7,6 +7,12 @@ and the line search keeps the first steps safe.  CG is preconditioned by the Hes
 diagonal, Σ_i φ''_i x_ij² / n + λ: with λ = 1/n and bag-of-words features whose
 frequencies span orders of magnitude, that cuts the Hessian products about threefold.  Results are cached per
 (data set fingerprint, loss, λ).
+
+The method works in the model's dC dimensions (issue 22: the model is d × C, flat and
+row-major, :class:`~fedviz.problems.objective.Problem`): the gradient is Xᵀ φ'(XW)/n + λW, the
+Hessian products go through the loss's per-example curvature blocks
+(:meth:`~fedviz.problems.losses.Loss.curvature_product`) and the preconditioner is their
+diagonals' Xᵀ-weighted sums.  For C = 1 every one of these is the binary operation it was.
 """
 
 from __future__ import annotations
@@ -69,8 +75,8 @@ def solve(problem: Problem, *, gtol: float = 1e-10, max_iter: int = 100, use_cac
 
 def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
     X, y, loss, lam, n = problem.X, problem.y, problem.loss, problem.lam, problem.n
-    w = np.zeros(problem.d)
-    z = np.zeros(n)
+    w = problem.zero_model()
+    z = np.zeros(problem.margin_shape)
     hvs = 0
     # X with squared entries, for the diagonal preconditioner (same pattern, new values).
     Xsq_T = type(X)((X.data * X.data, X.indices, X.indptr), shape=X.shape).T
@@ -82,11 +88,11 @@ def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
             return w, it, hvs, f, gnorm
         if it == max_iter:
             break
-        D = loss.deriv2(z, y) / n
+        D = loss.curvature(z, y, divisor=n)
         # Forcing term min(0.5, sqrt‖g‖)‖g‖ gives superlinear convergence (Nocedal & Wright, Thm 7.2).
-        M = Xsq_T @ D + lam
-        p, used = _cg(lambda v: problem.rmatvec(D * problem.matvec(v)) + lam * v, -g, M,
-                      tol=min(0.5, np.sqrt(gnorm)) * gnorm, max_iter=max(50, 2 * problem.d))
+        M = (Xsq_T @ loss.curvature_diagonal(D)).reshape(problem.size) + lam
+        p, used = _cg(lambda v: problem.rmatvec(loss.curvature_product(D, problem.matvec(v))) + lam * v, -g, M,
+                      tol=min(0.5, np.sqrt(gnorm)) * gnorm, max_iter=max(50, 2 * problem.size))
         hvs += used
         Xp = problem.matvec(p)
         slope = float(g @ p)
