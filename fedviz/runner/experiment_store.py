@@ -56,7 +56,7 @@ class ExperimentInfo:
     n_complete: int       # of which complete (done or diverged)
     #: :func:`session_token` of the browser session that last launched it; None: no browser.
     session: str | None = field(default=None, repr=False)
-    #: Whether the process (store) that last launched it is still registered (see Owners).
+    #: Whether the process (store) that last launched it is still registered (:mod:`.store`, Owners).
     owner_live: bool = field(default=False, repr=False)
 
     @property
