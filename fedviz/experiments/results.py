@@ -22,7 +22,9 @@ from typing import Collection, Iterable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from ..runner.store import CellInfo, ExperimentInfo, RunStore, to_json
+from ..runner.codec import to_json
+from ..runner.experiment_store import CellInfo, ExperimentInfo
+from ..runner.store import RunStore
 from .spec import Experiment, from_json
 
 #: The final figures a view can show, and how each reads.

@@ -360,7 +360,7 @@ def history_groups(store, *, limit: int = 500, visible_to: str | None = None) ->
     """The groups of the history that eq. (3) can compare, newest first: at least two finished runs
     with a known f* (so f − f* is measured) and records past the start.  ``visible_to``: a browser
     session, to keep to the runs that visitor may see (:meth:`RunStore.list_runs`)."""
-    from ..runner.store import describe_run
+    from ..runner.describe import describe_run
 
     by_group: dict[str, list] = {}
     for r in store.list_runs(limit=limit, visible_to=visible_to):

@@ -1,6 +1,7 @@
 """Running algorithms: the iteration loop and its records (:mod:`.loop`); what to run (:mod:`.job`),
 the live state of a run (:mod:`.handle`), running a job (:mod:`.execute`, with its executor seam),
-its history (:mod:`.journal`, :mod:`.store`), the queue and sessions (:mod:`.manager`), the
+its history (:mod:`.journal`, :mod:`.store` with :mod:`.experiment_store`; its words in
+:mod:`.describe`, its JSON in :mod:`.codec`), the queue and sessions (:mod:`.manager`), the
 process-wide cache of data sets, problems and optima (:mod:`.cache`), and the Dask cluster with
 the second executor (:mod:`.cluster`)."""
 

@@ -59,10 +59,11 @@ from ..algorithms.spec import AlgorithmSpec
 from ..errors import FedvizError, ParameterError
 from ..validation import env_int
 from . import _probe
+from .codec import decode_float, to_json
 from .execute import Executor, Sink, Stop, Task, describe, execute
 from .job import Entry, Job, ProblemSpec, RunJob
 from .loop import IterationRecord
-from .store import FLOAT_FIELDS, _decode_float, to_json
+from .store import FLOAT_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -495,7 +496,7 @@ def decode_calls(text: str) -> list[tuple[str, tuple]]:
         method, args = call
         if method == "record":
             label, fields = args
-            fields = {k: (_decode_float(v) if k in FLOAT_FIELDS else v) for k, v in fields.items()}
+            fields = {k: (decode_float(v) if k in FLOAT_FIELDS else v) for k, v in fields.items()}
             args = (label, IterationRecord(**fields))
         elif method == "retuned":
             old, spec, note = args
@@ -504,7 +505,7 @@ def decode_calls(text: str) -> list[tuple[str, tuple]]:
             info = dict(args[0])
             for key in ("f_star", "optimum_test_error"):
                 if info.get(key) is not None:
-                    info[key] = _decode_float(info[key])
+                    info[key] = decode_float(info[key])
             args = (info,)
         out.append((method, tuple(args)))
     return out

@@ -23,7 +23,7 @@ from ..problems.objective import Problem
 from ..problems.optimum import Optimum
 from ..validation import check_int, check_real
 from . import cache
-from .store import to_json
+from .codec import to_json
 
 
 @dataclass(frozen=True)

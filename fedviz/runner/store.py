@@ -1,11 +1,13 @@
 """The run history: an embedded SQLite database of runs and their iteration records.
 
-This module owns the database file, its schema and migrations, and the CSV / JSON
-exports.  One row of ``runs`` is one algorithm run (runs started together by one Run
-click share a ``group_id``); ``records`` holds one row per
-:class:`~fedviz.runner.loop.IterationRecord`.  An experiment (:mod:`fedviz.experiments`)
-is a row of ``experiments`` and one row of ``cells`` per finished cell, each pointing at
-the ordinary run that holds its records (the cells of one experiment share its group).
+This module owns the database file, its schema and migrations (every table's, in one chain),
+the runs and records, the owners and their heartbeats, the sessions, and the CSV / JSON exports.
+One row of ``runs`` is one algorithm run (runs started together by one Run click share a
+``group_id``); ``records`` holds one row per :class:`~fedviz.runner.loop.IterationRecord`.
+Beside it: the experiments' tables and queries in :mod:`.experiment_store` (which
+:class:`RunStore` inherits: one file, one connection), the words a person reads in
+:mod:`.describe`, the JSON codec in :mod:`.codec`, the row stamps (time, session token) in
+:mod:`.stamps`.
 
 Durability
 ----------
@@ -23,7 +25,8 @@ SQLite stores NaN as NULL.  Every float column of ``records`` is NOT NULL in mea
 (the loop always produces a number, NaN for "undefined"), so NULL reads back as NaN
 unambiguously; ±inf are stored as SQLite's ±Inf reals.  The JSON export writes NaN as
 ``null`` and ±inf as the strings ``"Infinity"`` / ``"-Infinity"`` (the protobuf JSON
-convention), so it is strict JSON and still round-trips through :meth:`RunStore.import_json`.
+convention, :mod:`.codec`), so it is strict JSON and still round-trips through
+:meth:`RunStore.import_json`.
 
 Owners
 ------
@@ -38,7 +41,8 @@ Sessions
 --------
 A run or experiment launched from a dashboard also carries the browser session that launched it
 (schema version 4), so that on a shared server a visitor sees the runs of its own tab and acts
-on its own experiments only.  The session id is never stored: only :func:`session_token`, a keyed
+on its own experiments only.  The session id is never stored: only
+:func:`~fedviz.runner.stamps.session_token`, a keyed
 hash (HMAC-SHA256 with a key drawn once per process), so neither the file nor an export gives
 away a live session's id, and a token means nothing to another server.  NULL: launched without
 a browser (the command line, the benchmarks) or written before version 4; such rows belong to no
@@ -54,8 +58,6 @@ are ever placed into SQL text.
 from __future__ import annotations
 
 import csv
-import hashlib
-import hmac
 import io
 import json
 import math
@@ -67,14 +69,17 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import FedvizError, ParameterError
+from .codec import decode_float, from_json, to_json
+from .describe import INTERRUPTED_MESSAGE, describe_run
+from .experiment_store import ExperimentTables
 from .loop import FIELDS, IterationRecord
+from .stamps import now, session_token
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
 SCHEMA_VERSION = 4
@@ -88,8 +93,6 @@ STALE_SECONDS = 120.0
 #: Every status a stored run can have: the loop's end states plus the manager's
 #: 'queued' and the store's 'interrupted' (the server stopped during the run).
 RUN_STATUSES = ("queued", "running", "done", "diverged", "stopped", "failed", "interrupted")
-
-INTERRUPTED_MESSAGE = "the server stopped during this run"
 
 #: The record fields stored as REAL (NULL ↔ NaN) and as INTEGER.
 FLOAT_FIELDS = ("objective", "suboptimality", "test_error", "train_error", "grad_norm", "passes",
@@ -195,12 +198,6 @@ CREATE INDEX runs_session ON runs (session);
 #: version → the script that brings a database from version - 1 to version.
 _MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
 
-#: The statuses of an experiment: running, then done / stopped / failed, or interrupted
-#: (the server stopped while it ran).
-EXPERIMENT_STATUSES = ("running", "done", "stopped", "failed", "interrupted")
-#: A cell in one of these ends is complete: a resumed experiment does not run it again.
-COMPLETE_CELL_STATUSES = ("done", "diverged")
-
 # The record columns in IterationRecord order (checked against FIELDS by the tests).
 _RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",
                    "grad_norm", "rounds", "vectors_up", "vectors_down", "grad_evals", "passes", "seconds",
@@ -217,12 +214,6 @@ _RUN_COLUMNS = ("id", "created", "group_id", "label", "algorithm", "hyper_json",
                 "dataset_fingerprint", "dataset_summary_json", "f_star", "status", "message", "finished")
 _SELECT_RUNS = (f"SELECT {', '.join(_RUN_COLUMNS)}, "
                 f"(SELECT COUNT(*) FROM records r WHERE r.run_id = runs.id), session FROM runs")
-_SELECT_EXPERIMENTS = (
-    "SELECT e.id, e.name, e.created, e.updated, e.group_id, e.spec_json, e.status, e.message, e.finished, "
-    "(SELECT COUNT(*) FROM cells c WHERE c.experiment_id = e.id), "
-    "(SELECT COUNT(*) FROM cells c WHERE c.experiment_id = e.id AND c.status IN ('done', 'diverged')), "
-    "e.session, e.owner IN (SELECT id FROM owners) "
-    "FROM experiments e")
 _FLOAT_POS = tuple(_RECORD_COLUMNS.index(f) for f in FLOAT_FIELDS)
 
 EXPORT_FORMAT = "fedviz-runs"
@@ -257,90 +248,20 @@ class RunInfo:
 
     @property
     def hyper(self) -> dict:
-        return json.loads(self.hyper_json)
+        return from_json(self.hyper_json)
 
     @property
     def config(self) -> dict:
-        return json.loads(self.config_json)
+        return from_json(self.config_json)
 
     @property
     def dataset_summary(self) -> dict:
-        return json.loads(self.dataset_summary_json)
+        return from_json(self.dataset_summary_json)
 
     @property
     def active(self) -> bool:
         """True while the run is queued or running."""
         return self.status in ("queued", "running")
-
-
-@dataclass(frozen=True)
-class ExperimentInfo:
-    """One stored experiment: its definition (``spec``, :meth:`Experiment.as_json`) and state."""
-
-    id: int
-    name: str
-    created: str
-    updated: str
-    group_id: str
-    spec_json: str
-    status: str
-    message: str
-    finished: str | None
-    n_cells: int          # finished cells stored
-    n_complete: int       # of which complete (done or diverged)
-    #: :func:`session_token` of the browser session that last launched it; None: no browser.
-    session: str | None = field(default=None, repr=False)
-    #: Whether the process (store) that last launched it is still registered (see Owners).
-    owner_live: bool = field(default=False, repr=False)
-
-    @property
-    def spec(self) -> dict:
-        return json.loads(self.spec_json)
-
-    def launched_in(self, session_id: str | None) -> bool:
-        """Whether the browser session ``session_id`` launched it last (never for None)."""
-        return session_id is not None and self.session is not None and hmac.compare_digest(
-            self.session, session_token(session_id))
-
-    @property
-    def ownerless(self) -> bool:
-        """No visitor holds it: launched from the command line, stored before sessions were, or
-        launched in a session of a server that is gone (whose session can never come back)."""
-        return self.session is None or not self.owner_live
-
-
-@dataclass(frozen=True)
-class CellInfo:
-    """One stored cell of an experiment and the run that holds its records."""
-
-    key: str
-    run_id: int
-    setting: tuple[int, ...]
-    arm: str
-    step: float | None
-    seed: int
-    status: str
-    worker: str
-    attempts: int
-    finished: str
-    label: str            # the run's label (a tuned cell's names its chosen value)
-    hyper: dict
-    message: str
-
-
-#: The key of :func:`session_token`: drawn once per process, since a session lives in one process.
-_SESSION_KEY = os.urandom(32)
-
-
-def session_token(session_id: str | None) -> str | None:
-    """What the history stores of a browser session: a keyed hash of its id (None for None).
-
-    Keyed with a per-process secret, so the stored token tells nothing about the id (which a
-    visitor's browser holds) and cannot be matched by anyone but this process.
-    """
-    if session_id is None:
-        return None
-    return hmac.new(_SESSION_KEY, str(session_id).encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
 def default_path() -> Path:
@@ -353,8 +274,15 @@ def default_path() -> Path:
     return Path(platformdirs.user_data_dir("fedviz")) / "runs.sqlite"
 
 
-class RunStore:
-    """The SQLite history of runs; safe to share between threads.
+def _check_status(status: str) -> None:
+    """Refuse a status a run cannot have (:data:`RUN_STATUSES`)."""
+    if status not in RUN_STATUSES:
+        raise ParameterError("status", status, "one of " + ", ".join(RUN_STATUSES))
+
+
+class RunStore(ExperimentTables):
+    """The SQLite history of runs and (inherited from :class:`ExperimentTables`) experiments;
+    safe to share between threads.
 
     Parameters
     ----------
@@ -453,7 +381,7 @@ class RunStore:
     def _register(self) -> None:
         with self._transaction() as c:
             c.execute("INSERT INTO owners (id, host, pid, pid_start, started, heartbeat) VALUES (?, ?, ?, ?, ?, ?)",
-                      (self.owner, _HOST, os.getpid(), _pid_start(os.getpid()), _now(), time.time()))
+                      (self.owner, _HOST, os.getpid(), _pid_start(os.getpid()), now(), time.time()))
 
     def _heartbeat(self) -> None:
         """Every HEARTBEAT_SECONDS: say this store is alive, and mark what dead owners left running."""
@@ -490,6 +418,8 @@ class RunStore:
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
 
+    _check_status = staticmethod(_check_status)  # for the experiments' queries
+
     # -- writing -----------------------------------------------------------------------------------
     def create_run(self, *, label: str, algorithm: str, hyper: Mapping | None = None,
                    config: Mapping | None = None, group_id: str | None = None,
@@ -518,7 +448,7 @@ class RunStore:
             "INSERT INTO runs (created, group_id, label, algorithm, hyper_json, config_json, "
             "dataset_fingerprint, dataset_summary_json, f_star, status, message, finished, owner, session) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (created or _now(), group_id or uuid.uuid4().hex, str(label), str(algorithm),
+            (created or now(), group_id or uuid.uuid4().hex, str(label), str(algorithm),
              to_json(hyper or {}), to_json(config or {}), str(dataset_fingerprint),
              to_json(dataset_summary or {}), _opt_float(f_star), status, str(message), finished,
              self.owner, token))
@@ -541,7 +471,7 @@ class RunStore:
             row = c.execute("SELECT config_json FROM runs WHERE id = ?", (int(run_id),)).fetchone()
             if row is None:
                 raise FedvizError(f"no run {run_id} in the history")
-            config = {**json.loads(row[0]), "tuning": str(note)}
+            config = {**from_json(row[0]), "tuning": str(note)}
             c.execute("UPDATE runs SET label = ?, hyper_json = ?, config_json = ? WHERE id = ?",
                       (str(label), to_json(hyper or {}), to_json(config), int(run_id)))
 
@@ -570,13 +500,21 @@ class RunStore:
             if rows:
                 c.executemany(_INSERT_RECORD, rows)
             c.execute("UPDATE runs SET status = ?, message = ?, finished = ? WHERE id = ?",
-                      (status, str(message), _now(), int(run_id)))
+                      (status, str(message), now(), int(run_id)))
 
     def delete_run(self, run_id: int) -> bool:
         """Delete a run and its records; False if there was no such run."""
         with self._transaction() as c:
-            c.execute("DELETE FROM records WHERE run_id = ?", (int(run_id),))
-            return c.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
+            return self._delete_run_rows(c, int(run_id))
+
+    def _delete_run_rows(self, c, run_id: int) -> bool:
+        """In transaction ``c``: delete a run's records and its row; whether there was the row."""
+        c.execute("DELETE FROM records WHERE run_id = ?", (int(run_id),))
+        return c.execute("DELETE FROM runs WHERE id = ?", (int(run_id),)).rowcount > 0
+
+    def _insert_records(self, c, run_id: int, records: Iterable[IterationRecord]) -> None:
+        """In transaction ``c``: store records of one run (a repeated iteration replaces the stored one)."""
+        c.executemany(_INSERT_RECORD, [_record_row(run_id, r) for r in records])
 
     def mark_interrupted(self) -> int:
         """Runs left 'running' or 'queued' by an owner that is gone become 'interrupted'.
@@ -591,124 +529,12 @@ class RunStore:
             dead = self._dead_owners(c)
             live = [self.owner] + [o for (o,) in c.execute("SELECT id FROM owners") if o not in dead]
             marks = ",".join("?" * len(live))
-            c.execute(f"UPDATE experiments SET status = 'interrupted', message = ?, finished = ? "
-                      f"WHERE status = 'running' AND (owner IS NULL OR owner NOT IN ({marks}))",
-                      (INTERRUPTED_MESSAGE, _now(), *live))
+            self._interrupt_experiments(c, live)
             n = c.execute(f"UPDATE runs SET status = 'interrupted', message = ?, finished = ? "
                           f"WHERE status IN ('running', 'queued') AND (owner IS NULL OR owner NOT IN ({marks}))",
-                          (INTERRUPTED_MESSAGE, _now(), *live)).rowcount
+                          (INTERRUPTED_MESSAGE, now(), *live)).rowcount
             c.executemany("DELETE FROM owners WHERE id = ?", [(o,) for o in dead])
             return n
-
-    # -- experiments -----------------------------------------------------------------------------
-    def open_experiment(self, name: str, spec: Mapping, *, session: str | None = None) -> ExperimentInfo:
-        """Create the experiment ``name``, or reopen it to resume (its definition is updated, its
-        cells kept: a cell's key says what it computed, so cells still in the grid are reused).
-
-        ``session``: the browser session launching it (None: no browser); it becomes the
-        experiment's, and so do the cells stored from now on.  Who may reopen whose experiment
-        is the caller's to decide (:func:`fedviz.experiments.driver.launch`)."""
-        token = session_token(session)
-        with self._transaction() as c:
-            row = c.execute("SELECT id FROM experiments WHERE name = ?", (str(name),)).fetchone()
-            now = _now()
-            if row is None:
-                c.execute("INSERT INTO experiments (name, created, updated, group_id, spec_json, status, owner, "
-                          "session) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
-                          (str(name), now, now, uuid.uuid4().hex, to_json(spec), self.owner, token))
-            else:
-                c.execute("UPDATE experiments SET updated = ?, spec_json = ?, status = 'running', message = '', "
-                          "finished = NULL, owner = ?, session = ? WHERE id = ?",
-                          (now, to_json(spec), self.owner, token, int(row[0])))
-        return self.get_experiment(name)
-
-    def save_cell(self, experiment_id: int, *, key: str, setting: Sequence[int], arm: str, step: float | None,
-                  seed: int, label: str, algorithm: str, hyper: Mapping, config: Mapping, status: str,
-                  message: str = "", records: Iterable[IterationRecord] = (), dataset_fingerprint: str = "",
-                  dataset_summary: Mapping | None = None, f_star: float | None = None, worker: str = "",
-                  attempts: int = 1) -> int:
-        """Store a finished cell: its run, its records and its cell row, in one transaction.
-
-        A cell stored before under the same key (stopped, failed) is replaced, its old run
-        deleted: an experiment holds one result per cell, never two.  The cell's run carries the
-        experiment's session (the one that launched it last).  Returns the run's id.
-        """
-        _check_status(status)
-        with self._transaction() as c:
-            exp = c.execute("SELECT group_id, session FROM experiments WHERE id = ?",
-                            (int(experiment_id),)).fetchone()
-            if exp is None:
-                raise ParameterError("experiment_id", experiment_id, "the id of a stored experiment")
-            old = c.execute("SELECT run_id FROM cells WHERE experiment_id = ? AND key = ?",
-                            (int(experiment_id), str(key))).fetchone()
-            if old is not None:
-                c.execute("DELETE FROM cells WHERE experiment_id = ? AND key = ?", (int(experiment_id), str(key)))
-                c.execute("DELETE FROM records WHERE run_id = ?", (int(old[0]),))
-                c.execute("DELETE FROM runs WHERE id = ?", (int(old[0]),))
-            now = _now()
-            run_id = self._insert_run(c, label=label, algorithm=algorithm, hyper=hyper, config=config,
-                                      group_id=exp[0], dataset_fingerprint=dataset_fingerprint,
-                                      dataset_summary=dataset_summary, f_star=f_star, status=status,
-                                      message=message, created=None, finished=now,
-                                      token=exp[1])  # a cell's run is the experiment's launcher's
-            c.executemany(_INSERT_RECORD, [_record_row(run_id, r) for r in records])
-            c.execute("INSERT INTO cells (experiment_id, key, run_id, setting_json, arm, step, seed, status, "
-                      "worker, attempts, finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      (int(experiment_id), str(key), run_id, to_json(list(setting)), str(arm),
-                       _opt_float(step), int(seed), status, str(worker), int(attempts), now))
-            c.execute("UPDATE experiments SET updated = ? WHERE id = ?", (now, int(experiment_id)))
-        return run_id
-
-    def complete_cells(self, experiment_id: int) -> set[str]:
-        """The keys of the cells a resumed experiment does not run again."""
-        marks = ", ".join("?" * len(COMPLETE_CELL_STATUSES))
-        rows = self._query(f"SELECT key FROM cells WHERE experiment_id = ? AND status IN ({marks})",
-                           (int(experiment_id), *COMPLETE_CELL_STATUSES))
-        return {r[0] for r in rows}
-
-    def finish_experiment(self, experiment_id: int, status: str, message: str = "") -> None:
-        if status not in EXPERIMENT_STATUSES:
-            raise ParameterError("status", status, "one of " + ", ".join(EXPERIMENT_STATUSES))
-        with self._transaction() as c:
-            now = _now()
-            c.execute("UPDATE experiments SET status = ?, message = ?, updated = ?, finished = ? WHERE id = ?",
-                      (status, str(message), now, None if status == "running" else now, int(experiment_id)))
-
-    def get_experiment(self, name_or_id: str | int) -> ExperimentInfo | None:
-        column = "id" if isinstance(name_or_id, int) else "name"
-        rows = self._query(f"{_SELECT_EXPERIMENTS} WHERE e.{column} = ?", (name_or_id,))
-        return _experiment_info(rows[0]) if rows else None
-
-    def list_experiments(self, limit: int | None = 100) -> list[ExperimentInfo]:
-        """The most recently updated experiments first."""
-        sql = _SELECT_EXPERIMENTS + " ORDER BY e.updated DESC, e.id DESC"
-        params: list = []
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
-        return [_experiment_info(row) for row in self._query(sql, params)]
-
-    def experiment_cells(self, experiment_id: int) -> list[CellInfo]:
-        """The stored cells of an experiment, in the order they finished."""
-        rows = self._query(
-            "SELECT c.key, c.run_id, c.setting_json, c.arm, c.step, c.seed, c.status, c.worker, c.attempts, "
-            "c.finished, r.label, r.hyper_json, r.message FROM cells c JOIN runs r ON r.id = c.run_id "
-            "WHERE c.experiment_id = ? ORDER BY c.finished, c.run_id", (int(experiment_id),))
-        return [CellInfo(key, run_id, tuple(json.loads(setting)), arm, step, seed, status, worker, attempts,
-                         finished, label, json.loads(hyper), message)
-                for key, run_id, setting, arm, step, seed, status, worker, attempts, finished, label, hyper, message
-                in rows]
-
-    def delete_experiment(self, experiment_id: int) -> bool:
-        """Delete an experiment, its cells and their runs."""
-        with self._transaction() as c:
-            runs = [r[0] for r in c.execute("SELECT run_id FROM cells WHERE experiment_id = ?",
-                                            (int(experiment_id),)).fetchall()]
-            c.execute("DELETE FROM cells WHERE experiment_id = ?", (int(experiment_id),))
-            for run_id in runs:
-                c.execute("DELETE FROM records WHERE run_id = ?", (run_id,))
-                c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-            return c.execute("DELETE FROM experiments WHERE id = ?", (int(experiment_id),)).rowcount > 0
 
     # -- reading -----------------------------------------------------------------------------------
     def list_runs(self, limit: int | None = 100, group_id: str | None = None, *,
@@ -780,7 +606,7 @@ class RunStore:
         Everything is inserted in one transaction: a malformed export adds nothing.
         """
         try:
-            doc = json.loads(text)
+            doc = from_json(text)
         except json.JSONDecodeError as e:
             raise FedvizError(f"not a fedviz run export: invalid JSON at line {e.lineno} ({e.msg})") from e
         if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
@@ -798,17 +624,17 @@ class RunStore:
                         config=run.get("config"), group_id=run.get("group_id"),
                         dataset_fingerprint=run.get("dataset_fingerprint", ""),
                         dataset_summary=run.get("dataset_summary"),
-                        f_star=_decode_float(run.get("f_star")),
+                        f_star=decode_float(run.get("f_star")),
                         status=run["status"], message=run.get("message", ""), created=run.get("created"),
                         finished=run.get("finished"))
                     cols = dict(run.get("records", {}))
                     for name in FLOAT_FIELDS:
-                        cols[name] = [_decode_float(v) for v in cols[name]]
+                        cols[name] = [decode_float(v) for v in cols[name]]
                     n = len(cols["iteration"])
                     recs = [IterationRecord(*(cols[name][i] for name in _RECORD_COLUMNS)) for i in range(n)]
                 except (KeyError, TypeError, IndexError, ValueError, AttributeError) as e:
                     raise FedvizError(f"run {k} of the export is malformed ({type(e).__name__}: {e})") from e
-                c.executemany(_INSERT_RECORD, [_record_row(run_id, r) for r in recs])
+                self._insert_records(c, run_id, recs)
                 ids.append(run_id)
         return ids
 
@@ -843,101 +669,6 @@ class RunStore:
         return info
 
 
-# -- describing a run ---------------------------------------------------------------------------------
-#: How each setting of a stored config (``RunConfig.as_json``) reads in a run's description.
-_DATA_WORDS = {"nodes": "K = {}", "seed": "data seed {}", "test_fraction": "test fraction {}",
-               "test": "test file {}", "split": "{} split", "positive": "positive class {}"}
-_RUN_WORDS = {"loss": "{} loss", "lam": "λ = {}", "iterations": "{} iterations", "seed": "seed {}",
-              "tune": "tuned", "sweep": "stepsize sweep"}
-
-
-def describe_run(config: Mapping | None, *, algorithm: str | None = None,
-                 hyper: Mapping | None = None, partition: bool = True) -> str:
-    """A run's settings in words, for the history's labels and the exports: the data source,
-    the partition with its knobs, then every setting that differs from a default run's.
-
-    ``config`` is a stored config (:meth:`RunConfig.as_json`); a setting counts as changed
-    when it differs from ``RunConfig().as_json()``, so a setting added to the config later
-    is described without a change here.  ``hyper`` (with ``algorithm``) is the run's own
-    hyperparameters, of which those differing from the algorithm's defaults are named;
-    without it, the non-default hyperparameters of every algorithm in the config are.
-    ``partition=False`` leaves out the partition and K (for a view that sets them itself).
-
-    >>> describe_run({"data": {"source": "preset:google-plus-small", "partition": "dirichlet:alpha=0.1",
-    ...               "nodes": 200}, "iterations": 50})
-    'google-plus-small · dirichlet (α = 0.1) · K = 200 · 50 iterations'
-    """
-    from ..algorithms import ALGORITHMS
-    from ..data.partition import human_label, parse_spec
-    from .config import RunConfig
-
-    config = config if isinstance(config, Mapping) else {}
-    defaults = RunConfig().as_json()
-    data = config.get("data") if isinstance(config.get("data"), Mapping) else {}
-    parts = [_source_text(data.get("source") or defaults["data"]["source"])]
-    spec = data.get("partition")
-    if not partition:
-        data = {k: v for k, v in data.items() if k not in ("partition", "nodes")}
-    elif spec:
-        try:
-            name, options = parse_spec(spec)
-            knobs = ", ".join(f"{human_label(k)} = {v}" for k, v in options.items())
-            parts.append(f"{name} ({knobs})" if knobs else name)
-        except FedvizError:
-            parts.append(str(spec))
-    else:
-        parts.append("the data's own nodes")
-
-    def changed(section: Mapping, default: Mapping, words: Mapping, skip=()):
-        for key, value in section.items():
-            if key in skip or value == default.get(key) or (value is None and key not in default):
-                continue
-            if isinstance(value, str) and value.startswith("upload:"):
-                value = value[len("upload:"):]
-            template = words.get(key, human_label(key) + " {}")
-            parts.append(template.format(_value_text(value)) if "{}" in template else template)
-
-    changed(data, defaults["data"], _DATA_WORDS, skip=("source", "partition"))
-    changed(config, defaults, _RUN_WORDS, skip=("data", "algorithms", "tuning"))  # the label names a tuned value
-
-    def hyper_text(name: str, values: Mapping) -> list[str]:
-        cls = ALGORITHMS.get(name)
-        params = {p.name: p.default for p in cls.params} if cls is not None else {}
-        return [f"{human_label(k)} = {_value_text(v)}" for k, v in values.items()
-                if not (k in params and v == params[k])]
-
-    if algorithm is not None and hyper is not None:
-        parts += hyper_text(algorithm, hyper)
-    else:
-        algorithms = config.get("algorithms") if isinstance(config.get("algorithms"), Mapping) else {}
-        for name, values in algorithms.items():
-            texts = hyper_text(name, values or {})
-            if texts:
-                title = ALGORITHMS[name].title if name in ALGORITHMS else name
-                parts.append(f"{title}: {', '.join(texts)}")
-    return " · ".join(parts)
-
-
-def _source_text(source: str) -> str:
-    """``preset:NAME?k=v&k2=v2`` → "NAME (k = v, k2 = v2)"; an upload or a path → its name."""
-    source = str(source)
-    if source.startswith("preset:"):
-        name, _, query = source[len("preset:"):].partition("?")
-        knobs = ", ".join(" = ".join(item.split("=", 1)) for item in query.split("&") if item)
-        return f"{name} ({knobs})" if knobs else name
-    if source.startswith("upload:"):
-        return source[len("upload:"):]
-    return source
-
-
-def _value_text(value) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
 # -- helpers ----------------------------------------------------------------------------------------
 _HOST = socket.gethostname()
 
@@ -966,17 +697,8 @@ def _pid_alive(pid: int, pid_start: str) -> bool:
         pass
     except OSError:
         return False
-    now = _pid_start(pid)
-    return now != "Z" and (not pid_start or now in ("", pid_start))
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _check_status(status: str) -> None:
-    if status not in RUN_STATUSES:
-        raise ParameterError("status", status, "one of " + ", ".join(RUN_STATUSES))
+    started = _pid_start(pid)
+    return started != "Z" and (not pid_start or started in ("", pid_start))
 
 
 def _opt_float(x) -> float | None:
@@ -1006,52 +728,5 @@ def _run_info(row: tuple) -> RunInfo:
     return RunInfo(*values)
 
 
-def _experiment_info(row: tuple) -> ExperimentInfo:
-    values = list(row)
-    values[-1] = bool(values[-1])  # owner IN (...): 0, 1, or NULL for a row without an owner
-    return ExperimentInfo(*values)
-
-
 def _csv_value(x):
     return repr(x) if isinstance(x, float) else x
-
-
-def _encode(x: Any) -> Any:
-    """Make ``x`` strict-JSON-able: NaN → None, ±inf → "Infinity"/"-Infinity", numpy → Python."""
-    if isinstance(x, float) or isinstance(x, np.floating):
-        x = float(x)
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "Infinity" if x > 0 else "-Infinity"
-        return x
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.ndarray):
-        return [_encode(v) for v in x.tolist()]
-    if isinstance(x, Mapping):
-        return {str(k): _encode(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_encode(v) for v in x]
-    return x
-
-
-def to_json(obj: Any, **kwargs) -> str:
-    """Strict JSON (``allow_nan=False``) of ``obj`` after the non-finite-float encoding above.
-
-    Raises ``TypeError``/``ValueError`` for objects JSON cannot represent.
-    """
-    return json.dumps(_encode(obj), allow_nan=False, ensure_ascii=False, **kwargs)
-
-
-def _decode_float(v) -> float:
-    """Undo :func:`_encode` for a value known to be a float (a record column, f*)."""
-    if v is None:
-        return math.nan
-    if v == "Infinity":
-        return math.inf
-    if v == "-Infinity":
-        return -math.inf
-    return float(v)

@@ -19,7 +19,8 @@ from dataclasses import astuple
 
 from live_server import StreamlitServer, idle, run_button
 
-from fedviz.runner.store import INTERRUPTED_MESSAGE, RunStore
+from fedviz.runner.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.store import RunStore
 
 DATA = "data=google-plus-small%3Fnodes%3D60&algorithms=gd,fsvrg"
 SHORT_ITERATIONS = 20

@@ -18,7 +18,8 @@ import time
 import pytest
 
 from fedviz.runner import store as store_mod
-from fedviz.runner.store import INTERRUPTED_MESSAGE, RunStore
+from fedviz.runner.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.store import RunStore
 
 from conftest import ROOT
 

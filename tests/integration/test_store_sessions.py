@@ -16,7 +16,8 @@ from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
 from fedviz.runner import store as store_mod
 from fedviz.runner.manager import ProblemSpec, RunJob, RunManager
-from fedviz.runner.store import RunStore, session_token
+from fedviz.runner.stamps import session_token
+from fedviz.runner.store import RunStore
 
 from conftest import ROOT
 
@@ -85,7 +86,7 @@ def test_the_token_is_keyed_per_process(tmp_path):
     """Another process computes another token for the same id: a token means nothing outside its server."""
     assert session_token(A) == session_token(A) != session_token(B)
     assert session_token(None) is None
-    code = f"from fedviz.runner.store import session_token; print(session_token({A!r}))"
+    code = f"from fedviz.runner.stamps import session_token; print(session_token({A!r}))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=True).stdout.strip()
     assert len(other) == 32 and other != session_token(A)

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import ROOT
-from fedviz.runner.store import INTERRUPTED_MESSAGE, RunStore
+from fedviz.runner.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.store import RunStore
 
 _KILLED_WRITER = textwrap.dedent("""
     import sys, time

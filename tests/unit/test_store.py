@@ -16,9 +16,9 @@ import pytest
 
 from fedviz.errors import FedvizError, ParameterError
 from fedviz.runner import store as store_mod
+from fedviz.runner.describe import INTERRUPTED_MESSAGE, describe_run
 from fedviz.runner.loop import FIELDS, IterationRecord
-from fedviz.runner.store import (INTERRUPTED_MESSAGE, NUMERIC_FIELDS, SCHEMA_VERSION, RunStore,
-                                 default_path)
+from fedviz.runner.store import NUMERIC_FIELDS, SCHEMA_VERSION, RunStore, default_path
 
 NAN, INF = math.nan, math.inf
 
@@ -318,7 +318,7 @@ def _config(**changes):
 
 def test_describe_run_of_the_default_config_names_only_data_and_partition():
     """A default run differs in nothing: its description is its data and its nodes."""
-    assert store_mod.describe_run(_config()) == "google-plus-small · the data's own nodes"
+    assert describe_run(_config()) == "google-plus-small · the data's own nodes"
 
 
 def test_describe_run_names_every_changed_setting_in_words():
@@ -328,7 +328,7 @@ def test_describe_run_names_every_changed_setting_in_words():
                                nodes=50, seed=4, test_fraction=0.1),
                      loss="squared", lam=0.001, iterations=12, seed=7,
                      algorithms=(("fsvrg", (("stepsize", 20.0),)), ("gd", ())))
-    text = store_mod.describe_run(config)
+    text = describe_run(config)
     expected = ["google-plus-small (nodes = 200)", "shards (classes per node = 1)", "K = 50", "data seed 4",
                 "test fraction 0.1", "squared loss", "λ = 0.001", "12 iterations", "seed 7",
                 "FSVRG: stepsize = 20"]
@@ -342,17 +342,17 @@ def test_describe_run_of_one_run_names_its_non_default_hyperparameters():
     from fedviz.algorithms import get_algorithm
 
     resolved = get_algorithm("fsvrg").validate({"stepsize": 0.5})
-    text = store_mod.describe_run(_config(), algorithm="fsvrg", hyper=resolved)
+    text = describe_run(_config(), algorithm="fsvrg", hyper=resolved)
     assert text == "google-plus-small · the data's own nodes · stepsize = 0.5"
-    assert store_mod.describe_run(_config(), algorithm="fsvrg",
-                                  hyper=get_algorithm("fsvrg").validate({})) == \
+    assert describe_run(_config(), algorithm="fsvrg",
+                        hyper=get_algorithm("fsvrg").validate({})) == \
         "google-plus-small · the data's own nodes"
 
 
 def test_describe_run_without_the_partition_for_the_what_if_view():
     """The what-if view sets partition and K itself: both are left out, the rest stays."""
     config = _config(data=dict(partition="iid", nodes=20, test_fraction=0.5), loss="squared")
-    assert store_mod.describe_run(config, partition=False) == \
+    assert describe_run(config, partition=False) == \
         "google-plus-small · test fraction 0.5 · squared loss"
 
 
