@@ -9,7 +9,6 @@ unlike a data centre's: non-IID (a node's examples are no sample of the whole) a
 
 from __future__ import annotations
 
-from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -160,8 +159,8 @@ def label_distribution_figure(counts, classes, node_sizes=None, *, colour: str =
                      title_text=f"{shown},<br>sorted by majority class, then its share")
     # Short lines: the chart is about 400 px wide on a 1024 px screen.
     what = "the share of its rows" if colour == "share" else "its rows"
-    fig.update_layout(title=dict(text=f"Labels on each node<br><sup>colour: {what} in each class; "
-                                      "bars: its size n<sub>k</sub></sup>"),
+    fig.update_layout(title=dict(text=f"Labels on each node<br><span style='font-size:12px'>colour: {what} in "
+                                      "each class; bars: its size n<sub>k</sub></span>"),
                       height=height, bargap=0, **{**_LAYOUT, "margin": dict(l=60, r=20, t=70, b=70)})
     return fig
 
