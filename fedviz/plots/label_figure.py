@@ -9,7 +9,6 @@ unlike a data centre's: non-IID (a node's examples are no sample of the whole) a
 
 from __future__ import annotations
 
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots

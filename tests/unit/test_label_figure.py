@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 
 from fedviz.data.labels import node_label_counts
+from fedviz.data.libsvm import load_libsvm
 from fedviz.errors import ParameterError
 from fedviz.learn.chart_notes import label_spread_note
 from fedviz.plots.label_figure import (class_names, class_totals_figure, label_distribution_figure, label_order,
                                        shown_nodes)
+
+from conftest import DATA
 
 
 def _data(K, C, seed, *, alpha=0.3, empty=()):
@@ -172,3 +175,20 @@ def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(ParameterError) as err:
         call()
     assert err.value.name == name
+
+
+def test_dna_scales_three_raw_classes_as_the_multiclass_data_layer_will_keep_them():
+    """dna.scale's raw labels 1, 2, 3 on 40 nodes of 50 rows in file order: three class rows, each
+    node's cells its np.bincount, and the sentence's TV the mean of the nodes' own."""
+    y = load_libsvm(DATA / "dna.scale").y
+    offsets = np.arange(0, 2001, 50)
+    counts = node_label_counts(y, offsets, (1.0, 2.0, 3.0))
+    bar, heat = _traces(label_distribution_figure(counts, (1.0, 2.0, 3.0), colour="count"))
+    assert list(heat.y) == ["1", "2", "3"]
+    z = np.asarray(heat.z, dtype=float)
+    for j, k in enumerate(heat.meta):
+        np.testing.assert_array_equal(z[:, j], np.bincount(y[50 * k:50 * (k + 1)].astype(int), minlength=4)[1:])
+    p = np.bincount(y.astype(int), minlength=4)[1:] / y.size
+    tv = np.mean([0.5 * np.abs(np.bincount(y[a:a + 50].astype(int), minlength=4)[1:] / 50 - p).sum()
+                  for a in range(0, 2000, 50)])
+    assert f"on average {tv:.2f} from" in label_spread_note(counts, ["1", "2", "3"])
