@@ -17,7 +17,7 @@ from ..data.labels import BINARY_CLASSES, format_label, node_majority
 from ..errors import ParameterError
 from .figures import _LAYOUT, log_axis
 
-__all__ = ["COLOURS", "MAX_NODES", "class_names", "class_totals_figure", "label_distribution_figure", "label_order", "shown_nodes"]
+__all__ = ["COLOURS", "MAX_CELLS", "MAX_NODES", "class_names", "class_totals_figure", "label_distribution_figure", "label_order", "shown_nodes"]
 
 #: What a cell's colour can mean (``colour=``): the share of the node's rows in that class, or
 #: their count.
@@ -25,6 +25,10 @@ COLOURS = ("share", "count")
 #: Nodes drawn at most: a column a pixel or two wide at the page's widths (about 450 px at 1024,
 #: 850 px at 1400), and C × 400 cells of hover text, light for the browser.
 MAX_NODES = 400
+#: Cells drawn at most (nodes × classes): each carries its hover text, about 80 bytes, so 53 classes
+#: (LIBSVM's largest multiclass files) on 400 nodes sent 1.8 MB to the browser; with many classes
+#: fewer nodes are drawn (never fewer than 50).
+MAX_CELLS = 8000
 #: Colour of the node sizes, as in :func:`fedviz.plots.figures.node_size_figure`.
 _SIZE_COLOUR = "#ff7f0e"
 
@@ -99,7 +103,8 @@ def label_distribution_figure(counts, classes, node_sizes=None, *, colour: str =
         for; the sizes are the bars above.  ``"count"`` is Flower's default (``size_unit=
         "absolute"``).
     max_nodes : int
-        Draw at most this many nodes, chosen by :func:`shown_nodes`; the x title says how many.
+        Draw at most this many nodes, chosen by :func:`shown_nodes` (and at most
+        :data:`MAX_CELLS` / C of them, at least 50); the x title says how many.
     height : int, optional
         Pixels; default grows with C (22 px a class, at least 2 × 50 and at most 480).
 
@@ -118,7 +123,7 @@ def label_distribution_figure(counts, classes, node_sizes=None, *, colour: str =
     names = [str(c) for c in classes] if all(isinstance(c, str) for c in classes) else class_names(classes)
 
     order = label_order(counts)
-    nodes = shown_nodes(order, max_nodes)
+    nodes = shown_nodes(order, max_nodes if max_nodes < 50 else min(max_nodes, max(50, MAX_CELLS // C)))
     m = nodes.size
     sub = counts[nodes]  # (m, C)
     rows = sub.sum(axis=1)

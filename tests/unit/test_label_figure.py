@@ -192,3 +192,15 @@ def test_dna_scales_three_raw_classes_as_the_multiclass_data_layer_will_keep_the
     tv = np.mean([0.5 * np.abs(np.bincount(y[a:a + 50].astype(int), minlength=4)[1:] / 50 - p).sum()
                   for a in range(0, 2000, 50)])
     assert f"on average {tv:.2f} from" in label_spread_note(counts, ["1", "2", "3"])
+
+
+def test_many_classes_draw_fewer_nodes_so_the_cells_stay_few():
+    """53 classes (news20-like): at most MAX_CELLS // 53 = 150 nodes, still a subset, and the title says so."""
+    from fedviz.plots.label_figure import MAX_CELLS
+
+    y, offsets = _data(1000, 53, seed=53)
+    counts = _plain_counts(y, offsets, 53)
+    fig = label_distribution_figure(counts, np.arange(53.0))
+    bar, heat = _traces(fig)
+    assert len(heat.meta) == MAX_CELLS // 53 == len(set(heat.meta)) and set(heat.meta) <= set(range(1000))
+    assert f"{MAX_CELLS // 53} of the 1,000 nodes" in fig.layout.xaxis2.title.text
