@@ -7,14 +7,15 @@ import streamlit as st
 from fedviz import ui
 from fedviz.markup import escape
 from fedviz.data.build import DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec
-from fedviz.data.labels import dataset_label_counts, positive_share
+from fedviz.data.labels import dataset_classes, dataset_label_counts
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
 from fedviz.data.synthetic import MAX_SEED
 from fedviz.errors import ParameterError
-from fedviz.learn.chart_notes import node_majority_note, rare_features_note
+from fedviz.learn.chart_notes import label_spread_note, node_majority_note, rare_features_note
 from fedviz.params import parse_options
-from fedviz.plots import feature_appearance_figure, label_balance_figure, node_size_figure
+from fedviz.plots import feature_appearance_figure, node_size_figure
+from fedviz.plots.label_figure import COLOURS, class_names, class_totals_figure, label_distribution_figure
 
 ui.through_navigation()
 
@@ -31,6 +32,10 @@ SPLITS = {"auto": "random within each node, stratified by label (qid files: in f
           "chronological": "the last rows of each node, in file order"}
 SOURCES = ["Generate", "Upload a LIBSVM file"]
 OWN = "the data's own nodes"
+#: The label heatmap's colour choices (fedviz.plots.label_figure.COLOURS), in words.
+COLOUR_WORDS = {"share": "share of the node's rows", "count": "rows"}
+COLOUR_HELP = ("Share: each node's mix of classes, comparable between a node of 10 rows and one of 10,000. "
+               "Rows: the counts themselves, as Flower's plot_label_distributions draws them; large nodes dominate.")
 
 
 def _positive(text: str) -> float | None:
@@ -218,8 +223,15 @@ with right:
             a, b = st.columns(2)
             a.plotly_chart(node_size_figure(ds.node_sizes), width="stretch")
             if ds.task == "classification":
-                pos = positive_share(dataset_label_counts(ds))
-                b.plotly_chart(label_balance_figure(pos, ds.node_sizes), width="stretch")
+                counts, classes = dataset_label_counts(ds), dataset_classes(ds)
+                # The heatmap below holds each node's mix (the former label-balance bars, for any C); beside the
+                # sizes, the whole's mix it is compared with.
+                b.plotly_chart(class_totals_figure(counts, classes), width="stretch")
+                colour = st.radio("Colour the cells by", COLOURS, horizontal=True, key="data-label-colour",
+                                  format_func=COLOUR_WORDS.get, help=COLOUR_HELP)
+                st.plotly_chart(label_distribution_figure(counts, classes, ds.node_sizes, colour=colour),
+                                width="stretch")
+                st.caption(label_spread_note(counts, class_names(classes)))  # computed from the counts
                 st.subheader("Baselines (Section 4.1)")
                 base = ui.load_baselines(current)
                 opt = ui.load_optimum(current, config.loss, config.lam)
