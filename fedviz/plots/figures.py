@@ -586,26 +586,6 @@ def node_size_figure(node_sizes: np.ndarray, *, height: int = 340) -> go.Figure:
     return fig
 
 
-def label_balance_figure(positive_fraction: np.ndarray, node_sizes: np.ndarray, *,
-                         max_nodes: int = 2000, height: int = 340) -> go.Figure:
-    """Each node's fraction of +1 labels, nodes sorted by it (a sample of ``max_nodes`` if many)."""
-    frac = np.asarray(positive_fraction, dtype=float)
-    sizes = np.asarray(node_sizes)
-    order = np.argsort(frac, kind="stable")
-    if order.size > max_nodes:
-        order = order[np.linspace(0, order.size - 1, max_nodes).astype(int)]
-    fig = go.Figure(go.Bar(x=np.arange(order.size), y=frac[order], marker_color="#2ca02c",
-                           customdata=np.c_[order, sizes[order]],
-                           hovertemplate="node %{customdata[0]}<br>n_k = %{customdata[1]}"
-                                         "<br>+1 fraction %{y:.1%}<extra></extra>"))
-    fig.add_hline(y=float(np.average(frac, weights=sizes)), line=dict(dash="dot", color="#444"),
-                  annotation_text="overall")
-    fig.update_layout(title="Label balance<br>per node (sorted)", xaxis_title="nodes, sorted",
-                      yaxis_title="fraction of +1 labels", yaxis_tickformat=".0%", height=height, bargap=0,
-                      **{**_LAYOUT, "margin": dict(l=60, r=20, t=70, b=40)})
-    return fig
-
-
 # The legend sits under the plot, where it cannot cover a title or a curve.
 _LAYOUT = dict(margin=dict(l=60, r=20, t=50, b=40),
                legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0))
