@@ -293,6 +293,9 @@ def _cmd_algorithms(args) -> int:
     for cls in ALGORITHMS.values():
         tag = "" if cls.federated else "  [centralised reference, not federated]"
         print(f"{cls.name}: {cls.title} — {cls.reference}{tag}")
+        why = cls.softmax_refusal()
+        if why is not None:  # refused on multiclass data (softmax), with the reason
+            print(f"    {why}")
         for p in cls.params:
             default = "derived" if p.default is None else p.default
             print(f"    {p.name} = {default}  ({p.range_text()})  {p.help}")

@@ -4,7 +4,6 @@ import streamlit as st
 
 from fedviz import ui
 from fedviz.markup import escape
-from fedviz.algorithms import ALGORITHMS
 from fedviz.errors import FedvizError
 from fedviz.problems.losses import LOSSES, loss_for
 from fedviz.runner.config import MAX_ITERATIONS, RunConfig

@@ -141,6 +141,15 @@ def test_algorithms_lists_the_registry():
     assert {"gd", "fsvrg", "naive-fsvrg", "dane", "cocoa-plus", "cocoa", "one-shot", "primal-method",
             "dual-method", "fedavg", "fedprox", "scaffold", "svrg", "sgd"} <= set(algos)
     assert algos["svrg"]["federated"] is False and algos["fsvrg"]["federated"] is True
+    from fedviz.algorithms import ALGORITHMS
+
+    # Softmax is listed for exactly the algorithms that take it; the readable list says why the others do not.
+    takes = {n for n, c in ALGORITHMS.items() if c.multiclass}
+    assert {n for n, a in algos.items() if "softmax" in a["losses"]} == takes
+    text = fedviz("algorithms").stdout
+    for name in ("cocoa-plus", "cocoa", "primal-method", "dual-method"):
+        assert ALGORITHMS[name].softmax_refusal() in text
+    assert "FSVRG does not take softmax" not in text
     assert all(p["help"] for a in algos.values() for p in a["params"])
 
 
