@@ -47,11 +47,15 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                         "natural, topic, reshuffle (default: the data's own nodes)")
     p.add_argument("--nodes", type=int, metavar="K", help="number of nodes for the partitioner")
     p.add_argument("--seed", type=int, default=0, help="seed of the generator and partitioner")
-    p.add_argument("--loss", default="logistic", choices=["logistic", "squared", "smoothed-hinge"])
+    p.add_argument("--loss", default=None, choices=["logistic", "squared", "smoothed-hinge", "softmax"],
+                   help="default: softmax for a file of more than two classes (without --positive), "
+                        "else logistic; softmax takes such files only")
     p.add_argument("--lam", type=float, help="the regulariser λ (default 1/n, as in the paper)")
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
                    help="append a constant-1 bias feature (default: no for files, the preset's choice)")
-    p.add_argument("--positive", type=float, help="for multiclass labels: the class that becomes +1")
+    p.add_argument("--positive", type=float,
+                   help="for a file of more than two classes: the class that becomes +1, every other -1 "
+                        "(one-vs-rest); without it every class is kept (softmax)")
     p.add_argument("--index-base", choices=["auto", "0", "1"], default="auto",
                    help="the files' feature indices: 0-based, 1-based (index 0 is refused), or auto, "
                         "detected as scikit-learn does (default)")
@@ -71,6 +75,24 @@ def data_spec_from_args(args):
                     partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
                     positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
                     wider_test=args.wider_test, **limits)
+
+
+def loss_from_args(args, ds) -> str:
+    """The loss of ``--loss``, or by default the data's (softmax for multiclass data, else logistic)."""
+    from .problems.losses import loss_choices
+
+    return args.loss or loss_choices(ds.multiclass)[0]
+
+
+def check_algorithms_take(names: Sequence[str], loss: str, settings: dict) -> None:
+    """Refuse, before anything runs, an algorithm that does not take ``loss`` (softmax: issue 22)."""
+    from .algorithms import get_algorithm
+    from .errors import ParameterError
+
+    for name in names:
+        why = get_algorithm(name).loss_refusal(loss, settings.get(name))
+        if why is not None:
+            raise ParameterError("--algorithms", name, f"an algorithm that takes the {loss} loss", hint=why)
 
 
 def _print_warnings(ds) -> None:
@@ -93,11 +115,16 @@ def _cmd_inspect(args) -> int:
     out["source"] = ds.meta.get("source")
     out["task"] = ds.task
     if ds.task == "classification":
-        out["positive_fraction"] = positive_share(dataset_label_counts(ds).sum(axis=0))
+        out["classes"] = ds.n_classes
+        if ds.multiclass:  # each class's share of the training rows, by the file's label
+            shares = dataset_label_counts(ds).sum(axis=0) / ds.n
+            out.update({f"class_{name}_fraction": float(v) for name, v in zip(ds.class_names, shares)})
+        else:
+            out["positive_fraction"] = positive_share(dataset_label_counts(ds).sum(axis=0))
         out["majority_test_error"] = majority_test_error(ds)
         out["node_majority_test_error"] = node_majority_test_error(ds)
     if args.opt:
-        problem = Problem(ds, args.loss, args.lam)
+        problem = Problem(ds, loss_from_args(args, ds), args.lam)
         opt = solve(problem)
         out.update(lam=problem.lam, opt_objective=opt.objective, opt_test_error=opt.test_error,
                    opt_train_error=opt.train_error, opt_grad_norm=opt.grad_norm,
@@ -180,7 +207,9 @@ def _cmd_run(args) -> int:
     settings = parse_settings(args.set or [], names)
     ds = build(data_spec_from_args(args))
     _print_warnings(ds)
-    problem = Problem(ds, args.loss, args.lam)
+    loss = loss_from_args(args, ds)
+    check_algorithms_take(names, loss, settings)
+    problem = Problem(ds, loss, args.lam)
     # The curves are labelled by the registry names on the command line ('fsvrg').
     specs = [AlgorithmSpec.of(name, settings[name], label=name) for name in names]
     for spec in specs:
@@ -205,7 +234,8 @@ def _cmd_run(args) -> int:
             if args.json:
                 print(json.dumps(_row(rec, tuned, args.tune)), flush=True)
             elif rec.status != "running" or rec.iteration % max(1, args.iterations // 10) == 0:
-                # The sign error rate on ±1 labels (any loss), the MSE on real targets: Problem.error_metric.
+                # The sign error rate on ±1 labels (any loss), the argmax error rate on C > 2 classes, the
+                # MSE on real targets: Problem.error_metric.
                 err = (f"test MSE {rec.test_error:9.4g}" if problem.error_metric == "mse"
                        else f"test err {100 * rec.test_error:6.2f}%")
                 print(f"{rec.algorithm:>14} it {rec.iteration:>4}  f-f* {rec.suboptimality:10.3e}  "
@@ -256,13 +286,16 @@ def _cmd_algorithms(args) -> int:
     if args.json:
         print(json.dumps([{
             "name": cls.name, "title": cls.title, "reference": cls.reference, "federated": cls.federated,
-            "losses": list(cls.losses),
+            "losses": list(cls.losses) + (["softmax"] if cls.softmax_refusal() is None else []),
             "params": [{"name": p.name, "kind": p.kind, "default": p.default, "range": p.range_text(),
                         "help": p.help} for p in cls.params]} for cls in ALGORITHMS.values()]))
         return 0
     for cls in ALGORITHMS.values():
         tag = "" if cls.federated else "  [centralised reference, not federated]"
         print(f"{cls.name}: {cls.title} — {cls.reference}{tag}")
+        why = cls.softmax_refusal()
+        if why is not None:  # refused on multiclass data (softmax), with the reason
+            print(f"    {why}")
         for p in cls.params:
             default = "derived" if p.default is None else p.default
             print(f"    {p.name} = {default}  ({p.range_text()})  {p.help}")

@@ -463,6 +463,32 @@ def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
     return tuple(out) if ok else None
 
 
+def algorithm_choices(multiclass: bool) -> tuple[list[str], dict[str, str]]:
+    """The algorithms a picker offers, and those left out with the reason (issue 22, point 3):
+    every algorithm for binary and regression data; for multiclass data (softmax) those that take
+    softmax, the others left out with :meth:`~fedviz.algorithms.base.Algorithm.softmax_refusal`."""
+    if not multiclass:
+        return list(ALGORITHMS), {}
+    refused = {name: cls.softmax_refusal() for name, cls in ALGORITHMS.items()}
+    return [n for n, why in refused.items() if why is None], {n: why for n, why in refused.items() if why}
+
+
+def left_out_text(left_out: dict[str, str], n_classes: int) -> str:
+    """The caption under a picker that left algorithms out: which, and why (algorithms of one reason
+    together), and the algorithms refused with some hyperparameters only (DANE's inexact solver)."""
+    by_reason: dict[str, list[str]] = {}
+    for name in left_out:
+        cls = ALGORITHMS[name]
+        by_reason.setdefault(cls.multiclass_reason, []).append(cls.title or name)
+    parts = [f"{' and '.join(titles)}: {reason}" for reason, titles in by_reason.items()]
+    # Offered, but refused with some hyperparameters (DANE's inexact solver): said too.
+    partly = dict.fromkeys(why for cls in ALGORITHMS.values() if cls.softmax_refusal() is None
+                           for p in cls.params if p.kind == "choice" for value in p.choices
+                           for why in [cls.softmax_refusal({p.name: value})] if why is not None)
+    return (f"Not offered for these {n_classes} classes (softmax): " + "; ".join(parts) + "."
+            + "".join(f" {why[0].upper()}{why[1:]}." for why in partly))
+
+
 def algorithm_label(name: str) -> str:
     """An algorithm's title for pickers: "(centralised)" unless its title says so, and the losses it
     is limited to."""

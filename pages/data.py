@@ -14,6 +14,7 @@ from fedviz.data.synthetic import MAX_SEED
 from fedviz.errors import ParameterError
 from fedviz.learn.chart_notes import label_spread_note, node_majority_note, rare_features_note
 from fedviz.params import parse_options
+from fedviz.problems.losses import loss_for
 from fedviz.plots import feature_appearance_figure, node_size_figure
 from fedviz.plots.label_figure import COLOURS, class_names, class_totals_figure, label_distribution_figure
 
@@ -100,8 +101,11 @@ def upload_widgets(current: DataSpec) -> DataSpec | None:
     index_base = st.radio("Feature indices", list(INDEX_BASES), horizontal=True, key="index-base",
                           help="auto: 0-based if some index is 0, else 1-based (as scikit-learn decides). "
                                "1-based refuses index 0 and names its line.")
-    positive = st.text_input("Positive class (multiclass files only)", key="upload-positive",
-                             help="With more than two classes, this class becomes +1 and all others -1.")
+    positive = st.text_input("Positive class (one-vs-rest, for files of more than two classes)",
+                             key="upload-positive", placeholder="blank: every class (softmax)",
+                             help="Blank: a file with more than two classes keeps every class, and the model is "
+                                  "softmax regression. A class given: it becomes +1 and all others -1 "
+                                  "(one-vs-rest), for the binary losses. Two-class files are binary either way.")
     if up is None:
         return None if current.is_preset else current
     # Bytes only: the upload's name is a label for messages, never a path.
@@ -215,6 +219,8 @@ with right:
             row2[0].metric("nonzeros", f"{s['nnz']:,}")
             row2[1].metric("nodes K", f"{s['nodes']:,}")
             row3[0].metric("test examples", f"{ds.y_test.size:,}")
+            if ds.task == "classification":
+                row3[1].metric("classes", f"{ds.n_classes:,}")
             st.caption(f"Partition: {ds.meta.get('partition') or 'the data set' + chr(39) + 's own nodes'}. "
                        f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
                        f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}). "
@@ -234,7 +240,7 @@ with right:
                 st.caption(label_spread_note(counts, class_names(classes)))  # computed from the counts
                 st.subheader("Baselines (Section 4.1)")
                 base = ui.load_baselines(current)
-                opt = ui.load_optimum(current, config.loss, config.lam)
+                opt = ui.load_optimum(current, loss_for(config.loss, ds.multiclass), config.lam)
                 st.table({"predictor": ["predict the majority label", "per-node majority", "the optimum w*"],
                           "test error": [ui.fmt_pct(base.get("majority")), ui.fmt_pct(base.get("node_majority")),
                                          ui.fmt_pct(opt["test_error"])]})

@@ -4,9 +4,8 @@ import streamlit as st
 
 from fedviz import ui
 from fedviz.markup import escape
-from fedviz.algorithms import ALGORITHMS
 from fedviz.errors import FedvizError
-from fedviz.problems.losses import LOSSES
+from fedviz.problems.losses import LOSSES, loss_for
 from fedviz.runner.config import MAX_ITERATIONS, RunConfig
 
 ui.through_navigation()
@@ -16,6 +15,7 @@ config = ui.current_config()
 ui.show_query_problems()
 ui.show_cluster_note()
 
+ds = None
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)
     st.caption(f"Data: **{escape(ds.meta.get('source', 'upload'))}** · n = {ds.n:,}, d = {ds.d:,}, K = {ds.n_nodes:,} nodes "
@@ -25,13 +25,19 @@ with ui.guard("Loading the data set"):
 
 left, right = st.columns([1, 2], gap="large")
 with left:
-    names = st.multiselect("Algorithms", list(ALGORITHMS), format_func=ui.algorithm_label,
-                           key=ui.seeded("run-algorithms", [n for n, _ in config.algorithms]),
+    multiclass = ds is not None and ds.multiclass
+    # Softmax data offer only the algorithms that take softmax; a caption names the others and why.
+    options, left_out = ui.algorithm_choices(multiclass)
+    names = st.multiselect("Algorithms", options, format_func=ui.algorithm_label,
+                           key=ui.seeded("run-algorithms-softmax" if multiclass else "run-algorithms",
+                                         [n for n, _ in config.algorithms if n in options]),
                            help="The paper's methods (GD, CoCoA+, DANE, FSVRG, ...) and today's baselines "
                                 "(FedAvg, FedProx, SCAFFOLD). Centralised references are marked.")
     # Run and Stop sit here, above the settings, so that a 768 px high screen shows them without
     # scrolling; they are drawn into this place below, once the settings have made the config.
     actions = st.container()
+    if left_out:  # below Run and Stop, which stay in view on a 768 px high screen
+        st.caption(ui.left_out_text(left_out, ds.n_classes))
     st.caption("The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2). Under the charts, a few sentences say "
                "what each line and axis means; Learn › Start here has a lesson per idea.")
     algorithms = ui.algorithm_widgets(names, config)
@@ -39,8 +45,13 @@ with left:
     iterations = c1.number_input("Iterations", 1, MAX_ITERATIONS, key=ui.seeded("run-iterations", config.iterations))
     seed = c2.number_input("Seed", 0, 2**32 - 1, key=ui.seeded("run-seed", config.seed),
                            help="Seeds every random choice of the algorithms: the same seed gives the same curves.")
-    loss = st.selectbox("Loss", list(LOSSES), key=ui.seeded("run-loss", config.loss),
-                        help="logistic: the paper's experiment; squared: ridge regression; smoothed hinge: SVM.")
+    if multiclass:
+        loss = "softmax"
+        st.caption(f"Loss: softmax (multinomial logistic) regression over the data's {ds.n_classes} classes, "
+                   "the loss for more than two classes.")
+    else:
+        loss = st.selectbox("Loss", list(LOSSES), key=ui.seeded("run-loss", loss_for(config.loss, False)),
+                            help="logistic: the paper's experiment; squared: ridge regression; smoothed hinge: SVM.")
     lam_text = st.text_input("λ (blank: 1/n, as in the paper)",
                              key=ui.seeded("run-lam", "" if config.lam is None else repr(config.lam)))
     tune = st.checkbox("Tune stepsizes", key=ui.seeded("run-tune", config.tune),

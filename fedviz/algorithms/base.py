@@ -77,12 +77,32 @@ class Algorithm:
     #: Whether the algorithm takes a model with C > 1 outputs (softmax, issue 22): set on a class once
     #: its whole update is written for the flat d × C model (``losses`` lists its scalar losses).
     multiclass: ClassVar[bool] = False
+    #: Why the algorithm does not take softmax, a clause after "<title> does not take softmax: "
+    #: (shown where it is refused: the CLI, the run validation, the Run page's picker).
+    multiclass_reason: ClassVar[str] = "its kernels work on one weight vector (binary and regression models only)"
     params: ClassVar[tuple[Param, ...]] = ()
     #: (parameter, direction): what the 'diverged' message tells the user to change, e.g.
     #: ``("stepsize", "lower")`` or DANE's ``("mu", "raise")``.  The parameter is one of
     #: ``params``; the direction is "raise" or "lower" (:data:`HINT_DIRECTIONS`).  ``None`` only
     #: for a method that cannot diverge, set explicitly on its class.
     divergence_hint: ClassVar[tuple[str, str] | None] = None
+
+    @classmethod
+    def softmax_refusal(cls, hyper: Mapping[str, Any] | None = None) -> str | None:
+        """None when the algorithm, with ``hyper``, takes softmax (a d × C model, issue 22, point 3);
+        else the sentence that says why not, naming the algorithm."""
+        if cls.multiclass:
+            return None
+        return f"{cls.title or cls.name} does not take softmax: {cls.multiclass_reason}"
+
+    @classmethod
+    def loss_refusal(cls, loss: str, hyper: Mapping[str, Any] | None = None) -> str | None:
+        """None when the algorithm takes the loss named ``loss``; else why not, in one sentence."""
+        if loss == "softmax":
+            return cls.softmax_refusal(hyper)
+        if loss not in cls.losses:
+            return f"{cls.title or cls.name} takes the {', '.join(cls.losses)} loss only"
+        return None
 
     def __init__(self, problem: Problem, *, seed: int = 0, w0: np.ndarray | None = None, **hyper):
         self.problem = problem
@@ -92,7 +112,7 @@ class Algorithm:
             # (the d × 1 model of C = 1, issue 22); it takes C > 1 once it is converted.
             raise ParameterError(f"{self.name}.loss", problem.loss.name,
                                  f"a loss with one output per example (C = 1; this problem has C = "
-                                 f"{problem.n_classes}): {self.title} works on binary and regression models only")
+                                 f"{problem.n_classes})", hint=self.softmax_refusal())
         if problem.n_classes == 1 and problem.loss.name not in self.losses:
             raise ParameterError(f"{self.name}.loss", problem.loss.name,
                                  "one of " + ", ".join(self.losses) + f" (what {self.title} supports)")

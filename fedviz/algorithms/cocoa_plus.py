@@ -91,6 +91,8 @@ class CoCoAPlus(DualAlgorithm):
     title = "CoCoA+"
     reference = "CoCoA+ (Ma et al. 2015), Section 2.3; the COCOA line of Figure 2, Section 4.1"
     params = _params("γK = K")
+    multiclass_reason = ("the local SDCA step solves each example's dual problem in closed form, and softmax's "
+                         "C-dimensional conjugate has none (binary and regression models only)")
     #: Ma et al.: σ' ≥ γK is safe for every partition, smaller σ' takes longer steps and
     #: can diverge (the Appendix's σ, Algorithm 6, plays the same role).
     divergence_hint = ("sigma_prime", "raise")

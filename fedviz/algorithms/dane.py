@@ -368,6 +368,8 @@ class DANE(Algorithm):
     divergence_hint = ("mu", "raise")
     #: Softmax (issue 22): the exact solver on the d × C model; the 'svrg' solver is refused there.
     multiclass = True
+    multiclass_reason = ("its inexact solver (solver='svrg') works on one weight vector (binary and regression "
+                         "models only); the exact solver takes softmax")
     params = (
         Param("eta", "float", 1.0,
               "η, the weight of the global gradient in the linear term a_k = ∇F_k(w^t) − η∇f(w^t).  "
@@ -444,6 +446,13 @@ class DANE(Algorithm):
         if hp["stepsize"] is None:
             out["stepsize"] = 0.5 / (pb.average_example_smoothness + hp["mu"])
         return out
+
+    @classmethod
+    def softmax_refusal(cls, hyper=None) -> str | None:
+        """Inexact DANE (solver='svrg') does not take softmax; the exact solver does."""
+        if dict(hyper or {}).get("solver", "exact") == "exact":
+            return None
+        return f"inexact DANE does not take softmax: {cls.multiclass_reason}"
 
     def setup(self):
         pb = self.problem

@@ -155,6 +155,8 @@ class DualMethod(DualAlgorithm):
     title = "Dual method (Alg. 6)"
     reference = "Algorithm 6 (Dual Block Proximal Gradient Ascent), Appendix, eqs. (13)–(15)"
     losses = ("squared",)
+    multiclass_reason = ("it is the Appendix's dual method for ridge regression (the squared loss on one "
+                         "weight vector: binary and regression models only)")
     params = (_sigma_param(),)
     #: The local problems rest on XᵀX ⪯ σ·Diag(X_kᵀX_k) (eq. 15): a σ below the true bound
     #: oversteps, σ = K always holds, so the remedy is a larger σ.

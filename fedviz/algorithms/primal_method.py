@@ -60,6 +60,8 @@ class PrimalMethod(Algorithm):
     title = "Primal method (Alg. 5)"
     reference = "Algorithm 5 (Primal Method), Appendix, eqs. (9), (12); Lemma 1, Theorem 1"
     losses = ("squared",)
+    multiclass_reason = ("it is the Appendix's primal method for ridge regression (the squared loss on one "
+                         "weight vector: binary and regression models only)")
     params = (_sigma_param(),)
     #: The local problems rest on XᵀX ⪯ σ·Diag(X_kᵀX_k) (eq. 15): a σ below the true bound
     #: oversteps, σ = K always holds, so the remedy is a larger σ.

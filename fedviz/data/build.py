@@ -78,7 +78,9 @@ class DataSpec:
         Append a constant-1 bias feature.  None: no for files (so figures match other
         tools' 'no intercept' fits), the preset's own choice for presets.
     positive : float or None
-        For multiclass files, the class that becomes +1 (one-vs-rest).
+        For files with more than two classes, the class that becomes +1 (one-vs-rest).  None
+        keeps every class, coded 0..C−1 (the ``"multiclass"`` policy of
+        :func:`fedviz.data.labels.map_labels`, for softmax); two-class files are binary either way.
     task : str
         'classification', 'regression' or 'auto' (from the labels).
     name, test_name : str or None
@@ -223,7 +225,12 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
         rows = train.X.shape[0] + (test.X.shape[0] if test is not None else 0)
         entries = train.X.nnz + (test.X.nnz if test is not None else 0)
         _check_entries(entries, rows, spec.max_entries, "this file", "a smaller file")
-    y, mapping = map_labels(train.y, task=spec.task, positive=spec.positive, source=train.source)
+    # More than two classes and no positive class: every class kept, coded 0..C-1 (softmax, issue 22);
+    # a positive class makes it one-vs-rest, and two classes stay binary, as before.
+    multiclass = (spec.positive is None and spec.task != "regression"
+                  and np.unique(train.y[np.isfinite(train.y)]).size > 2)
+    y, mapping = map_labels(train.y, task=spec.task, positive=spec.positive, source=train.source,
+                            multiclass=bool(multiclass))
     y_test = None
     if test is not None:
         _check_test_labels(test, train, mapping)
@@ -243,6 +250,7 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
     node_of_row = _assign(partition, X, y, groups=train.qid, nodes=nodes, seed=spec.seed)
     meta = {
         "source": train.source, "task": mapping.task, "labels": mapping.description,
+        "label_policy": mapping.policy, "classes": list(mapping.classes),
         "partition": partition, "seed": spec.seed, "bias": bool(spec.bias),
         "zero_based": train.zero_based,
         "params": {"test": test.source if test is not None else None, "nodes": nodes,
@@ -305,7 +313,8 @@ def _test_set_warnings(ds: FederatedDataset) -> list[str]:
         classes = dataset_classes(ds)
         counts = label_counts(ds.y_test, classes)  # a comparison per row, no sort at paper scale
         if np.count_nonzero(counts) == 1:
-            label = _signed(classes[int(np.argmax(counts))])
+            top = int(np.argmax(counts))
+            label = ds.class_names[top] if ds.multiclass else _signed(classes[top])
             fix = ("upload a test file with both classes" if has_file else
                    "the rows are probably sorted by label: use the random split (split='random'), "
                    "raise the test fraction or upload a test file"
@@ -333,6 +342,8 @@ def _label_shift_warning(ds: FederatedDataset) -> list[str]:
     small test set, is not reported.
     """
     classes = dataset_classes(ds)
+    if len(classes) != 2:  # a share of +1 means nothing for C > 2 classes
+        return []
     p_train, p_test = (float(label_counts(y, classes)[1] / y.size) for y in (ds.y, ds.y_test))
     n_train, n_test = ds.y.size, ds.y_test.size
     p = (p_train * n_train + p_test * n_test) / (n_train + n_test)

@@ -97,6 +97,32 @@ class FederatedDataset:
     def task(self) -> str:
         return self.meta.get("task", "classification")
 
+    @property
+    def multiclass(self) -> bool:
+        """Whether y holds class codes 0..C−1 of C > 2 classes (the labels' ``"multiclass"`` policy)."""
+        return self.meta.get("label_policy") == "multiclass"
+
+    @property
+    def n_classes(self) -> int | None:
+        """The number of classes of y: C for multiclass data, 2 for binary and one-vs-rest (±1),
+        None for regression."""
+        if self.task == "regression":
+            return None
+        return len(self.meta.get("classes", ())) if self.multiclass else 2
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The classes as people write them, in the order of the label counts' columns: the file's
+        labels for multiclass data ("1", "2", "3" for dna.scale's codes 0, 1, 2), "-1" and "+1"
+        otherwise; empty for regression."""
+        from .labels import format_label
+
+        if self.task == "regression":
+            return ()
+        if self.multiclass:
+            return tuple(format_label(c) for c in self.meta["classes"])
+        return ("-1", "+1")
+
     def node_slice(self, k: int) -> slice:
         return slice(int(self.offsets[k]), int(self.offsets[k + 1]))
 

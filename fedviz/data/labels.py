@@ -19,8 +19,8 @@ SVMs, y_i ∈ R for linear regression):
 * ``"one-vs-rest"``: a file with more classes and a named positive class, which becomes +1, every
   other class −1;
 * ``"multiclass"``: every class kept, coded 0..C−1 in increasing order of the raw value (what
-  scikit-learn's ``LabelEncoder`` does), for softmax models (issue 22, point 1).  Nothing builds
-  a data set with it yet: the models are binary;
+  scikit-learn's ``LabelEncoder`` does), for softmax models (issue 22, point 1); what
+  :func:`fedviz.data.build.build` does with a file of more than two classes and no positive class;
 * ``"regression"``: real targets kept as they are; there are no classes.
 
 Binary and one-vs-rest data sets hold y ∈ {−1, +1}; their classes, in count order, are
@@ -253,9 +253,14 @@ def map_labels(y, *, task: str = "auto", positive: float | None = None, source: 
 def dataset_classes(ds) -> tuple[float, ...] | None:
     """The classes of a data set's y, in the order of the counts' columns; None for regression.
 
-    Every classification data set fedviz builds today is binary or one-vs-rest: y ∈ {−1, +1}.
+    Binary and one-vs-rest data sets hold y ∈ {−1, +1}; multiclass ones (``ds.multiclass``) the
+    codes 0..C−1.
     """
-    return None if ds.task == "regression" else BINARY_CLASSES
+    if ds.task == "regression":
+        return None
+    if getattr(ds, "multiclass", False):
+        return tuple(float(c) for c in range(ds.n_classes))
+    return BINARY_CLASSES
 
 
 def class_codes(y, classes=BINARY_CLASSES) -> np.ndarray:

@@ -205,7 +205,8 @@ class Softmax(Loss):
     The labels are class codes 0..C−1 (mapping a file's labels to codes is the data layer's);
     C is the largest code + 1, over the training and test labels.  ∇φ = p − e_y with
     p = softmax(z) and ∇²φ = diag(p) − p pᵀ ⪯ ½ I (Böhning, 1992): smoothness ½ per example.
-    Not in :data:`LOSSES` (what the pages offer) until the algorithms take C > 1; construct it.
+    Not in :data:`LOSSES` (the binary and regression losses) but in :data:`MULTICLASS_LOSSES`:
+    :func:`loss_choices` offers it for multiclass data only.
     """
 
     name = "softmax"
@@ -320,14 +321,31 @@ def _logistic_value_deriv(z, y, d, parts, carries, errs):
         errs[k] = errors
 
 
+#: The losses of binary and regression data (one output per example, C = 1).
 LOSSES: dict[str, type[Loss]] = {cls.name: cls for cls in (Logistic, Squared, SmoothedHinge)}
+#: The losses of multiclass data (C > 2 classes, coded 0..C−1): offered only for such data.
+MULTICLASS_LOSSES: dict[str, type[Loss]] = {Softmax.name: Softmax}
+
+
+def loss_choices(multiclass: bool) -> tuple[str, ...]:
+    """The losses a data set takes: softmax for multiclass data (``FederatedDataset.multiclass``),
+    logistic, squared and smoothed hinge for binary and regression data; the first is the default."""
+    return tuple(MULTICLASS_LOSSES) if multiclass else tuple(LOSSES)
+
+
+def loss_for(preferred: str, multiclass: bool) -> str:
+    """``preferred`` when the data take it (:func:`loss_choices`), else their default loss."""
+    choices = loss_choices(multiclass)
+    return preferred if preferred in choices else choices[0]
 
 
 def make_loss(name: str | Loss) -> Loss:
-    """A loss by registry name ('logistic', 'squared', 'smoothed-hinge') or pass one through."""
+    """A loss by registry name ('logistic', 'squared', 'smoothed-hinge', 'softmax') or pass one through."""
     if isinstance(name, Loss):
         return name
-    try:
-        return LOSSES[name]()
-    except KeyError:
-        raise ParameterError("loss", name, "one of " + ", ".join(LOSSES)) from None
+    cls = LOSSES.get(name) if isinstance(name, str) else None
+    if cls is None and isinstance(name, str):
+        cls = MULTICLASS_LOSSES.get(name)
+    if cls is None:
+        raise ParameterError("loss", name, "one of " + ", ".join((*LOSSES, *MULTICLASS_LOSSES)))
+    return cls()

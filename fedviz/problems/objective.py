@@ -30,7 +30,7 @@ from ..data.dataset import FederatedDataset
 from ..errors import ParameterError
 from ._blocks import RowBlocks
 from ._cores import single_threaded_blas
-from .losses import Loss, make_loss
+from .losses import MULTICLASS_LOSSES, Loss, make_loss
 
 #: λ_max(X_kᵀX_k) of every node, per data set (it depends on neither the loss nor λ).
 _NODE_GRAM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -61,6 +61,10 @@ class Problem:
             lam = 1.0 / data.n
         if not (isinstance(lam, (int, float, np.floating)) and np.isfinite(lam) and lam > 0):
             raise ParameterError("lam", lam, "number > 0 (default 1/n)")
+        multiclass = bool(getattr(data, "multiclass", False))
+        if multiclass and loss.name not in MULTICLASS_LOSSES:  # a binary or regression loss on class codes
+            raise ParameterError("loss", loss.name, f"'softmax': the data hold {data.n_classes} classes; for a "
+                                 "binary loss choose a positive class (one-vs-rest)")
         n_classes = int(loss.n_outputs(data.y, data.y_test))
         if loss.task == "classification" and n_classes == 1:
             bad = ~np.isin(data.y, (-1.0, 1.0))

@@ -56,9 +56,11 @@ class RunConfig:
             raise ParameterError("algorithms", "none", "at least one algorithm")
         for spec in self.specs():
             name, cls = spec.name, spec.cls
-            if self.loss not in cls.losses:  # refused here, with the remedy, not as a failed run
-                raise ParameterError(f"{name} with loss", self.loss, "one of " + ", ".join(cls.losses) +
-                                     f" (the losses {cls.title} supports)")
+            why = cls.loss_refusal(self.loss, spec.values)
+            if why is not None:  # refused here, with the remedy, not as a failed run
+                allowed = ", ".join(cls.losses) + ("" if cls.softmax_refusal(spec.values) else ", softmax")
+                raise ParameterError(f"{name} with loss", self.loss, f"one of {allowed} (the losses {cls.title} "
+                                     "supports)", hint=why if self.loss == "softmax" else None)
 
     def hyper(self, name: str) -> dict:
         return dict(dict(self.algorithms)[name])

@@ -173,6 +173,10 @@ class Job:
             if spec.label in seen:
                 raise ParameterError(f"algorithms[{k}].label", spec.label, "a label not used by another algorithm")
             seen.add(spec.label)
+            if isinstance(job.make_problem, ProblemSpec) and job.make_problem.loss == "softmax":
+                why = spec.cls.softmax_refusal(spec.values)  # refused here, not as a failed run
+                if why is not None:
+                    raise ParameterError(f"algorithms[{k}]", spec.name, "an algorithm that takes softmax", hint=why)
             entries.append(Entry.of(spec))
         scales = {}
         for label, item in dict(job.scales or {}).items():

@@ -285,3 +285,49 @@ def test_run_says_where_runs_execute_when_a_cluster_is_configured(monkeypatch):
     monkeypatch.setattr(get_manager(), "cluster_note", "runs execute on the Dask cluster (tcp://h:8786, 4 workers)")
     at.run()
     assert any("Runs execute on the Dask cluster (tcp://h:8786, 4 workers)." in c.value for c in at.caption)
+
+
+def test_a_file_of_three_classes_shows_them_on_data_and_runs_softmax_on_run():
+    """Issue 22's acceptance: dna.scale uploaded on Data shows its 3 classes; Run offers only the algorithms
+    that take softmax, says which it left out and why, and draws FSVRG, GD and FedAvg to the end, with a
+    finite f − f* and the argmax test error (at w = 0 every margin ties: the first class is predicted)."""
+    import math
+
+    import numpy as np
+    from fedviz.algorithms import ALGORITHMS
+    from fedviz.data.build import build
+
+    at = _app(page="pages/data.py")
+    at.radio[0].set_value("Upload a LIBSVM file").run()
+    at.file_uploader(key="upload-train").set_value(
+        ("dna.scale", (DATA / "dna.scale").read_bytes(), "application/octet-stream")).run()
+    assert not at.exception and not at.error, [plain(e.value) for e in at.error]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["classes"] == "3"
+    assert any("3 classes: labels 1, 2, 3 became classes 0, 1, 2" in c.value for c in at.caption)
+
+    at.switch_page("pages/run.py")
+    at.run()
+    assert not at.exception and not at.error, [plain(e.value) for e in at.error]
+    picker = at.multiselect(key="run-algorithms-softmax")
+    offered = set(picker.options)
+    for name in ("cocoa-plus", "cocoa", "dual-method", "primal-method"):
+        cls = ALGORITHMS[name]
+        assert name not in offered
+        assert any(cls.title in c.value and cls.multiclass_reason in c.value for c in at.caption)
+    assert any(ALGORITHMS["dane"].softmax_refusal({"solver": "svrg"})[1:] in c.value for c in at.caption)
+    assert any("Loss: softmax" in c.value for c in at.caption)
+    picker.set_value(["fsvrg", "gd", "fedavg"]).run()
+    at.number_input(key="run-iterations").set_value(3).run()
+    assert at.session_state["config"].loss == "softmax"
+    next(b for b in at.button if b.label.endswith(" Run")).click().run()
+    assert not at.exception
+    snap = _wait_for_run(at)
+    assert snap.statuses == {"FSVRG": "done", "GD": "done", "FedAvg": "done"}, snap.messages
+    ds = build(at.session_state["config"].data)
+    for label, cols in snap.columns.items():
+        assert len(cols["iteration"]) == 4
+        assert all(math.isfinite(v) and v >= 0 for v in cols["suboptimality"])
+        assert cols["suboptimality"][-1] < cols["suboptimality"][0]
+        assert cols["test_error"][0] == np.mean(ds.y_test != 0)
+    assert not at.exception and not at.error

@@ -80,7 +80,10 @@ def test_readable_table_without_json():
     (("inspect", "preset:nope"), "preset"),
     (("inspect", "preset:google-plus-small?nodez=3"), "nodez"),
     (("inspect", DATA / "heart_scale", "--partition", "dirichlet:alpha=-1"), "dirichlet.alpha"),
-    (("inspect", DATA / "dna.scale"), "positive"),
+    (("inspect", DATA / "dna.scale", "--loss", "logistic", "--opt"), "'softmax': the data hold 3 classes"),
+    (("run", DATA / "dna.scale", "--algorithms", "gd,cocoa-plus"), "CoCoA+ does not take softmax"),
+    (("run", DATA / "dna.scale", "--algorithms", "dane", "--set", "dane.solver=svrg"),
+     "inexact DANE does not take softmax"),
     (("inspect", DATA / "heart_scale", "--lam", "0", "--opt"), "lam"),
     (("inspect",), "required"),
     (("frobnicate",), "invalid choice"),
@@ -138,6 +141,15 @@ def test_algorithms_lists_the_registry():
     assert {"gd", "fsvrg", "naive-fsvrg", "dane", "cocoa-plus", "cocoa", "one-shot", "primal-method",
             "dual-method", "fedavg", "fedprox", "scaffold", "svrg", "sgd"} <= set(algos)
     assert algos["svrg"]["federated"] is False and algos["fsvrg"]["federated"] is True
+    from fedviz.algorithms import ALGORITHMS
+
+    # Softmax is listed for exactly the algorithms that take it; the readable list says why the others do not.
+    takes = {n for n, c in ALGORITHMS.items() if c.multiclass}
+    assert {n for n, a in algos.items() if "softmax" in a["losses"]} == takes
+    text = fedviz("algorithms").stdout
+    for name in ("cocoa-plus", "cocoa", "primal-method", "dual-method"):
+        assert ALGORITHMS[name].softmax_refusal() in text
+    assert "FSVRG does not take softmax" not in text
     assert all(p["help"] for a in algos.values() for p in a["params"])
 
 
@@ -286,3 +298,30 @@ def test_split_of_a_file_sorted_by_label(tmp_path):
     r = fedviz("inspect", path, "--json", "--split", "chronological")
     assert r.returncode == 0 and "the test set holds one class only" in r.stderr
     assert json.loads(r.stdout)["majority_test_error"] == 0.0
+
+
+def test_run_on_a_file_of_three_classes_trains_softmax():
+    """dna.scale loads as 3 classes (no --positive): FSVRG, GD and FedAvg run softmax regression to the end,
+    with f − f* finite and non-negative and the test error an argmax error rate; inspect shows the classes'
+    shares, counted here from the file."""
+    r = fedviz("run", DATA / "dna.scale", "--algorithms", "fsvrg,gd,fedavg", "--iterations", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    last = {row["algorithm"]: row for row in rows if row["status"] != "running"}
+    assert sorted(last) == ["fedavg", "fsvrg", "gd"]
+    first = rows[0]
+    for row in last.values():
+        assert row["status"] == "done" and row["iteration"] == 3
+        assert np.isfinite(row["suboptimality"]) and 0 <= row["suboptimality"] < first["suboptimality"]
+        assert 0 <= row["test_error"] <= 1
+    r = fedviz("inspect", DATA / "dna.scale", "--json")
+    out = json.loads(r.stdout)
+    labels = np.array([float(line.split()[0]) for line in (DATA / "dna.scale").read_text().splitlines() if line])
+    assert out["classes"] == 3
+    shares = [out[f"class_{c}_fraction"] for c in (1, 2, 3)]
+    assert shares == pytest.approx([np.mean(labels == c) for c in (1, 2, 3)], abs=0.01)  # a stratified split
+    # At w = 0 every margin ties and argmax predicts the first class (label 1): the test rows of the others err.
+    from fedviz.data.build import DataSpec, build
+
+    ds = build(DataSpec(source=str(DATA / "dna.scale")))  # the command's defaults: the same split
+    assert first["iteration"] == 0 and first["test_error"] == np.mean(ds.y_test != 0)
