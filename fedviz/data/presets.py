@@ -63,6 +63,7 @@ law: at K = 500 a few large nodes move the per-node figures by a point or two.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -210,6 +211,11 @@ PRESETS: Mapping[str, Preset] = types.MappingProxyType({p.name: p for p in (
            "x ∈ R^60 (+ a bias column), per-device softmax models; +1 iff the class is "
            "among the first 5 of 10.  Override alpha and beta for more or less "
            "heterogeneity.", FedProxConfig),
+    Preset("fedprox-synthetic-10",
+           "Synthetic(α, β) of Li et al. (2020, FedProx) as they built it: the same devices and draws as "
+           "fedprox-synthetic, labelled with the ten classes of each device's softmax model (softmax "
+           "regression; binarising halves the label heterogeneity).",
+           functools.partial(FedProxConfig, labels="classes")),
 )})
 
 

@@ -541,6 +541,8 @@ def _meta(config, name: str, draw: _Draw) -> dict:
                     bias_column=config.n_features if config.bias_feature else None,
                     labels=({str(c): f"class {c}" for c in range(config.n_classes)} if config.labels == "classes"
                             else {"+1": f"class < {half}", "-1": f"class >= {half}"}))
+        if config.labels == "classes":  # codes 0..C−1, as a multiclass file's (fedviz.data.labels)
+            meta.update(label_policy="multiclass", classes=list(range(config.n_classes)))
     else:
         meta.update(generator="bag-of-words", bias_column=config.bias_column,
                     unknown_column=config.unknown_column, label_offset=draw.label_offset,

@@ -62,3 +62,21 @@ def test_label_heterogeneity_matches_the_published_protocol(alpha, beta):
     binary = np.mean([_mean_tv([(y > 0).astype(int) for y in _generator_labels(alpha, beta, s, "binary")], 2)
                       for s in SEEDS])
     assert binary < 0.7 * ours, (binary, ours)
+
+
+def test_the_ten_class_preset_runs_softmax_end_to_end():
+    """fedprox-synthetic-10 is fedprox-synthetic's draw with its class codes: a multiclass data set of 10
+    classes whose softmax f* is below f(0) = log 10 (plus nothing: the regulariser is 0 at w = 0)."""
+    from fedviz.data.build import DataSpec, build
+    from fedviz.problems.objective import Problem
+    from fedviz.problems.optimum import solve
+
+    ten = build(DataSpec("preset:fedprox-synthetic-10?nodes=8"))
+    two = build(DataSpec("preset:fedprox-synthetic?nodes=8"))
+    assert ten.multiclass and ten.n_classes == 10 and not two.multiclass
+    assert (ten.X != two.X).nnz == 0 and np.array_equal(ten.node_sizes, two.node_sizes)
+    np.testing.assert_array_equal(two.y, np.where(ten.y < 5, 1.0, -1.0))
+    problem = Problem(ten, "softmax")
+    assert problem.n_classes == 10
+    np.testing.assert_allclose(problem.value(np.zeros(problem.size)), np.log(10), rtol=1e-12)
+    assert solve(problem).objective < np.log(10)
