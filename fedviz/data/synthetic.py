@@ -539,8 +539,8 @@ def _meta(config, name: str, draw: _Draw) -> dict:
         half = config.n_classes // 2
         meta.update(generator="fedprox-synthetic",
                     bias_column=config.n_features if config.bias_feature else None,
-                    labels=({str(c): f"class {c}" for c in range(config.n_classes)} if config.labels == "classes"
-                            else {"+1": f"class < {half}", "-1": f"class >= {half}"}))
+                    labels=({f"0–{config.n_classes - 1}": "the class argmax(W_kᵀx + b_k) of the device's softmax model"}
+                            if config.labels == "classes" else {"+1": f"class < {half}", "-1": f"class >= {half}"}))
         if config.labels == "classes":  # codes 0..C−1, as a multiclass file's (fedviz.data.labels)
             meta.update(label_policy="multiclass", classes=list(range(config.n_classes)))
     else:

@@ -61,7 +61,7 @@ TEST_ERROR_NOTES = {
 }
 
 _OPT_NOTE = "**OPT**{value}: the optimum w*'s test error, where a converged run ends."
-_MAJORITY_NOTE = "**predict majority**{value}: the training set's commoner label for everyone."
+_MAJORITY_NOTE = "**predict majority**{value}: the training set's most common label for everyone."
 
 
 def pct(v: float) -> str:
@@ -88,8 +88,8 @@ def node_majority_note(node_majority: float | None, optimum: float | None, *, te
     if not _finite(node_majority):
         why = ("the test rows come from a separate test file and belong to no node" if test_file else
                "the partition dealt the training rows to new nodes, and the test rows belong to none of them")
-        return f"**per-node majority**: n/a — {why}, so no node's commoner label applies to them."
-    head = f"**per-node majority** ({pct(node_majority)}): each node's own commoner training label for its test rows"
+        return f"**per-node majority**: n/a — {why}, so no node's most common label applies to them."
+    head = f"**per-node majority** ({pct(node_majority)}): each node's own most common training label for its test rows"
     if not _finite(optimum):
         return head + "."
     if node_majority < optimum - OPT_TOLERANCE:
