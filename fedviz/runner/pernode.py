@@ -1,0 +1,180 @@
+"""Per-node evaluation of a model (issue 23, point 1): every node's test error and own loss,
+and the distribution over nodes that the benchmarks of record report.
+
+The paper's objective is a row-weighted average: f(w) = Σ_k (n_k/n) F_k(w) with the local
+objectives F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w) of eq. (6), and its test error is pooled over
+all test rows.  A pooled figure hides the nodes a model serves badly (Section 4.1: the best
+single model errs 26.4% on google-plus-small while each author's own majority label errs
+17.3%).  This module scores each node separately from margins the loop computes anyway,
+so the evaluation costs no pass over X or X_test beyond the one the pooled test error
+already takes: only ``np.bincount`` over the rows.
+
+For node k, with T_k its test rows (``ds.test_nodes == k``) and P_k its training rows:
+
+- test error e_k: the :attr:`~fedviz.problems.objective.Problem.error_metric` over T_k, the
+  sign error rate (1/|T_k|) Σ [sign(x_iᵀw) ≠ y_i] (a margin of exactly 0 predicts −1, as
+  :func:`~fedviz.data.baselines.classification_error`), or the mean squared error on
+  regression targets.  Undefined (NaN) when T_k is empty.
+- own loss F_k(w) = (1/n_k) Σ_{i ∈ P_k} φ_i(x_iᵀw) + (λ/2)‖w‖², eq. (6) (every node has
+  training rows, so every node has one).  Its row-weighted mean is f(w), eq. (1).
+
+The summary of a vector v over the nodes where it is defined (K_t of them), :func:`summarize`:
+
+- ``pooled``: the row-weighted mean.  For the test error it is the pooled test error of
+  the whole test set (``Problem.test_error``), computed the same way; test rows with no node
+  (−1: a separate test file) count in it but in no node.
+- ``mean``: the unweighted mean over the K_t nodes (each node one vote).
+- ``std``: the population standard deviation over them (ddof = 0).
+- ``p10``, ``p50``, ``p90``: ``numpy.percentile(v, q, method="linear")`` (Hyndman & Fan's
+  type 7, numpy's default: linear interpolation between order statistics).
+- ``worst10``: the mean of the m = ⌈K_t / 10⌉ worst nodes (the highest values: error and loss
+  are both "lower is better"), q-FFL's "worst 10%"; at least one node, so with fewer than
+  ten nodes it is the maximum.
+- ``min``, ``max``: the best and the worst node.
+- ``untested``: the K − K_t nodes without a test row, counted, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The statistics of a per-node vector that every record keeps (see the module docstring).
+STATS = ("mean", "std", "p10", "p50", "p90", "worst10", "min", "max")
+#: The record fields: ``node_error_<stat>`` and ``node_loss_<stat>``, then ``nodes_untested``.
+#: The pooled values are fields already: ``test_error`` and ``objective``.
+ERROR_FIELDS = tuple(f"node_error_{s}" for s in STATS)
+LOSS_FIELDS = tuple(f"node_loss_{s}" for s in STATS)
+FIELDS = ERROR_FIELDS + LOSS_FIELDS + ("nodes_untested",)
+
+#: The percentiles' interpolation, passed to numpy.percentile.
+PERCENTILE_METHOD = "linear"
+#: The share of nodes whose mean is the "worst" statistic.
+WORST_SHARE = 0.10
+
+
+def worst_count(k: int) -> int:
+    """m = ⌈k · 10%⌉ (at least 1 for k ≥ 1): how many nodes the worst-10% mean averages.
+
+    Computed in integers so that k = 10, 20, … give exactly k/10 (a float product can round up).
+    """
+    return max(1, -(-k // 10)) if k > 0 else 0
+
+
+def summarize(values: np.ndarray) -> dict[str, float]:
+    """The unweighted statistics :data:`STATS` of ``values`` over its finite entries (all NaN when none).
+
+    A node whose value is NaN (no test rows) or ±inf is left out of every statistic; the caller
+    counts the untested nodes.  (A non-finite loss means the model diverged: the record's
+    objective says so already.)
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {s: math.nan for s in STATS}
+    p10, p50, p90 = np.percentile(v, (10.0, 50.0, 90.0), method=PERCENTILE_METHOD)
+    m = worst_count(v.size)
+    worst = np.partition(v, v.size - m)[v.size - m:]   # the m largest, in O(K)
+    return {"mean": float(v.mean()), "std": float(v.std()), "p10": float(p10), "p50": float(p50),
+            "p90": float(p90), "worst10": float(worst.mean()), "min": float(v.min()), "max": float(v.max())}
+
+
+@dataclass(frozen=True, eq=False)
+class NodeScores:
+    """Every node's test error (NaN without test rows) and own loss F_k(w) at one iteration.
+
+    Stored as float32: enough for a histogram and a curve, half the memory of a run's history
+    (:class:`~fedviz.runner.handle.RunHandle` keeps a bounded number of them).
+    """
+
+    iteration: int
+    error: np.ndarray
+    loss: np.ndarray
+
+
+class NodeEvaluator:
+    """Scores every node of one problem from the margins the iteration loop has anyway.
+
+    Built once per run (the node ids of the test rows and the row counts are fixed); each call
+    to :meth:`evaluate` costs O(n + n_test) arithmetic and no product with X or X_test.
+    """
+
+    def __init__(self, problem):
+        ds = problem.data
+        self.problem = problem
+        self.K = ds.n_nodes
+        self.y_test = ds.y_test
+        tn = np.asarray(ds.test_nodes, dtype=np.int64)
+        self._assigned = tn >= 0
+        self._all_assigned = bool(self._assigned.all())
+        self._test_node = tn[self._assigned]
+        self.test_counts = np.bincount(self._test_node, minlength=self.K).astype(np.float64)
+        self.tested = self.test_counts > 0
+        self.untested = int(self.K - np.count_nonzero(self.tested))
+        self.unassigned_rows = int(tn.size - np.count_nonzero(self._assigned))
+        self._row_node = ds.node_of_row
+        self._sizes = ds.node_sizes.astype(np.float64)
+
+    def test_margins(self, w: np.ndarray) -> np.ndarray:
+        """X_test w: the one test pass of an iteration (the pooled error and every node's from it)."""
+        if self.y_test.size == 0:
+            return np.empty(0)
+        return self.problem.test_blocks.matvec(w)
+
+    def pooled_test_error(self, z_test: np.ndarray) -> float:
+        """``Problem.test_error(w)`` from its margins: the same function on the same numbers."""
+        if self.y_test.size == 0:
+            return math.nan
+        return self.problem._error(z_test, self.y_test)
+
+    def node_test_error(self, z_test: np.ndarray) -> np.ndarray:
+        """e_k for every node (NaN where T_k is empty), from the test margins."""
+        K = self.K
+        if not self.tested.any():
+            return np.full(K, math.nan)
+        y = self.y_test
+        if not self._all_assigned:
+            z_test, y = z_test[self._assigned], y[self._assigned]
+        if self.problem.error_metric == "mse":
+            per_row = (z_test - y) ** 2
+        else:
+            per_row = (np.where(z_test > 0, 1.0, -1.0) != y).astype(np.float64)
+        sums = np.bincount(self._test_node, weights=per_row, minlength=K)
+        out = np.full(K, math.nan)
+        np.divide(sums, self.test_counts, out=out, where=self.tested)
+        return out
+
+    def node_loss(self, w: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """F_k(w) of eq. (6) for every node, from the training margins z = X w."""
+        p = self.problem
+        sums = np.bincount(self._row_node, weights=p.loss.value(z, p.y), minlength=self.K)
+        return sums / self._sizes + 0.5 * p.lam * float(w @ w)
+
+    def evaluate(self, w: np.ndarray, z: np.ndarray, z_test: np.ndarray, iteration: int = 0):
+        """(pooled test error, the record's per-node fields :data:`FIELDS`, :class:`NodeScores`)."""
+        err = self.node_test_error(z_test)
+        loss = self.node_loss(w, z)
+        fields = {f"node_error_{k}": v for k, v in summarize(err).items()}
+        fields.update({f"node_loss_{k}": v for k, v in summarize(loss).items()})
+        fields["nodes_untested"] = float(self.untested)
+        scores = NodeScores(iteration, err.astype(np.float32), loss.astype(np.float32))
+        return self.pooled_test_error(z_test), fields, scores
+
+
+def nan_fields() -> dict[str, float]:
+    """The per-node fields of a record whose model is not finite: all NaN."""
+    return {f: math.nan for f in FIELDS}
+
+
+def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
+    """Says which nodes the per-node test error leaves out, or '' when every node has test rows."""
+    if untested == 0:
+        return ""
+    if untested == K:
+        why = (f"the test set's {unassigned_rows:,} rows belong to no node (a separate test file)"
+               if unassigned_rows else "the test set is empty")
+        return f"No node has test rows ({why}): the per-node test error is undefined; own losses are shown."
+    return (f"{untested:,} of {K:,} nodes have no test rows and are left out of the per-node test error "
+            f"(counted, not scored).")

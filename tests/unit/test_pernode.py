@@ -1,0 +1,130 @@
+"""Per-node evaluation (issue 23, point 1) against an independent plain-Python loop over the nodes."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fedviz.data.dataset import FederatedDataset
+from fedviz.problems.objective import Problem
+from fedviz.runner.pernode import (FIELDS, NodeEvaluator, summarize, untested_sentence, worst_count)
+
+
+def _dataset(seed=0, K=13, d=7, untested=(3, 8), unassigned=5, regression=False):
+    """K nodes of random sizes; the nodes in ``untested`` get no test rows; ``unassigned`` test rows
+    belong to no node (-1)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 9, size=K)
+    node = np.repeat(np.arange(K), sizes)
+    n = node.size
+    X = sp.random(n, d, density=0.5, random_state=seed, format="csr")
+    y = rng.normal(size=n) if regression else rng.choice([-1.0, 1.0], size=n)
+    tsizes = rng.integers(1, 6, size=K)
+    tsizes[list(untested)] = 0
+    tn = np.concatenate([np.repeat(np.arange(K), tsizes), np.full(unassigned, -1)])
+    rng.shuffle(tn)
+    Xt = sp.random(tn.size, d, density=0.5, random_state=seed + 1, format="csr")
+    yt = rng.normal(size=tn.size) if regression else rng.choice([-1.0, 1.0], size=tn.size)
+    return FederatedDataset.from_assignment(X, y, node, X_test=Xt, y_test=yt, test_nodes=tn)
+
+
+def _oracle(p, w):
+    """Each node's test error and own loss by a plain loop, dense, from the definitions."""
+    ds = p.data
+    Xt, X = ds.X_test.toarray(), ds.X.toarray()
+    err, loss = [], []
+    for k in range(ds.n_nodes):
+        rows = [i for i in range(len(ds.y_test)) if ds.test_nodes[i] == k]
+        if not rows:
+            err.append(math.nan)
+        else:
+            if p.error_metric == "mse":
+                e = sum((float(Xt[i] @ w) - ds.y_test[i]) ** 2 for i in rows) / len(rows)
+            else:
+                e = sum((1.0 if float(Xt[i] @ w) > 0 else -1.0) != ds.y_test[i] for i in rows) / len(rows)
+            err.append(e)
+        sl = ds.node_slice(k)
+        z = X[sl] @ w
+        phi = [float(p.loss.value(np.array([zi]), np.array([yi]))[0]) for zi, yi in zip(z, ds.y[sl])]
+        loss.append(sum(phi) / len(phi) + 0.5 * p.lam * float(w @ w))
+    return np.array(err), np.array(loss)
+
+
+def _evaluate(p, w):
+    ev = NodeEvaluator(p)
+    z, zt = p.X @ w, ev.test_margins(w)
+    return ev, ev.evaluate(w, z, zt, iteration=4)
+
+
+@pytest.mark.parametrize("loss, regression", [("logistic", False), ("squared", True), ("smoothed-hinge", False)])
+def test_node_values_match_a_plain_loop(loss, regression):
+    p = Problem(_dataset(regression=regression), loss, lam=0.1)
+    w = np.random.default_rng(2).normal(size=p.d)
+    ev, (pooled, fields, scores) = _evaluate(p, w)
+    err, own = _oracle(p, w)
+    np.testing.assert_array_equal(np.isnan(ev.node_test_error(p.data.X_test @ w)), np.isnan(err))
+    np.testing.assert_allclose(ev.node_test_error(p.data.X_test @ w), err, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(ev.node_loss(w, p.X @ w), own, rtol=1e-12)
+    assert scores.iteration == 4 and scores.error.dtype == np.float32
+    np.testing.assert_allclose(scores.loss, own, rtol=1e-6)
+    # The pooled test error is Problem.test_error's own number, bit for bit.
+    assert pooled == p.test_error(w)
+    # The row-weighted mean of the own losses is the objective (eq. (1) = Σ n_k/n F_k, eq. (6)).
+    assert np.sum(p.data.node_sizes * own) / p.n == pytest.approx(p.value(w), rel=1e-13)
+    assert fields["nodes_untested"] == 2 and ev.unassigned_rows == 5
+    assert set(fields) == set(FIELDS)
+
+
+def test_pooled_test_error_over_nodes_when_every_row_has_a_node():
+    # Without rows of no node, the row-weighted mean of the node errors is the pooled error (to 1e-15).
+    p = Problem(_dataset(seed=4, unassigned=0), "logistic", lam=0.1)
+    w = np.random.default_rng(5).normal(size=p.d)
+    ev, (pooled, fields, _) = _evaluate(p, w)
+    err = ev.node_test_error(p.data.X_test @ w)
+    ok = ~np.isnan(err)
+    assert np.sum(ev.test_counts[ok] * err[ok]) / ev.test_counts.sum() == pytest.approx(pooled, abs=1e-15)
+    assert pooled == p.test_error(w)
+
+
+def test_summary_against_numpy_percentile_and_a_sorted_list():
+    v = np.random.default_rng(7).uniform(size=37)
+    v[[2, 30]] = np.nan   # nodes without test rows: left out
+    s = summarize(v)
+    kept = sorted(x for x in v.tolist() if not math.isnan(x))
+    k = len(kept)
+    m = math.ceil(k * 10 / 100)            # 35 nodes → the worst 4
+    assert m == worst_count(k) == 4
+    assert s["worst10"] == pytest.approx(sum(kept[-m:]) / m, rel=1e-15)
+    assert s["mean"] == pytest.approx(sum(kept) / k, rel=1e-15)
+    mu = sum(kept) / k
+    assert s["std"] == pytest.approx(math.sqrt(sum((x - mu) ** 2 for x in kept) / k), rel=1e-13)
+    for q in (10, 50, 90):
+        assert s[f"p{q}"] == np.percentile(kept, q, method="linear")
+        # Type 7 by hand: the order statistic at h = (k-1) q/100, interpolated linearly.
+        h = (k - 1) * q / 100
+        lo = math.floor(h)
+        assert s[f"p{q}"] == pytest.approx(kept[lo] + (h - lo) * (kept[min(lo + 1, k - 1)] - kept[lo]), rel=1e-14)
+    assert (s["min"], s["max"]) == (kept[0], kept[-1])
+
+
+@pytest.mark.parametrize("k, m", [(1, 1), (9, 1), (10, 1), (11, 2), (20, 2), (21, 3), (100, 10), (10_000, 1000)])
+def test_worst_count_is_the_ceiling_of_a_tenth(k, m):
+    assert worst_count(k) == m == math.ceil(k / 10)
+
+
+def test_no_tested_node_gives_nan_statistics_and_says_so():
+    ds = _dataset(seed=1, untested=tuple(range(13)), unassigned=6)
+    p = Problem(ds, "logistic", lam=0.1)
+    w = np.ones(p.d)
+    ev, (pooled, fields, _) = _evaluate(p, w)
+    assert all(math.isnan(fields[f"node_error_{s}"]) for s in ("mean", "p10", "worst10", "min"))
+    assert fields["nodes_untested"] == 13
+    assert pooled == p.test_error(w)             # the separate test file still has its pooled error
+    assert not math.isnan(fields["node_loss_mean"])
+    assert untested_sentence(ev.untested, ev.K, ev.unassigned_rows) == (
+        "No node has test rows (the test set's 6 rows belong to no node (a separate test file)): "
+        "the per-node test error is undefined; own losses are shown.")
+    assert untested_sentence(2, 13) == ("2 of 13 nodes have no test rows and are left out of the per-node "
+                                        "test error (counted, not scored).")
+    assert untested_sentence(0, 13) == ""
