@@ -178,3 +178,98 @@ def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
         return f"No node has test rows ({why}): the per-node test error is undefined; own losses are shown."
     return (f"{untested:,} of {K:,} nodes have no test rows and are left out of the per-node test error "
             f"(counted, not scored).")
+
+
+#: The most per-node values (K × kept iterations) a run keeps per algorithm and per metric for the
+#: node picker: 2,000,000 float32 values are 8 MB; two metrics 16 MB per algorithm.  Every
+#: iteration is kept while the budget allows (e.g. K = 500 nodes for 4,000 iterations); beyond
+#: it the history is thinned to every 2nd, 4th, … iteration, so it always spans the whole run.
+NODE_HISTORY_VALUES = 2_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class NodeTrack:
+    """One algorithm's per-node history as a page reads it (read-only arrays).
+
+    ``iterations`` (m,), ``error`` and ``loss`` (m, K): the kept iterations, every ``stride``-th
+    one (1: all of them) plus the latest; ``latest``: the per-node scores of the last record.
+    """
+
+    iterations: np.ndarray
+    error: np.ndarray
+    loss: np.ndarray
+    stride: int
+    latest: NodeScores | None
+
+    def node(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(iterations, test error, own loss) of node ``k`` over the kept iterations."""
+        return self.iterations, self.error[:, k], self.loss[:, k]
+
+
+class NodeHistory:
+    """The per-node scores of one algorithm's records, bounded by ``budget`` values per metric.
+
+    Append-only buffers, as the handle's record columns are: a :meth:`track` holds read-only
+    views of their filled rows, which no later :meth:`add` changes (a repeated iteration and a
+    thinning copy the buffers first).
+    """
+
+    def __init__(self, budget: int = NODE_HISTORY_VALUES):
+        self.budget = int(budget)
+        self.stride = 1
+        self.n = 0
+        self.latest: NodeScores | None = None
+        self._it = np.empty(0, dtype=np.int64)
+        self._err = self._loss = None
+
+    def add(self, s: NodeScores) -> None:
+        K = s.error.size
+        if self._err is None:
+            rows = max(1, min(64, self.budget // max(K, 1)))
+            self._it = np.empty(rows, dtype=np.int64)
+            self._err = np.empty((rows, K), dtype=np.float32)
+            self._loss = np.empty((rows, K), dtype=np.float32)
+        self.latest = s
+        if self.n and s.iteration == self._it[self.n - 1]:
+            self._copy()           # the loop's final record re-reports the last iteration
+            self.n -= 1
+        elif self.n and self._it[self.n - 1] % self.stride:
+            self.n -= 1            # the previous latest was kept only as the latest: it gives way
+        while self.n == len(self._it):
+            if 2 * self.n * K <= self.budget:
+                self._grow()
+            elif self.n > 1:
+                self._thin()
+            else:
+                self._copy()       # more nodes than the budget: only the latest scores are kept
+                self.n = 0
+        i = self.n
+        self._it[i], self._err[i], self._loss[i] = s.iteration, s.error, s.loss
+        self.n += 1
+
+    def track(self) -> NodeTrack:
+        n = self.n
+        if self._err is None:
+            e = np.empty((0, 0), dtype=np.float32)
+            return NodeTrack(self._it[:0], e, e, self.stride, None)
+        views = [a[:n] for a in (self._it, self._err, self._loss)]
+        for v in views:
+            v.flags.writeable = False
+        return NodeTrack(*views, self.stride, self.latest)
+
+    def _copy(self) -> None:
+        self._it, self._err, self._loss = self._it.copy(), self._err.copy(), self._loss.copy()
+
+    def _grow(self) -> None:
+        self._it = np.concatenate([self._it, np.empty_like(self._it)])
+        self._err = np.concatenate([self._err, np.empty_like(self._err)])
+        self._loss = np.concatenate([self._loss, np.empty_like(self._loss)])
+
+    def _thin(self) -> None:
+        """Keep the iterations that are multiples of twice the stride (into new buffers)."""
+        self.stride *= 2
+        keep = np.flatnonzero(self._it[:self.n] % self.stride == 0)
+        m = keep.size
+        it, err, loss = (np.empty_like(a) for a in (self._it, self._err, self._loss))
+        it[:m], err[:m], loss[:m] = self._it[keep], self._err[keep], self._loss[keep]
+        self._it, self._err, self._loss, self.n = it, err, loss, m

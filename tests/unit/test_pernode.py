@@ -128,3 +128,109 @@ def test_no_tested_node_gives_nan_statistics_and_says_so():
     assert untested_sentence(2, 13) == ("2 of 13 nodes have no test rows and are left out of the per-node "
                                         "test error (counted, not scored).")
     assert untested_sentence(0, 13) == ""
+
+
+# -- the record ---------------------------------------------------------------------------------------
+def test_every_record_carries_the_summary_of_a_plain_loop():
+    from fedviz.runner import iterate
+    p = Problem(_dataset(seed=3), "logistic", lam=0.05)
+    w0 = np.random.default_rng(8).normal(size=p.d)
+    (rec,) = iterate(p, "gd", iterations=0, w0=w0)
+    err, own = _oracle(p, w0)
+    for name, v in (("error", err), ("loss", own)):
+        kept = v[~np.isnan(v)]
+        m = math.ceil(len(kept) / 10)
+        want = {"mean": kept.mean(), "std": kept.std(), "min": kept.min(), "max": kept.max(),
+                "worst10": np.sort(kept)[-m:].mean(),
+                **{f"p{q}": np.percentile(kept, q, method="linear") for q in (10, 50, 90)}}
+        for s, x in want.items():
+            assert getattr(rec, f"node_{name}_{s}") == pytest.approx(x, rel=1e-12, abs=1e-15), (name, s)
+    assert rec.test_error == p.test_error(w0) and rec.nodes_untested == 2
+    np.testing.assert_allclose(rec.nodes.error, err, rtol=1e-6)
+    assert "nodes" not in rec.as_dict()
+
+
+def test_the_own_losses_of_a_run_average_to_its_objective():
+    from fedviz.runner import iterate
+    p = Problem(_dataset(seed=6, unassigned=0), "logistic", lam=0.05)
+    recs = list(iterate(p, "gd", iterations=3))
+    assert [r.nodes.iteration for r in recs] == [0, 1, 2, 3]
+    sizes = p.data.node_sizes
+    for r in recs:
+        # float32 vectors: the row-weighted mean of F_k is f(w) (eqs. (1), (6)) to float32 precision.
+        assert np.sum(sizes * r.nodes.loss.astype(float)) / p.n == pytest.approx(r.objective, rel=1e-6)
+        err = r.nodes.error.astype(float)
+        ok = ~np.isnan(err)
+        counts = np.bincount(p.data.test_nodes, minlength=p.data.n_nodes)
+        assert np.sum(counts[ok] * err[ok]) / counts.sum() == pytest.approx(r.test_error, abs=1e-6)
+
+
+def test_a_diverged_model_has_nan_node_fields():
+    from fedviz.runner import iterate
+    p = Problem(_dataset(seed=2), "logistic", lam=0.05)
+    w0 = np.full(p.d, np.nan)
+    (rec,) = iterate(p, "gd", iterations=0, w0=w0)
+    assert rec.nodes is None and all(math.isnan(getattr(rec, f)) for f in FIELDS)
+
+
+# -- the bounded history ------------------------------------------------------------------------------
+def _scores(t, K):
+    from fedviz.runner.pernode import NodeScores
+    return NodeScores(t, np.full(K, t, dtype=np.float32), np.full(K, -t, dtype=np.float32))
+
+
+def test_node_history_keeps_everything_within_its_budget_and_snapshots_do_not_change():
+    from fedviz.runner.pernode import NodeHistory
+    h = NodeHistory(budget=1000)
+    for t in range(50):
+        h.add(_scores(t, 10))
+    first = h.track()
+    assert first.stride == 1 and first.iterations.tolist() == list(range(50))
+    h.add(_scores(49, 10))   # a final record re-reporting the last iteration
+    h.add(_scores(50, 10))
+    assert first.iterations.tolist() == list(range(50)) and first.error[-1, 0] == 49
+    tr = h.track()
+    assert tr.iterations.tolist() == list(range(51))
+    it, e, loss = tr.node(3)
+    assert e.tolist() == list(range(51)) and loss.tolist() == [-t for t in range(51)]
+    with pytest.raises(ValueError):
+        tr.error[0, 0] = 1.0
+
+
+@pytest.mark.parametrize("K", [7, 10, 33])
+def test_node_history_thins_to_every_stride_th_iteration_and_the_latest(K):
+    from fedviz.runner.pernode import NodeHistory
+    budget = 400
+    h = NodeHistory(budget=budget)
+    for t in range(1000):
+        h.add(_scores(t, K))
+        tr = h.track()
+        assert tr.error.size <= budget + K   # within the budget (the latest may sit past a full buffer)
+        assert tr.iterations[-1] == t and tr.latest.iteration == t
+        body = tr.iterations[:-1].tolist()
+        assert body == list(range(0, t, tr.stride))[:len(body)] and all(i % tr.stride == 0 for i in body)
+    assert tr.stride > 1 and tr.iterations[0] == 0
+
+
+def test_more_nodes_than_the_budget_keeps_only_the_latest():
+    from fedviz.runner.pernode import NodeHistory
+    h = NodeHistory(budget=100)
+    for t in range(5):
+        h.add(_scores(t, 300))
+    tr = h.track()
+    assert tr.iterations.tolist() == [4] and tr.latest.iteration == 4
+
+
+def test_the_handle_keeps_node_vectors_in_its_history_not_in_every_record():
+    from fedviz.runner import iterate
+    from fedviz.runner.handle import _Series
+    p = Problem(_dataset(seed=9), "logistic", lam=0.05)
+    s = _Series()
+    recs = list(iterate(p, "gd", iterations=4))
+    for r in recs:
+        s.add(r)
+    assert all(r.nodes is None for r in s.records)
+    tr = s.nodes.track()
+    assert tr.iterations.tolist() == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal(tr.latest.error, recs[-1].nodes.error)
+    np.testing.assert_array_equal(tr.node(5)[2], [r.nodes.loss[5] for r in recs])
