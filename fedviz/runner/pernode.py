@@ -117,6 +117,10 @@ class NodeEvaluator:
         self.tested = self.test_counts > 0
         self.untested = int(self.K - np.count_nonzero(self.tested))
         self.unassigned_rows = int(tn.size - np.count_nonzero(self._assigned))
+        # Test rows grouped by node (FederatedDataset.from_assignment sorts them so, the rows of no
+        # node first): each node's rows are the slice _test_offsets[k]:_test_offsets[k+1].
+        self._test_offsets = (np.searchsorted(tn, np.arange(self.K + 1), side="left").astype(np.int64)
+                              if tn.size and np.all(tn[1:] >= tn[:-1]) else None)
         self._row_node = ds.node_of_row
         self._offsets = np.ascontiguousarray(ds.offsets, dtype=np.int64)
         self._sizes = ds.node_sizes.astype(np.float64)
@@ -138,10 +142,17 @@ class NodeEvaluator:
         K = self.K
         if not self.tested.any():
             return np.full(K, math.nan)
+        mse = self.problem.error_metric == "mse"
+        if self._test_offsets is not None:  # one compiled pass over the grouped rows
+            sums = np.empty(K)
+            _node_error_sums(np.ascontiguousarray(z_test, dtype=np.float64), self.y_test, self._test_offsets, mse, sums)
+            out = np.full(K, math.nan)
+            np.divide(sums, self.test_counts, out=out, where=self.tested)
+            return out
         y = self.y_test
         if not self._all_assigned:
             z_test, y = z_test[self._assigned], y[self._assigned]
-        if self.problem.error_metric == "mse":
+        if mse:
             per_row = (z_test - y) ** 2
         else:
             per_row = (np.where(z_test > 0, 1.0, -1.0) != y).astype(np.float64)
@@ -203,6 +214,23 @@ def _node_loss_sums(z, y, offsets, code, gamma, out):
         out[k] = s
 
 
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+def _node_error_sums(z, y, offsets, mse, out):
+    """out[k] = Σ over the test rows offsets[k]:offsets[k+1] of [sign(z_i) ≠ y_i] (a margin of 0
+    predicts −1, as classification_error), or of (z_i − y_i)² with ``mse``."""
+    for k in numba.prange(offsets.size - 1):
+        s = 0.0
+        for i in range(offsets[k], offsets[k + 1]):
+            if mse:
+                r = z[i] - y[i]
+                s += r * r
+            else:
+                pred = 1.0 if z[i] > 0.0 else -1.0
+                if pred != y[i]:
+                    s += 1.0
+        out[k] = s
+
+
 def nan_fields() -> dict[str, float]:
     """The per-node fields of a record whose model is not finite: all NaN."""
     return {f: math.nan for f in FIELDS}
@@ -215,7 +243,8 @@ def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
     if untested == K:
         why = (f"the test set's {unassigned_rows:,} rows belong to no node (a separate test file)"
                if unassigned_rows else "the test set is empty")
-        return f"No node has test rows ({why}): the per-node test error is undefined; own losses are shown."
+        return (f"No node has test rows ({why}): the per-node test error is undefined; "
+                f"the band shows the own losses F_k.")
     return (f"{untested:,} of {K:,} nodes have no test rows and are left out of the per-node test error "
             f"(counted, not scored).")
 

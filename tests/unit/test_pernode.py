@@ -124,7 +124,7 @@ def test_no_tested_node_gives_nan_statistics_and_says_so():
     assert not math.isnan(fields["node_loss_mean"])
     assert untested_sentence(ev.untested, ev.K, ev.unassigned_rows) == (
         "No node has test rows (the test set's 6 rows belong to no node (a separate test file)): "
-        "the per-node test error is undefined; own losses are shown.")
+        "the per-node test error is undefined; the band shows the own losses F_k.")
     assert untested_sentence(2, 13) == ("2 of 13 nodes have no test rows and are left out of the per-node "
                                         "test error (counted, not scored).")
     assert untested_sentence(0, 13) == ""
@@ -234,3 +234,19 @@ def test_the_handle_keeps_node_vectors_in_its_history_not_in_every_record():
     assert tr.iterations.tolist() == [0, 1, 2, 3, 4]
     np.testing.assert_array_equal(tr.latest.error, recs[-1].nodes.error)
     np.testing.assert_array_equal(tr.node(5)[2], [r.nodes.loss[5] for r in recs])
+
+
+@pytest.mark.parametrize("loss, regression", [("logistic", False), ("squared", True)])
+def test_test_rows_not_grouped_by_node_give_the_same_errors(loss, regression):
+    # from_assignment groups the test rows by node (the compiled path); a data set built otherwise
+    # takes the bincount path: the same numbers.
+    ds = _dataset(seed=11, regression=regression)
+    perm = np.random.default_rng(0).permutation(len(ds.y_test))
+    shuffled = FederatedDataset(X=ds.X, y=ds.y, offsets=ds.offsets, X_test=ds.X_test[perm], y_test=ds.y_test[perm],
+                                test_nodes=ds.test_nodes[perm])
+    w = np.random.default_rng(1).normal(size=ds.d)
+    a, b = NodeEvaluator(Problem(ds, loss, lam=0.1)), NodeEvaluator(Problem(shuffled, loss, lam=0.1))
+    assert a._test_offsets is not None and b._test_offsets is None
+    ea, eb = a.node_test_error(ds.X_test @ w), b.node_test_error(shuffled.X_test @ w)
+    np.testing.assert_allclose(ea, eb, rtol=1e-13, equal_nan=True)
+    np.testing.assert_allclose(ea, _oracle(Problem(ds, loss, lam=0.1), w)[0], rtol=1e-12, equal_nan=True)
