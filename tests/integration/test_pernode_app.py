@@ -49,3 +49,22 @@ def test_every_node_section_says_and_draws_the_runs_nodes(long_sessions):  # noq
     charts = at.get("plotly_chart")
     assert len(charts) == 5
     assert f"Node {k}: its test error against the pooled one" in charts[4].proto.spec
+
+
+def test_a_separate_test_file_is_said_and_the_band_shows_the_own_losses(long_sessions):  # noqa: F811
+    from conftest import DATA
+
+    data = DataSpec(source=str(DATA / "dna.scale"), test=str(DATA / "dna.scale.t"), partition="iid", nodes=20,
+                    positive=1.0)
+    at = open_page("pages/run.py", RunConfig(data=data, algorithms=(("gd", ()),), iterations=3))
+    next(b for b in at.button if b.label.endswith(" Run")).click().run()
+    snap = _wait(at)
+    assert not at.exception and snap.statuses == {"GD": "done"}
+    from fedviz.data.build import build
+    n_test = len(build(data).y_test)
+    said = [c.value for c in at.caption if c.value.startswith("No node has test rows")]
+    assert said == [f"No node has test rows (the test set's {n_test:,} rows belong to no node (a separate test "
+                    f"file)): the per-node test error is undefined; the band shows the own losses F_k."]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 3 and "Own loss F_k(w) per node" in charts[2].proto.spec   # no histogram, no picker
+    assert not [s for s in at.selectbox if s.label == "Node (the worst first)"]
