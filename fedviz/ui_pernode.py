@@ -79,6 +79,11 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
     tracks = {label: t for label, t in tracks.items() if t is not None and t.latest is not None}
     if not tracks or untested == K:
         return
+    if not snap.finished:
+        # Live, the nodes' order changes at every redraw (a picked node would jump) and a picker of
+        # 10,000 nodes would be sent to the browser twice a second: both wait for the end.
+        st.caption("The histogram of the nodes' errors and the node picker appear when the run ends.")
+        return
     label = st.selectbox("Algorithm", list(tracks), key=f"{key}-node-algo") if len(tracks) > 1 else next(iter(tracks))
     track = tracks[label]
     last = snap.last[label]

@@ -68,3 +68,24 @@ def test_a_separate_test_file_is_said_and_the_band_shows_the_own_losses(long_ses
     charts = at.get("plotly_chart")
     assert len(charts) == 3 and "Own loss F_k(w) per node" in charts[2].proto.spec   # no histogram, no picker
     assert not [s for s in at.selectbox if s.label == "Node (the worst first)"]
+
+
+def test_while_running_the_band_is_live_and_the_picker_waits_for_the_end(long_sessions):  # noqa: F811
+    at = open_page("pages/run.py", RunConfig(data=TINY, algorithms=(("fsvrg", ()),), iterations=10_000))
+    next(b for b in at.button if b.label.endswith(" Run")).click().run()
+    handle = at.session_state["run"]
+    try:
+        deadline = time.time() + 60
+        while not len(handle.snapshot().columns["FSVRG"]["iteration"]) and time.time() < deadline:
+            time.sleep(0.1)
+        at.run()
+        assert not handle.done
+        assert "The histogram of the nodes' errors and the node picker appear when the run ends." in [
+            c.value for c in at.caption]
+        assert not [s for s in at.selectbox if s.label == "Node (the worst first)"]
+        assert len(at.get("plotly_chart")) == 3
+    finally:
+        handle.stop()
+        handle.wait(30)
+    at.run()
+    assert [s for s in at.selectbox if s.label == "Node (the worst first)"]
