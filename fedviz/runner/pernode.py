@@ -189,8 +189,7 @@ class NodeEvaluator:
         return self.pooled_test_error(z_test), fields, scores
 
 
-@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _node_loss_sums(z, y, offsets, code, gamma, out):
+def _node_loss_sums_py(z, y, offsets, code, gamma, out):
     """out[k] = Σ_{i ∈ P_k} φ(z_i; y_i) for the rows offsets[k]:offsets[k+1] (the losses of
     :mod:`fedviz.problems.losses`: logistic log(1 + e^(−yz)) in its stable form, squared ½(z − y)²,
     smoothed hinge)."""
@@ -214,8 +213,7 @@ def _node_loss_sums(z, y, offsets, code, gamma, out):
         out[k] = s
 
 
-@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _node_error_sums(z, y, offsets, mse, out):
+def _node_error_sums_py(z, y, offsets, mse, out):
     """out[k] = Σ over the test rows offsets[k]:offsets[k+1] of [sign(z_i) ≠ y_i] (a margin of 0
     predicts −1, as classification_error), or of (z_i − y_i)² with ``mse``."""
     for k in numba.prange(offsets.size - 1):
@@ -229,6 +227,25 @@ def _node_error_sums(z, y, offsets, mse, out):
                 if pred != y[i]:
                     s += 1.0
         out[k] = s
+
+
+#: Rows from which the per-node sums run on every core: below it the thread pool's start costs more
+#: than it saves, and a small run never starts numba's threads (they would take the name and the
+#: low priority of the run worker that started them; :mod:`fedviz.problems.losses` uses the same).
+PARALLEL_ROWS = 50_000
+
+_serial = numba.njit(cache=True, nogil=True, error_model="numpy")
+_parallel = numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+_LOSS_SUMS = (_serial(_node_loss_sums_py), _parallel(_node_loss_sums_py))
+_ERROR_SUMS = (_serial(_node_error_sums_py), _parallel(_node_error_sums_py))
+
+
+def _node_loss_sums(z, y, offsets, code, gamma, out):
+    _LOSS_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, code, gamma, out)
+
+
+def _node_error_sums(z, y, offsets, mse, out):
+    _ERROR_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, mse, out)
 
 
 def nan_fields() -> dict[str, float]:
