@@ -42,13 +42,14 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
         prefix, pooled_col = "node_error", "test_error"
     fig = go.Figure()
     st = styles_of(runs, styles)
-    names = []
+    names, tops = [], []
     for label, cols in runs.items():
         if not len(cols.get("iteration", ())):
             continue
         x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)
         color = st[label].color
         lo, mid, hi = (np.asarray(cols[f"{prefix}_{q}"], dtype=float) for q in ("p10", "p50", "p90"))
+        tops += [hi[np.isfinite(hi)], np.asarray(cols[pooled_col], dtype=float)]
         if np.isfinite(mid).any():
             fig.add_scatter(x=x, y=hi, mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
                             showlegend=False, legendgroup=label, name=f"{label} p90")
@@ -70,6 +71,11 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
     fig.update_layout(title=labels["title"], xaxis_title=_AXIS_TITLES[axis],
                       yaxis_title=labels["axis"], yaxis_tickformat=labels["tickformat"], **_LAYOUT)
     legend_below(fig, names, height=height, width=width)
+    top = np.concatenate(tops) if tops else np.empty(0)
+    top = top[np.isfinite(top)]
+    if metric == "error" and not regression and top.size:
+        # Error rates from 0: the band's upper edge (often 100% on small nodes) inside the frame.
+        fig.update_yaxes(range=[0.0, min(1.0, float(top.max())) * 1.04 + 0.005])
     return fig
 
 

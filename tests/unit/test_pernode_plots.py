@@ -101,3 +101,11 @@ def test_band_figure_of_the_own_losses_draws_the_objective_as_pooled():
     np.testing.assert_array_equal(by["GD: pooled"].y, cols["objective"])
     np.testing.assert_array_equal(by["GD p90"].y, cols["node_loss_p90"])
     assert fig.layout.title.text == "Own loss F_k(w) per node"
+
+
+def test_band_of_error_rates_starts_at_zero_and_holds_the_upper_edge():
+    cols = _cols()
+    cols["node_error_p90"] = np.full(5, 1.0)
+    fig = band_figure({"GD": cols})
+    lo, hi = fig.layout.yaxis.range
+    assert lo == 0.0 and 1.0 < hi < 1.06
