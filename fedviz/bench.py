@@ -484,6 +484,10 @@ def format_scaling(runs: dict) -> str:
 
 def main(args) -> int:
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if not args.json else (lambda s: None)
+    if getattr(args, "pernode", False):
+        result = pernode_cost(args.scale, iterations=args.iterations, log=log)
+        print(json.dumps(result, default=float) if args.json else format_pernode(result))
+        return 0
     if args.scaling:
         runs = scaling(log)
         print(json.dumps(runs, default=float) if args.json else format_scaling(runs))
@@ -496,6 +500,95 @@ def main(args) -> int:
     else:
         print(format_table(result))
     return 0
+
+
+def pernode_cost(scale: str = "small", *, iterations: int = 5, log=lambda s: None) -> dict:
+    """The per-node evaluation's cost (issue 23: "no more than one test pass"), per data set:
+
+    - ``test_pass``: one X_test w (what the pooled test error costs; the per-node scores reuse it);
+    - ``evaluate_extra``: the per-node scores and summaries from margins already computed
+      (:meth:`NodeEvaluator.evaluate <fedviz.runner.pernode.NodeEvaluator.evaluate>` minus the
+      pooled error it also returns);
+    - ``iteration_with`` / ``iteration_without``: the seconds per GD and FSVRG iteration
+      (records included) as the loop runs them, and with the evaluator replaced by one that
+      returns only the pooled error (the loop before issue 23).
+
+    Every figure is the minimum over repeats, not the median: on a shared machine the parallel
+    kernels' medians swing tenfold with the load, while the minimum is the undisturbed cost.
+    """
+    from .data.presets import make_preset
+    from .problems.objective import Problem
+    from .runner import loop, pernode
+    from .runner.loop import iterate
+
+    class PooledOnly(pernode.NodeEvaluator):
+        def evaluate(self, w, z, z_test, iteration=0):
+            return self.pooled_test_error(z_test), pernode.nan_fields(), None
+
+    def per_iteration(p, name, evaluator) -> float:
+        real = loop.pernode.NodeEvaluator
+        loop.pernode.NodeEvaluator = evaluator
+        try:
+            it = iterate(p, name, iterations=iterations + 1, seed=0)
+            next(it)
+            secs = [r.seconds for r in it]
+        finally:
+            loop.pernode.NodeEvaluator = real
+        return float(np.min(np.diff(secs)))
+
+    def least(fn, repeat: int = 30) -> float:
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    out = {}
+    for key, make in (("google-plus-small", lambda: make_preset("google-plus-small")),
+                      (f"google-plus ({scale})", lambda: make_preset("google-plus", nodes=SCALES[scale]))):
+        ds = make()
+        p = Problem(ds, "logistic")
+        ev = pernode.NodeEvaluator(p)
+        w = np.random.default_rng(0).normal(scale=0.01, size=p.d)
+        z = p.matvec(w)
+        zt = ev.test_margins(w)
+        ev.evaluate(w, z, zt)  # compiled (or loaded from the cache) outside the timing
+        test_pass = least(lambda: ev.test_margins(w))
+        full = least(lambda: ev.evaluate(w, z, zt))
+        pooled = least(lambda: ev.pooled_test_error(zt))
+        train_pass = least(lambda: p.matvec(w))
+        r = {"n": p.n, "n_test": int(ds.y_test.size), "nodes": ds.n_nodes, "untested": ev.untested,
+             "test_pass_seconds": test_pass, "train_pass_seconds": train_pass,
+             "evaluate_extra_seconds": full - pooled,
+             "extra_over_test_pass": (full - pooled) / test_pass, "algorithms": {}}
+        for name in ("gd", "fsvrg"):
+            # Warm (compilation, caches), then alternate the two so that a load change on a shared
+            # machine hits both alike; the median of the alternations' medians.
+            per_iteration(p, name, PooledOnly)
+            pairs = [(per_iteration(p, name, pernode.NodeEvaluator), per_iteration(p, name, PooledOnly))
+                     for _ in range(3)]
+            with_, without = (min(x) for x in zip(*pairs))
+            r["algorithms"][name] = {"iteration_with_seconds": with_, "iteration_without_seconds": without,
+                                     "ratio": with_ / without,
+                                     "extra_in_test_passes": (with_ - without) / test_pass}
+        out[key] = r
+        log(f"{key} done")
+    return out
+
+
+def format_pernode(result: dict) -> str:
+    lines = ["| data | K (untested) | test pass s (X w s) | per-node extra s (÷ test pass) | "
+             "algorithm | s/it with | s/it without | ratio | extra in test passes |",
+             "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for key, r in result.items():
+        for name, a in r["algorithms"].items():
+            lines.append(f"| {key} | {r['nodes']:,} ({r['untested']:,}) | {r['test_pass_seconds']:.5f} "
+                         f"({r['train_pass_seconds']:.5f}) | "
+                         f"{r['evaluate_extra_seconds']:.5f} ({r['extra_over_test_pass']:.2f}) | {name} | "
+                         f"{a['iteration_with_seconds']:.4f} | {a['iteration_without_seconds']:.4f} | "
+                         f"{a['ratio']:.3f} | {a['extra_in_test_passes']:+.2f} |")
+    return "\n".join(lines)
 
 
 def format_table(r: dict) -> str:

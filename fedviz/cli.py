@@ -389,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-experiment", action="store_true", help="skip the end-to-end experiment timing")
     p.add_argument("--scaling", action="store_true",
                    help="time per iteration at all three scales, and 1 thread against 2 at paper scale")
+    p.add_argument("--pernode", action="store_true",
+                   help="the cost of the per-node evaluation (issue 23): one iteration with and without it, "
+                        "on google-plus-small and on google-plus at --scale")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
 

@@ -549,7 +549,8 @@ def start_run(config: RunConfig, *, key: str = "run"):
 
 
 def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "round_cost", height: int = 420,
-              sweep: bool = False, stacked: bool = False, shared: tuple[str, ...] = (), width: int = 340):
+              sweep: bool = False, stacked: bool = False, shared: tuple[str, ...] = (), width: int = 340,
+              per_node: bool = False):
     """Progress, statuses and the two live figures of the run in ``st.session_state[key]``.
 
     A fragment redraws them every :data:`LIVE_INTERVAL` seconds while the run runs, every
@@ -567,7 +568,8 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
     their curves set this view's axes too, so that the panels are on the same x and y ranges, and
     the view redraws while any of them runs.  ``width``: about the narrowest a figure is drawn at
     (its legend's rows are reckoned for it, :func:`fedviz.plots.figures.legend_below`): 340 px, the
-    Run page's chart column on a 1024 px screen.
+    Run page's chart column on a 1024 px screen.  ``per_node``: below them, the "Every node" section
+    (:func:`fedviz.ui_pernode.per_node_view`: the per-node band, histogram and node picker).
     """
     handle = st.session_state.get(key)
     state = None if handle is None else handle.status
@@ -609,6 +611,11 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
         sub_note, err_note = _notes(snap, st.session_state.get(key + "-meta", {}), axis)
         c1.caption(sub_note)  # what to look at: the axis, the lines, why the curves look as they do
         c2.caption(err_note)
+        if per_node:
+            from .ui_pernode import per_node_view
+            styles = {label: ALGORITHMS[name].title for label, name in snap.algorithms.items() if name in ALGORITHMS}
+            per_node_view(snap, st.session_state.get(key + "-meta", {}), key, axis, cost, regression=_mse(snap),
+                          styles=styles, width=width, height=height)
 
     _view()
 

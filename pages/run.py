@@ -94,6 +94,6 @@ with right:
     if st.session_state.get("run") is None:
         st.info("Choose algorithms and press **Run**. Curves appear as iterations finish.")
     # One figure above the other: side by side, a 1024 px screen left each about 170 px wide.
-    ui.live_view("run", sweep=True, stacked=True)
+    ui.live_view("run", sweep=True, stacked=True, per_node=True)
 
 ui.sync_link()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -27,6 +27,7 @@ import numpy as np
 from .execute import STOPPED_BY_USER, Stop
 from .job import Entry, Job
 from .loop import IterationRecord
+from .pernode import NodeHistory, NodeTrack
 from .store import INT_FIELDS, NUMERIC_FIELDS
 
 #: Step durations kept per algorithm for the ETA (a recent window follows changes in speed).
@@ -82,6 +83,9 @@ class RunSnapshot:
         The data set's summary (n, d, nodes, …) with the loss and λ, once the problem is built.
     version : int
         Grows with every change; equal versions mean equal contents.
+    nodes : mapping label → :class:`~fedviz.runner.pernode.NodeTrack`
+        Every node's test error and own loss: the latest, and a bounded history for the node
+        picker (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`).
     """
 
     run_id: str
@@ -107,6 +111,7 @@ class RunSnapshot:
     summary: Mapping[str, Any]
     version: int
     _records: Mapping[str, tuple[list, int]] = field(repr=False, compare=False)
+    nodes: Mapping[str, NodeTrack] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def finished(self) -> bool:
@@ -129,12 +134,17 @@ class _Series:
         self.status = "queued"
         self.message = ""
         self.note = ""      # decided before the run (tuning), shown beside the status
+        self.nodes = NodeHistory()
 
     @property
     def n(self) -> int:
         return len(self.records)
 
     def add(self, rec: IterationRecord) -> None:
+        if rec.nodes is not None:
+            # The per-node vectors go to the bounded history, not into every kept record.
+            self.nodes.add(rec.nodes)
+            rec = replace(rec, nodes=None)
         n = self.n
         if n and rec.iteration > self.records[-1].iteration:
             # The loop's seconds are the algorithm's own time: their difference is this step's.
@@ -375,7 +385,8 @@ class RunHandle:
             store_ids=self.store_ids, iterations=iters, progress=progress, eta_seconds=eta,
             queue_position=pos, compiling=compiling, f_star=self._f_star,
             optimum_test_error=self._optimum_test_error, summary=self._summary, version=self._version,
-            _records=MappingProxyType({k: (s.records, s.n) for k, s in series.items()}))
+            _records=MappingProxyType({k: (s.records, s.n) for k, s in series.items()}),
+            nodes=MappingProxyType({k: s.nodes.track() for k, s in series.items()}))
 
 
 __all__ = ["ETA_WINDOW", "RUN_STATES", "RunHandle", "RunSnapshot"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -32,6 +32,7 @@ import numpy as np
 from ..algorithms import get_algorithm
 from ..algorithms.base import Algorithm, StopRequested
 from ..problems.objective import Problem
+from . import pernode
 from .health import Watch, assess
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,15 @@ STATUSES = ("running", "done", "diverged", "stopped", "failed")
 
 @dataclass(frozen=True)
 class IterationRecord:
-    """The state after ``iteration`` outer iterations (iteration 0 is the starting point)."""
+    """The state after ``iteration`` outer iterations (iteration 0 is the starting point).
+
+    The per-node fields (issue 23; :mod:`fedviz.runner.pernode` defines them) summarise every
+    node's test error (``node_error_*``, over the nodes with test rows; the pooled value is
+    ``test_error``) and own loss F_k (``node_loss_*``; the pooled value is ``objective``), and
+    count the nodes without test rows (``nodes_untested``); NaN in records written before them.
+    ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`)
+    in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
+    """
 
     algorithm: str
     iteration: int
@@ -58,12 +67,32 @@ class IterationRecord:
     seconds: float
     status: str
     message: str = ""
+    node_error_mean: float = math.nan
+    node_error_std: float = math.nan
+    node_error_p10: float = math.nan
+    node_error_p50: float = math.nan
+    node_error_p90: float = math.nan
+    node_error_worst10: float = math.nan
+    node_error_min: float = math.nan
+    node_error_max: float = math.nan
+    node_loss_mean: float = math.nan
+    node_loss_std: float = math.nan
+    node_loss_p10: float = math.nan
+    node_loss_p50: float = math.nan
+    node_loss_p90: float = math.nan
+    node_loss_worst10: float = math.nan
+    node_loss_min: float = math.nan
+    node_loss_max: float = math.nan
+    nodes_untested: float = math.nan
+    nodes: pernode.NodeScores | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields of :data:`FIELDS` (not the in-memory per-node vectors)."""
+        return {f: getattr(self, f) for f in FIELDS}
 
 
-FIELDS = tuple(IterationRecord.__dataclass_fields__)
+FIELDS = tuple(f for f in IterationRecord.__dataclass_fields__ if f != "nodes")
+assert FIELDS[-len(pernode.FIELDS):] == pernode.FIELDS, "the record's per-node fields follow pernode.FIELDS"
 
 
 def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: int,
@@ -84,7 +113,8 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     # The clock counts only this run's own work: while the generator is suspended at a
     # yield (another algorithm's turn, a slow consumer) the start is moved forward.
     start = time.perf_counter()
-    first = _record(algo, label, f_star, start, "running" if iterations else "done")
+    nodes = pernode.NodeEvaluator(problem)
+    first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes)
     objectives = [first.objective]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
     paused = time.perf_counter()
@@ -97,16 +127,16 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
                 raise StopRequested()
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 algo.step()
-            rec = _record(algo, label, f_star, start, "running")
+            rec = _record(algo, label, f_star, start, "running", nodes)
         except StopRequested:
-            yield _final(algo, label, f_star, start, "stopped", f"stopped by the user after {t - 1} iterations")
+            yield _final(algo, label, f_star, start, nodes, "stopped", f"stopped by the user after {t - 1} iterations")
             return
         except (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError) as e:
-            yield _final(algo, label, f_star, start, "diverged", _diverged_text(cls, algo, t, str(e)))
+            yield _final(algo, label, f_star, start, nodes, "diverged", _diverged_text(cls, algo, t, str(e)))
             return
         except Exception as e:  # noqa: BLE001 - a run never raises; the record says why
             log.exception("run of %s failed", label)
-            yield _final(algo, label, f_star, start, "failed", f"{type(e).__name__}: {e}")
+            yield _final(algo, label, f_star, start, nodes, "failed", f"{type(e).__name__}: {e}")
             return
         objectives.append(rec.objective)
         verdict = watch.add(rec.objective)  # O(1); the oscillation tests read the whole curve once, at the end
@@ -152,28 +182,34 @@ def _diverged_text(cls, algo, t: int | None, what: str) -> str:
     return text
 
 
-def _record(algo: Algorithm, label: str, f_star: float, start: float, status: str) -> IterationRecord:
+def _record(algo: Algorithm, label: str, f_star: float, start: float, status: str,
+            nodes: pernode.NodeEvaluator) -> IterationRecord:
     p = algo.problem
     w = algo.w
+    scores = None
     if not np.all(np.isfinite(w)):
         nan = float("nan")
         obj = grad_norm = test_err = train_err = nan
+        per_node = pernode.nan_fields()
     else:
         z = algo.margins()
         obj, g = algo.objective_and_gradient()
         grad_norm = float(np.linalg.norm(g))
-        test_err = p.test_error(w)
+        # One test pass: the pooled test error (Problem.test_error's number) and every node's
+        # come from the same margins; the own losses from the training margins z.
+        test_err, per_node, scores = nodes.evaluate(w, z, nodes.test_margins(w), algo.iteration)
         train_err = algo.train_error()
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
         test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,
         vectors_up=algo.vectors_up, vectors_down=algo.vectors_down, grad_evals=algo.grad_evals,
-        passes=algo.grad_evals / p.n, seconds=time.perf_counter() - start, status=status)
+        passes=algo.grad_evals / p.n, seconds=time.perf_counter() - start, status=status,
+        nodes=scores, **per_node)
 
 
-def _final(algo, label, f_star, start, status, message) -> IterationRecord:
+def _final(algo, label, f_star, start, nodes, status, message) -> IterationRecord:
     try:
-        rec = _record(algo, label, f_star, start, status)
+        rec = _record(algo, label, f_star, start, status, nodes)
     except Exception:  # noqa: BLE001 - metrics of a broken state are NaN, not an exception
         nan = float("nan")
         rec = IterationRecord(label, algo.iteration, nan, nan, nan, nan, nan, algo.rounds, algo.vectors_up,
@@ -184,5 +220,6 @@ def _final(algo, label, f_star, start, status, message) -> IterationRecord:
 
 def _replace(rec: IterationRecord, **changes) -> IterationRecord:
     d = rec.as_dict()
+    d["nodes"] = rec.nodes
     d.update(changes)
     return IterationRecord(**d)

@@ -79,10 +79,11 @@ from .codec import decode_float, from_json, to_json
 from .describe import INTERRUPTED_MESSAGE, describe_run
 from .experiment_store import ExperimentTables
 from .loop import FIELDS, IterationRecord
+from .pernode import FIELDS as PERNODE_FIELDS
 from .stamps import now, session_token
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: How often a store tells the others it is alive, and how long a silence (from another host,
 #: where its pid cannot be checked) makes it dead.  Long enough that a store busy writing
@@ -96,7 +97,7 @@ RUN_STATUSES = ("queued", "running", "done", "diverged", "stopped", "failed", "i
 
 #: The record fields stored as REAL (NULL ↔ NaN) and as INTEGER.
 FLOAT_FIELDS = ("objective", "suboptimality", "test_error", "train_error", "grad_norm", "passes",
-                "seconds")
+                "seconds", *PERNODE_FIELDS)
 INT_FIELDS = ("iteration", "rounds", "vectors_up", "vectors_down", "grad_evals")
 #: The numeric record fields, in record order: the columns of :meth:`RunStore.columns`.
 NUMERIC_FIELDS = tuple(f for f in FIELDS if f in FLOAT_FIELDS or f in INT_FIELDS)
@@ -195,13 +196,17 @@ ALTER TABLE experiments ADD COLUMN session TEXT;
 CREATE INDEX runs_session ON runs (session);
 """
 
+# Version 5: the per-node summaries of every record (issue 23; fedviz.runner.pernode.FIELDS),
+# NULL (read as NaN) in the records written before.
+_SCHEMA_V5 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in PERNODE_FIELDS)
+
 #: version → the script that brings a database from version - 1 to version.
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
 
 # The record columns in IterationRecord order (checked against FIELDS by the tests).
 _RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",
                    "grad_norm", "rounds", "vectors_up", "vectors_down", "grad_evals", "passes", "seconds",
-                   "status", "message")
+                   "status", "message", *PERNODE_FIELDS)
 # A record that repeats an iteration (the loop's final 'stopped'/'failed' record re-reports
 # the last completed iteration) replaces the stored one: the last word on an iteration wins.
 _INSERT_RECORD = (
@@ -628,9 +633,11 @@ class RunStore(ExperimentTables):
                         status=run["status"], message=run.get("message", ""), created=run.get("created"),
                         finished=run.get("finished"))
                     cols = dict(run.get("records", {}))
+                    n = len(cols["iteration"])
+                    for name in PERNODE_FIELDS:  # absent from exports written before them: NaN
+                        cols.setdefault(name, [None] * n)
                     for name in FLOAT_FIELDS:
                         cols[name] = [decode_float(v) for v in cols[name]]
-                    n = len(cols["iteration"])
                     recs = [IterationRecord(*(cols[name][i] for name in _RECORD_COLUMNS)) for i in range(n)]
                 except (KeyError, TypeError, IndexError, ValueError, AttributeError) as e:
                     raise FedvizError(f"run {k} of the export is malformed ({type(e).__name__}: {e})") from e
@@ -710,7 +717,7 @@ def _record_row(run_id: int, r: IterationRecord) -> tuple:
     return (int(run_id), str(r.algorithm), int(r.iteration), float(r.objective), float(r.suboptimality),
             float(r.test_error), float(r.train_error), float(r.grad_norm), int(r.rounds),
             int(r.vectors_up), int(r.vectors_down), int(r.grad_evals), float(r.passes),
-            float(r.seconds), str(r.status), str(r.message))
+            float(r.seconds), str(r.status), str(r.message), *(float(getattr(r, f)) for f in PERNODE_FIELDS))
 
 
 def _row_record(row: tuple) -> IterationRecord:

@@ -10,7 +10,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +129,7 @@ def managers(store):
 
 def _key(rec, seconds=True):
     """The record as a tuple in which NaN equals NaN (optionally without the timing)."""
-    d = asdict(rec)
+    d = rec.as_dict()  # the stored fields (not the in-memory per-node vectors)
     if not seconds:
         d.pop("seconds")
     return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in d.values())

@@ -43,7 +43,7 @@ def test_a_version_3_history_opens_and_its_rows_belong_to_no_visitor(tmp_path):
     path = tmp_path / "runs.sqlite"
     _v3_file(path)
     with RunStore(path) as s:
-        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
         (old,) = s.list_runs()
         assert old.label == "old run" and old.session is None
         assert [r.label for r in s.list_runs(visible_to=A)] == ["old run"]  # no owner: every visitor sees it

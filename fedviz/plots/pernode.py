@@ -1,0 +1,155 @@
+"""Per-node figures of a run (issue 23, point 1): the 10th–90th percentile band of the nodes' test
+error around their median beside the pooled curve, a histogram of the nodes' errors at the last
+iteration, one node's curve, and the sentence that says what they show.
+
+Builders take plain data (record columns, per-node vectors) and return Plotly figures or text;
+the statistics are :mod:`fedviz.runner.pernode`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..runner.pernode import untested_sentence, worst_count
+from .figures import _AXIS_TITLES, _LAYOUT, error_labels, legend_below, styles_of, x_values
+
+
+def _rgba(color: str, alpha: float) -> str:
+    c = color.lstrip("#")
+    r, g, b = (int(c[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "iteration", nodes: int = 1,
+                round_cost: float = 0.0, regression: bool = False, styles: Mapping[str, str] | None = None,
+                height: int = 420, width: int = 340, metric: str = "error") -> go.Figure:
+    """For every run: the band between the nodes' 10th and 90th percentile test error, their median
+    (solid) and the pooled test error (dotted), against the chosen x axis.  ``runs``: label → record
+    columns with ``node_error_p10/p50/p90`` and ``test_error``; a run whose nodes have no test rows
+    (all NaN) draws only its pooled curve.  ``metric="loss"``: the same of the own losses F_k(w)
+    (eq. (6); ``node_loss_*``), whose row-weighted mean, the pooled curve, is the objective f(w)."""
+    if metric == "loss":
+        labels = dict(title="Own loss F_k(w) per node", axis="F_k(w)",
+                      tickformat=None, hover="%{y:.4g}")
+        prefix, pooled_col = "node_loss", "objective"
+    else:
+        labels = {**error_labels("mse" if regression else "error"),
+                  "title": "Test error per node"}
+        prefix, pooled_col = "node_error", "test_error"
+    fig = go.Figure()
+    st = styles_of(runs, styles)
+    names, tops = [], []
+    for label, cols in runs.items():
+        if not len(cols.get("iteration", ())):
+            continue
+        x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)
+        color = st[label].color
+        lo, mid, hi = (np.asarray(cols[f"{prefix}_{q}"], dtype=float) for q in ("p10", "p50", "p90"))
+        tops += [hi[np.isfinite(hi)], np.asarray(cols[pooled_col], dtype=float)]
+        if np.isfinite(mid).any():
+            fig.add_scatter(x=x, y=hi, mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
+                            showlegend=False, legendgroup=label, name=f"{label} p90")
+            fig.add_scatter(x=x, y=lo, mode="lines", line=dict(width=0, color=color), fill="tonexty",
+                            fillcolor=_rgba(color, 0.18), hoverinfo="skip", showlegend=False, legendgroup=label,
+                            name=f"{label} p10")
+            name = f"{label}: median node (band 10th–90th)"
+            fig.add_scatter(x=x, y=mid, mode="lines", line=dict(color=color, width=2), name=name, legendgroup=label,
+                            customdata=np.c_[lo, hi],
+                            hovertemplate=f"{label}<br>median node {labels['hover']}<br>10th–90th "
+                                          + labels["hover"].replace("y", "customdata[0]") + " – "
+                                          + labels["hover"].replace("y", "customdata[1]") + "<extra></extra>")
+            names.append(name)
+        name = f"{label}: pooled"
+        fig.add_scatter(x=x, y=np.asarray(cols[pooled_col], dtype=float), mode="lines", name=name,
+                        legendgroup=label, line=dict(color=color, width=1.5, dash="dot"),
+                        hovertemplate=f"{label}<br>pooled {labels['hover']}<extra></extra>")
+        names.append(name)
+    fig.update_layout(title=labels["title"], xaxis_title=_AXIS_TITLES[axis],
+                      yaxis_title=labels["axis"], yaxis_tickformat=labels["tickformat"], **_LAYOUT)
+    legend_below(fig, names, height=height, width=width)
+    top = np.concatenate(tops) if tops else np.empty(0)
+    top = top[np.isfinite(top)]
+    if metric == "error" and not regression and top.size:
+        # Error rates from 0: the band's upper edge (often 100% on small nodes) inside the frame.
+        fig.update_yaxes(range=[0.0, min(1.0, float(top.max())) * 1.04 + 0.005])
+    return fig
+
+
+def histogram_figure(errors: np.ndarray, *, pooled: float, label: str = "", regression: bool = False,
+                     height: int = 320) -> go.Figure:
+    """The nodes' test errors at one iteration (NaN entries, nodes without test rows, left out), with
+    the pooled error and the nodes' unweighted mean as vertical lines.  Sign error rates fall in
+    twenty bins of 5 points each; squared errors in Plotly's own bins."""
+    labels = error_labels("mse" if regression else "error")
+    e = np.asarray(errors, dtype=float)
+    e = e[np.isfinite(e)]
+    fig = go.Figure()
+    bins = None if regression else dict(start=0.0, end=1.0 + 1e-9, size=0.05)
+    fig.add_histogram(x=e, xbins=bins, marker_color="#7f7f7f", name="nodes",
+                      hovertemplate=f"{labels['axis']} %{{x}}<br>%{{y}} nodes<extra></extra>")
+    fmt = (lambda v: f"{v:.4g}") if regression else (lambda v: f"{100 * v:.1f}%")
+    mean = float(e.mean()) if e.size else math.nan
+    # The two labels sit on either side of their lines (the lower value's on its left), never on each other.
+    left = pooled <= mean if math.isfinite(mean) else True
+    for value, text, dash, side in ((pooled, "pooled", "dot", "top left" if left else "top right"),
+                                    (mean, "node mean", "dash", "top right" if left else "top left")):
+        if math.isfinite(value):
+            fig.add_vline(x=value, line=dict(color="#333333", dash=dash, width=1.5),
+                          annotation_text=f"{text} {fmt(value)}", annotation_position=side)
+    title = f"Nodes by test error at the last iteration{f' ({label})' if label else ''}"
+    fig.update_layout(title=title, xaxis_title=labels["axis"], yaxis_title="nodes", height=height,
+                      xaxis_tickformat=labels["tickformat"], showlegend=False, bargap=0.05,
+                      margin=dict(l=60, r=20, t=70, b=40))
+    return fig
+
+
+def node_figure(node: int, series: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]], *,
+                axis: str = "iteration", regression: bool = False, styles: Mapping[str, str] | None = None,
+                height: int = 380, width: int = 340) -> go.Figure:
+    """One node's test error (solid) against the pooled test error (dotted), per run.
+
+    ``series``: label → (x, the node's error, the pooled error at the same x).
+    """
+    labels = error_labels("mse" if regression else "error")
+    fig = go.Figure()
+    st = styles_of({k: None for k in series}, styles)
+    names = []
+    for label, (x, mine, pooled) in series.items():
+        color = st[label].color
+        fig.add_scatter(x=x, y=mine, mode="lines+markers", marker=dict(size=4), line=dict(color=color, width=2),
+                        name=f"{label}: node {node}",
+                        hovertemplate=f"{label}<br>node {node} {labels['hover']}<extra></extra>")
+        fig.add_scatter(x=x, y=pooled, mode="lines", line=dict(color=color, width=1.5, dash="dot"),
+                        name=f"{label}: pooled", hovertemplate=f"{label}<br>pooled {labels['hover']}<extra></extra>")
+        names += [f"{label}: node {node}", f"{label}: pooled"]
+    fig.update_layout(title=f"Node {node}: its test error against the pooled one", xaxis_title=_AXIS_TITLES[axis],
+                      yaxis_title=labels["axis"], yaxis_tickformat=labels["tickformat"], **_LAYOUT)
+    legend_below(fig, names, height=height, width=width)
+    return fig
+
+
+def caption(last: Mapping[str, object], *, K: int, untested: int, unassigned_rows: int = 0,
+            regression: bool = False) -> str:
+    """What the per-node figures show, from each run's last record (label → record with the
+    per-node fields): the pooled error, the nodes' median and the worst-10% mean against it,
+    and the nodes the per-node error leaves out."""
+    fmt = (lambda v: f"{v:.4g}") if regression else (lambda v: f"{100 * v:.1f}%")
+    unit = "" if regression else " points"
+    tested = K - untested
+    m = worst_count(tested)
+    parts = []
+    for label, rec in last.items():
+        pooled, worst, med = rec.test_error, rec.node_error_worst10, rec.node_error_p50
+        if not (math.isfinite(pooled) and math.isfinite(worst) and math.isfinite(med)):
+            continue
+        gap = (worst - pooled) * (1 if regression else 100)
+        where = "above" if gap >= 0 else "below"
+        parts.append(f"{label} at iteration {rec.iteration:,}: the worst 10% of nodes ({m:,} of {tested:,}) average "
+                     f"{fmt(worst)}, {abs(gap):.1f}{unit} {where} the pooled {fmt(pooled)}; the median node "
+                     f"{fmt(med)}, the best {fmt(rec.node_error_min)}.")
+    note = untested_sentence(untested, K, unassigned_rows)
+    return " ".join(parts + ([note] if note else []))

@@ -1,0 +1,362 @@
+"""Per-node evaluation of a model (issue 23, point 1): every node's test error and own loss,
+and the distribution over nodes that the benchmarks of record report.
+
+The paper's objective is a row-weighted average: f(w) = Σ_k (n_k/n) F_k(w) with the local
+objectives F_k(w) = (1/n_k) Σ_{i ∈ P_k} f_i(w) of eq. (6), and its test error is pooled over
+all test rows.  A pooled figure hides the nodes a model serves badly (Section 4.1: the best
+single model errs 26.4% on google-plus-small while each author's own majority label errs
+17.3%).  This module scores each node separately from margins the loop computes anyway,
+so the evaluation costs no pass over X or X_test beyond the one the pooled test error
+already takes: only ``np.bincount`` over the rows.
+
+For node k, with T_k its test rows (``ds.test_nodes == k``) and P_k its training rows:
+
+- test error e_k: the :attr:`~fedviz.problems.objective.Problem.error_metric` over T_k, the
+  sign error rate (1/|T_k|) Σ [sign(x_iᵀw) ≠ y_i] (a margin of exactly 0 predicts −1, as
+  :func:`~fedviz.data.baselines.classification_error`), or the mean squared error on
+  regression targets.  Undefined (NaN) when T_k is empty.
+- own loss F_k(w) = (1/n_k) Σ_{i ∈ P_k} φ_i(x_iᵀw) + (λ/2)‖w‖², eq. (6) (every node has
+  training rows, so every node has one).  Its row-weighted mean is f(w), eq. (1).
+
+The summary of a vector v over the nodes where it is defined (K_t of them), :func:`summarize`:
+
+- ``pooled``: the row-weighted mean.  For the test error it is the pooled test error of
+  the whole test set (``Problem.test_error``), computed the same way; test rows with no node
+  (−1: a separate test file) count in it but in no node.
+- ``mean``: the unweighted mean over the K_t nodes (each node one vote).
+- ``std``: the population standard deviation over them (ddof = 0).
+- ``p10``, ``p50``, ``p90``: ``numpy.percentile(v, q, method="linear")`` (Hyndman & Fan's
+  type 7, numpy's default: linear interpolation between order statistics).
+- ``worst10``: the mean of the m = ⌈K_t / 10⌉ worst nodes (the highest values: error and loss
+  are both "lower is better"), q-FFL's "worst 10%"; at least one node, so with fewer than
+  ten nodes it is the maximum.
+- ``min``, ``max``: the best and the worst node.
+- ``untested``: the K − K_t nodes without a test row, counted, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ..problems._compiled import LOSS_CODES, LOGISTIC, SQUARED
+
+#: The statistics of a per-node vector that every record keeps (see the module docstring).
+STATS = ("mean", "std", "p10", "p50", "p90", "worst10", "min", "max")
+#: The record fields: ``node_error_<stat>`` and ``node_loss_<stat>``, then ``nodes_untested``.
+#: The pooled values are fields already: ``test_error`` and ``objective``.
+ERROR_FIELDS = tuple(f"node_error_{s}" for s in STATS)
+LOSS_FIELDS = tuple(f"node_loss_{s}" for s in STATS)
+FIELDS = ERROR_FIELDS + LOSS_FIELDS + ("nodes_untested",)
+
+#: The percentiles' interpolation, passed to numpy.percentile.
+PERCENTILE_METHOD = "linear"
+#: The share of nodes whose mean is the "worst" statistic.
+WORST_SHARE = 0.10
+
+
+def worst_count(k: int) -> int:
+    """m = ⌈k · 10%⌉ (at least 1 for k ≥ 1): how many nodes the worst-10% mean averages.
+
+    Computed in integers so that k = 10, 20, … give exactly k/10 (a float product can round up).
+    """
+    return max(1, -(-k // 10)) if k > 0 else 0
+
+
+def summarize(values: np.ndarray) -> dict[str, float]:
+    """The unweighted statistics :data:`STATS` of ``values`` over its finite entries (all NaN when none).
+
+    A node whose value is NaN (no test rows) or ±inf is left out of every statistic; the caller
+    counts the untested nodes.  (A non-finite loss means the model diverged: the record's
+    objective says so already.)
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {s: math.nan for s in STATS}
+    p10, p50, p90 = np.percentile(v, (10.0, 50.0, 90.0), method=PERCENTILE_METHOD)
+    m = worst_count(v.size)
+    worst = np.partition(v, v.size - m)[v.size - m:]   # the m largest, in O(K)
+    return {"mean": float(v.mean()), "std": float(v.std()), "p10": float(p10), "p50": float(p50),
+            "p90": float(p90), "worst10": float(worst.mean()), "min": float(v.min()), "max": float(v.max())}
+
+
+@dataclass(frozen=True, eq=False)
+class NodeScores:
+    """Every node's test error (NaN without test rows) and own loss F_k(w) at one iteration.
+
+    Stored as float32: enough for a histogram and a curve, half the memory of a run's history
+    (:class:`~fedviz.runner.handle.RunHandle` keeps a bounded number of them).
+    """
+
+    iteration: int
+    error: np.ndarray
+    loss: np.ndarray
+
+
+class NodeEvaluator:
+    """Scores every node of one problem from the margins the iteration loop has anyway.
+
+    Built once per run (the node ids of the test rows and the row counts are fixed); each call
+    to :meth:`evaluate` costs O(n + n_test) arithmetic and no product with X or X_test.
+    """
+
+    def __init__(self, problem):
+        ds = problem.data
+        self.problem = problem
+        self.K = ds.n_nodes
+        self.y_test = ds.y_test
+        tn = np.asarray(ds.test_nodes, dtype=np.int64)
+        self._assigned = tn >= 0
+        self._all_assigned = bool(self._assigned.all())
+        self._test_node = tn[self._assigned]
+        self.test_counts = np.bincount(self._test_node, minlength=self.K).astype(np.float64)
+        self.tested = self.test_counts > 0
+        self.untested = int(self.K - np.count_nonzero(self.tested))
+        self.unassigned_rows = int(tn.size - np.count_nonzero(self._assigned))
+        # Test rows grouped by node (FederatedDataset.from_assignment sorts them so, the rows of no
+        # node first): each node's rows are the slice _test_offsets[k]:_test_offsets[k+1].
+        self._test_offsets = (np.searchsorted(tn, np.arange(self.K + 1), side="left").astype(np.int64)
+                              if tn.size and np.all(tn[1:] >= tn[:-1]) else None)
+        self._row_node = ds.node_of_row
+        self._offsets = np.ascontiguousarray(ds.offsets, dtype=np.int64)
+        self._sizes = ds.node_sizes.astype(np.float64)
+
+    def test_margins(self, w: np.ndarray) -> np.ndarray:
+        """X_test w: the one test pass of an iteration (the pooled error and every node's from it)."""
+        if self.y_test.size == 0:
+            return np.empty(0)
+        return self.problem.test_blocks.matvec(w)
+
+    def pooled_test_error(self, z_test: np.ndarray) -> float:
+        """``Problem.test_error(w)`` from its margins: the same function on the same numbers."""
+        if self.y_test.size == 0:
+            return math.nan
+        return self.problem._error(z_test, self.y_test)
+
+    def node_test_error(self, z_test: np.ndarray) -> np.ndarray:
+        """e_k for every node (NaN where T_k is empty), from the test margins."""
+        K = self.K
+        if not self.tested.any():
+            return np.full(K, math.nan)
+        mse = self.problem.error_metric == "mse"
+        if self._test_offsets is not None:  # one compiled pass over the grouped rows
+            sums = np.empty(K)
+            _node_error_sums(np.ascontiguousarray(z_test, dtype=np.float64), self.y_test, self._test_offsets, mse, sums)
+            out = np.full(K, math.nan)
+            np.divide(sums, self.test_counts, out=out, where=self.tested)
+            return out
+        y = self.y_test
+        if not self._all_assigned:
+            z_test, y = z_test[self._assigned], y[self._assigned]
+        if mse:
+            per_row = (z_test - y) ** 2
+        else:
+            per_row = (np.where(z_test > 0, 1.0, -1.0) != y).astype(np.float64)
+        sums = np.bincount(self._test_node, weights=per_row, minlength=K)
+        out = np.full(K, math.nan)
+        np.divide(sums, self.test_counts, out=out, where=self.tested)
+        return out
+
+    def node_loss(self, w: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """F_k(w) of eq. (6) for every node, from the training margins z = X w.
+
+        A node's rows are contiguous (``offsets``): one compiled pass sums each node's losses on
+        every core, the cost of one elementwise loss over the n margins and no more.  (numpy's
+        ``loss.value`` and ``bincount`` took about three test passes at paper scale.)
+        """
+        p = self.problem
+        code = LOSS_CODES.get(p.loss.name)
+        if code is None:  # a loss the kernel does not know: numpy, same sums
+            sums = np.bincount(self._row_node, weights=p.loss.value(z, p.y), minlength=self.K)
+        else:
+            sums = np.empty(self.K)
+            _node_loss_sums(np.ascontiguousarray(z, dtype=np.float64), p.y, self._offsets, code,
+                            float(getattr(p.loss, "gamma", 1.0)), sums)
+        return sums / self._sizes + 0.5 * p.lam * float(w @ w)
+
+    def evaluate(self, w: np.ndarray, z: np.ndarray, z_test: np.ndarray, iteration: int = 0):
+        """(pooled test error, the record's per-node fields :data:`FIELDS`, :class:`NodeScores`)."""
+        err = self.node_test_error(z_test)
+        loss = self.node_loss(w, z)
+        fields = {f"node_error_{k}": v for k, v in summarize(err).items()}
+        fields.update({f"node_loss_{k}": v for k, v in summarize(loss).items()})
+        fields["nodes_untested"] = float(self.untested)
+        scores = NodeScores(iteration, err.astype(np.float32), loss.astype(np.float32))
+        return self.pooled_test_error(z_test), fields, scores
+
+
+def _node_loss_sums_py(z, y, offsets, code, gamma, out):
+    """out[k] = Σ_{i ∈ P_k} φ(z_i; y_i) for the rows offsets[k]:offsets[k+1] (the losses of
+    :mod:`fedviz.problems.losses`: logistic log(1 + e^(−yz)) in its stable form, squared ½(z − y)²,
+    smoothed hinge)."""
+    for k in numba.prange(offsets.size - 1):
+        s = 0.0
+        for i in range(offsets[k], offsets[k + 1]):
+            if code == LOGISTIC:
+                t = -y[i] * z[i]
+                s += (t if t > 0.0 else 0.0) + math.log1p(math.exp(-abs(t)))
+            elif code == SQUARED:
+                r = z[i] - y[i]
+                s += 0.5 * r * r
+            else:
+                a = y[i] * z[i]
+                if a >= 1.0:
+                    pass
+                elif a <= 1.0 - gamma:
+                    s += 1.0 - a - 0.5 * gamma
+                else:
+                    s += (1.0 - a) * (1.0 - a) / (2.0 * gamma)
+        out[k] = s
+
+
+def _node_error_sums_py(z, y, offsets, mse, out):
+    """out[k] = Σ over the test rows offsets[k]:offsets[k+1] of [sign(z_i) ≠ y_i] (a margin of 0
+    predicts −1, as classification_error), or of (z_i − y_i)² with ``mse``."""
+    for k in numba.prange(offsets.size - 1):
+        s = 0.0
+        for i in range(offsets[k], offsets[k + 1]):
+            if mse:
+                r = z[i] - y[i]
+                s += r * r
+            else:
+                pred = 1.0 if z[i] > 0.0 else -1.0
+                if pred != y[i]:
+                    s += 1.0
+        out[k] = s
+
+
+#: Rows from which the per-node sums run on every core: below it the thread pool's start costs more
+#: than it saves, and a small run never starts numba's threads (they would take the name and the
+#: low priority of the run worker that started them; :mod:`fedviz.problems.losses` uses the same).
+PARALLEL_ROWS = 50_000
+
+_serial = numba.njit(cache=True, nogil=True, error_model="numpy")
+_parallel = numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+_LOSS_SUMS = (_serial(_node_loss_sums_py), _parallel(_node_loss_sums_py))
+_ERROR_SUMS = (_serial(_node_error_sums_py), _parallel(_node_error_sums_py))
+
+
+def _node_loss_sums(z, y, offsets, code, gamma, out):
+    _LOSS_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, code, gamma, out)
+
+
+def _node_error_sums(z, y, offsets, mse, out):
+    _ERROR_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, mse, out)
+
+
+def nan_fields() -> dict[str, float]:
+    """The per-node fields of a record whose model is not finite: all NaN."""
+    return {f: math.nan for f in FIELDS}
+
+
+def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
+    """Says which nodes the per-node test error leaves out, or '' when every node has test rows."""
+    if untested == 0:
+        return ""
+    if untested == K:
+        why = (f"the test set's {unassigned_rows:,} rows belong to no node (a separate test file)"
+               if unassigned_rows else "the test set is empty")
+        return (f"No node has test rows ({why}): the per-node test error is undefined; "
+                f"the band shows the own losses F_k.")
+    return (f"{untested:,} of {K:,} nodes have no test rows and are left out of the per-node test error "
+            f"(counted, not scored).")
+
+
+#: The most per-node values (K × kept iterations) a run keeps per algorithm and per metric for the
+#: node picker: 1,000,000 float32 values are 4 MB; two metrics 8 MB per algorithm (a stepsize
+#: sweep of three algorithms holds fifteen).  Every iteration is kept while the budget allows
+#: (K = 500 nodes: 2,000 iterations; the paper's K = 10,000: 100); beyond it the history is
+#: thinned to every 2nd, 4th, … iteration, so it always spans the whole run.
+NODE_HISTORY_VALUES = 1_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class NodeTrack:
+    """One algorithm's per-node history as a page reads it (read-only arrays).
+
+    ``iterations`` (m,), ``error`` and ``loss`` (m, K): the kept iterations, every ``stride``-th
+    one (1: all of them) plus the latest; ``latest``: the per-node scores of the last record.
+    """
+
+    iterations: np.ndarray
+    error: np.ndarray
+    loss: np.ndarray
+    stride: int
+    latest: NodeScores | None
+
+    def node(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(iterations, test error, own loss) of node ``k`` over the kept iterations."""
+        return self.iterations, self.error[:, k], self.loss[:, k]
+
+
+class NodeHistory:
+    """The per-node scores of one algorithm's records, bounded by ``budget`` values per metric.
+
+    Append-only buffers, as the handle's record columns are: a :meth:`track` holds read-only
+    views of their filled rows, which no later :meth:`add` changes (a repeated iteration and a
+    thinning copy the buffers first).
+    """
+
+    def __init__(self, budget: int = NODE_HISTORY_VALUES):
+        self.budget = int(budget)
+        self.stride = 1
+        self.n = 0
+        self.latest: NodeScores | None = None
+        self._it = np.empty(0, dtype=np.int64)
+        self._err = self._loss = None
+
+    def add(self, s: NodeScores) -> None:
+        K = s.error.size
+        if self._err is None:
+            rows = max(1, min(64, self.budget // max(K, 1)))
+            self._it = np.empty(rows, dtype=np.int64)
+            self._err = np.empty((rows, K), dtype=np.float32)
+            self._loss = np.empty((rows, K), dtype=np.float32)
+        self.latest = s
+        if self.n and s.iteration == self._it[self.n - 1]:
+            self._copy()           # the loop's final record re-reports the last iteration
+            self.n -= 1
+        elif self.n and self._it[self.n - 1] % self.stride:
+            self.n -= 1            # the previous latest was kept only as the latest: it gives way
+        while self.n == len(self._it):
+            if 2 * self.n * K <= self.budget:
+                self._grow()
+            elif self.n > 1:
+                self._thin()
+            else:
+                self._copy()       # more nodes than the budget: only the latest scores are kept
+                self.n = 0
+        i = self.n
+        self._it[i], self._err[i], self._loss[i] = s.iteration, s.error, s.loss
+        self.n += 1
+
+    def track(self) -> NodeTrack:
+        n = self.n
+        if self._err is None:
+            e = np.empty((0, 0), dtype=np.float32)
+            return NodeTrack(self._it[:0], e, e, self.stride, None)
+        views = [a[:n] for a in (self._it, self._err, self._loss)]
+        for v in views:
+            v.flags.writeable = False
+        return NodeTrack(*views, self.stride, self.latest)
+
+    def _copy(self) -> None:
+        self._it, self._err, self._loss = self._it.copy(), self._err.copy(), self._loss.copy()
+
+    def _grow(self) -> None:
+        self._it = np.concatenate([self._it, np.empty_like(self._it)])
+        self._err = np.concatenate([self._err, np.empty_like(self._err)])
+        self._loss = np.concatenate([self._loss, np.empty_like(self._loss)])
+
+    def _thin(self) -> None:
+        """Keep the iterations that are multiples of twice the stride (into new buffers)."""
+        self.stride *= 2
+        keep = np.flatnonzero(self._it[:self.n] % self.stride == 0)
+        m = keep.size
+        it, err, loss = (np.empty_like(a) for a in (self._it, self._err, self._loss))
+        it[:m], err[:m], loss[:m] = self._it[keep], self._err[keep], self._loss[keep]
+        self._it, self._err, self._loss, self.n = it, err, loss, m

@@ -1,0 +1,108 @@
+"""The Run page's "Every node" section (issue 23, point 1): the per-node band beside the pooled test
+error, the histogram of the nodes' errors at the last iteration and a node picker, with a sentence
+computed from the run.  Drawn inside :func:`fedviz.ui.live_view`'s fragment, from the run's snapshot
+(its record columns and :class:`~fedviz.runner.pernode.NodeTrack`); figures are rebuilt only when
+the snapshot, the axis or a choice changed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from .plots.figures import x_values
+from .plots.pernode import band_figure, caption, histogram_figure, node_figure
+
+
+def node_counts(ds) -> tuple[np.ndarray, np.ndarray, int]:
+    """(training rows per node n_k, test rows per node, test rows of no node) of a data set."""
+    tn = np.asarray(ds.test_nodes)
+    tested = np.bincount(tn[tn >= 0], minlength=ds.n_nodes)
+    return ds.node_sizes, tested, int(np.count_nonzero(tn < 0))
+
+
+def node_order(errors: np.ndarray) -> list[int]:
+    """Node ids, the worst (highest final test error) first and the untested (NaN) last."""
+    e = np.asarray(errors, dtype=float)
+    key = np.where(np.isfinite(e), -e, np.inf)
+    return [int(k) for k in np.argsort(key, kind="stable")]
+
+
+def node_series(track, cols, axis: str, *, nodes: int, round_cost: float, node: int):
+    """(x, the node's test error, the pooled test error) at the iterations the track kept."""
+    iters = np.asarray(track.iterations)
+    idx = np.searchsorted(cols["iteration"], iters)
+    ok = idx < len(cols["iteration"])
+    idx, iters = idx[ok], iters[ok]
+    x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)[idx]
+    return x, np.asarray(track.error[: len(ok)][ok, node], dtype=float), np.asarray(cols["test_error"], float)[idx]
+
+
+def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regression: bool, styles,
+                  width: int = 340, height: int = 420) -> None:
+    from .ui import load_dataset  # the page's cached data set (ui imports this module)
+
+    labels = [label for label in snap.labels if label in snap.columns and len(snap.columns[label]["iteration"])]
+    data = meta.get("data")
+    if not labels or data is None:
+        return
+    ds = load_dataset(data)
+    sizes, tested, unassigned = node_counts(ds)
+    K = ds.n_nodes
+    untested = int(np.count_nonzero(tested == 0))
+    st.markdown("##### Every node")
+    st.caption(caption({label: snap.last[label] for label in labels if snap.last.get(label) is not None}, K=K,
+                       untested=untested, unassigned_rows=unassigned, regression=regression))
+    nodes = snap.summary.get("nodes", K)
+    runs = {label: snap.columns[label] for label in labels}
+    metric = "loss" if untested == K else st.radio(
+        "Per node", ["error", "loss"], horizontal=True, key=f"{key}-node-metric",
+        format_func={"error": "test error", "loss": "own loss F_k(w)"}.get,
+        help="Each node's test error on its own test rows, or its own objective F_k(w) of the paper's eq. (6) "
+             "on its training rows.")
+    version = (snap.run_id, snap.version, axis, cost, metric)
+    cached = st.session_state.get(key + "-band")
+    if cached is None or cached[0] != version:
+        fig = band_figure(runs, axis=axis, nodes=nodes, round_cost=cost, regression=regression, styles=styles,
+                          height=height, width=width, metric=metric)
+        cached = st.session_state[key + "-band"] = (version, fig)
+    st.plotly_chart(cached[1], width="stretch", key=f"{key}-band-chart")
+    if metric == "error":
+        st.caption("The band spans the nodes' 10th to 90th percentile test error over the nodes with test rows, "
+                   "every node counted alike; the solid line is the median node, the dotted one the pooled "
+                   "error over all test rows (the chart above).")
+    else:
+        st.caption("The band spans the nodes' 10th to 90th percentile own loss F_k(w), every node counted alike; "
+                   "the solid line is the median node, the dotted one f(w), their mean weighted by the nodes' "
+                   "rows n_k/n (eq. (1)).")
+    tracks = {label: snap.nodes.get(label) for label in labels}
+    tracks = {label: t for label, t in tracks.items() if t is not None and t.latest is not None}
+    if not tracks or untested == K:
+        return
+    if not snap.finished:
+        # Live, the nodes' order changes at every redraw (a picked node would jump) and a picker of
+        # 10,000 nodes would be sent to the browser twice a second: both wait for the end.
+        st.caption("The histogram of the nodes' errors and the node picker appear when the run ends.")
+        return
+    label = st.selectbox("Algorithm", list(tracks), key=f"{key}-node-algo") if len(tracks) > 1 else next(iter(tracks))
+    track = tracks[label]
+    last = snap.last[label]
+    st.plotly_chart(histogram_figure(track.latest.error, pooled=last.test_error, label=label, regression=regression),
+                    width="stretch", key=f"{key}-node-hist")
+    order = node_order(track.latest.error)
+    fmt = (lambda v: f"{v:.4g}") if regression else (lambda v: f"{100 * v:.1f}%")
+
+    def describe(k: int) -> str:
+        e = float(track.latest.error[k])
+        said = fmt(e) if np.isfinite(e) else "no test rows"
+        return f"node {k}: n_k = {int(sizes[k]):,}, {int(tested[k]):,} test rows, error {said}"
+
+    node = st.selectbox("Node (the worst first)", order, format_func=describe, key=f"{key}-node-pick")
+    series = {lab: node_series(t, snap.columns[lab], axis, nodes=nodes, round_cost=cost, node=int(node))
+              for lab, t in tracks.items()}
+    st.plotly_chart(node_figure(int(node), series, axis=axis, regression=regression, styles=styles, width=width),
+                    width="stretch", key=f"{key}-node-curve")
+    stride = max(t.stride for t in tracks.values())
+    if stride > 1:
+        st.caption(f"The node's curve keeps every {stride}th iteration (and the last): the history of "
+                   f"{K:,} nodes is bounded in memory.")

@@ -1,0 +1,252 @@
+"""Per-node evaluation (issue 23, point 1) against an independent plain-Python loop over the nodes."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fedviz.data.dataset import FederatedDataset
+from fedviz.problems.objective import Problem
+from fedviz.runner.pernode import (FIELDS, NodeEvaluator, summarize, untested_sentence, worst_count)
+
+
+def _dataset(seed=0, K=13, d=7, untested=(3, 8), unassigned=5, regression=False):
+    """K nodes of random sizes; the nodes in ``untested`` get no test rows; ``unassigned`` test rows
+    belong to no node (-1)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 9, size=K)
+    node = np.repeat(np.arange(K), sizes)
+    n = node.size
+    X = sp.random(n, d, density=0.5, random_state=seed, format="csr")
+    y = rng.normal(size=n) if regression else rng.choice([-1.0, 1.0], size=n)
+    tsizes = rng.integers(1, 6, size=K)
+    tsizes[list(untested)] = 0
+    tn = np.concatenate([np.repeat(np.arange(K), tsizes), np.full(unassigned, -1)])
+    rng.shuffle(tn)
+    Xt = sp.random(tn.size, d, density=0.5, random_state=seed + 1, format="csr")
+    yt = rng.normal(size=tn.size) if regression else rng.choice([-1.0, 1.0], size=tn.size)
+    return FederatedDataset.from_assignment(X, y, node, X_test=Xt, y_test=yt, test_nodes=tn)
+
+
+def _oracle(p, w):
+    """Each node's test error and own loss by a plain loop, dense, from the definitions."""
+    ds = p.data
+    Xt, X = ds.X_test.toarray(), ds.X.toarray()
+    err, loss = [], []
+    for k in range(ds.n_nodes):
+        rows = [i for i in range(len(ds.y_test)) if ds.test_nodes[i] == k]
+        if not rows:
+            err.append(math.nan)
+        else:
+            if p.error_metric == "mse":
+                e = sum((float(Xt[i] @ w) - ds.y_test[i]) ** 2 for i in rows) / len(rows)
+            else:
+                e = sum((1.0 if float(Xt[i] @ w) > 0 else -1.0) != ds.y_test[i] for i in rows) / len(rows)
+            err.append(e)
+        sl = ds.node_slice(k)
+        z = X[sl] @ w
+        phi = [float(p.loss.value(np.array([zi]), np.array([yi]))[0]) for zi, yi in zip(z, ds.y[sl])]
+        loss.append(sum(phi) / len(phi) + 0.5 * p.lam * float(w @ w))
+    return np.array(err), np.array(loss)
+
+
+def _evaluate(p, w):
+    ev = NodeEvaluator(p)
+    z, zt = p.X @ w, ev.test_margins(w)
+    return ev, ev.evaluate(w, z, zt, iteration=4)
+
+
+@pytest.mark.parametrize("loss, regression", [("logistic", False), ("squared", True), ("smoothed-hinge", False)])
+def test_node_values_match_a_plain_loop(loss, regression):
+    p = Problem(_dataset(regression=regression), loss, lam=0.1)
+    w = np.random.default_rng(2).normal(size=p.d)
+    ev, (pooled, fields, scores) = _evaluate(p, w)
+    err, own = _oracle(p, w)
+    np.testing.assert_array_equal(np.isnan(ev.node_test_error(p.data.X_test @ w)), np.isnan(err))
+    np.testing.assert_allclose(ev.node_test_error(p.data.X_test @ w), err, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(ev.node_loss(w, p.X @ w), own, rtol=1e-12)
+    assert scores.iteration == 4 and scores.error.dtype == np.float32
+    np.testing.assert_allclose(scores.loss, own, rtol=1e-6)
+    # The pooled test error is Problem.test_error's own number, bit for bit.
+    assert pooled == p.test_error(w)
+    # The row-weighted mean of the own losses is the objective (eq. (1) = Σ n_k/n F_k, eq. (6)).
+    assert np.sum(p.data.node_sizes * own) / p.n == pytest.approx(p.value(w), rel=1e-13)
+    assert fields["nodes_untested"] == 2 and ev.unassigned_rows == 5
+    assert set(fields) == set(FIELDS)
+
+
+def test_pooled_test_error_over_nodes_when_every_row_has_a_node():
+    # Without rows of no node, the row-weighted mean of the node errors is the pooled error (to 1e-15).
+    p = Problem(_dataset(seed=4, unassigned=0), "logistic", lam=0.1)
+    w = np.random.default_rng(5).normal(size=p.d)
+    ev, (pooled, fields, _) = _evaluate(p, w)
+    err = ev.node_test_error(p.data.X_test @ w)
+    ok = ~np.isnan(err)
+    assert np.sum(ev.test_counts[ok] * err[ok]) / ev.test_counts.sum() == pytest.approx(pooled, abs=1e-15)
+    assert pooled == p.test_error(w)
+
+
+def test_summary_against_numpy_percentile_and_a_sorted_list():
+    v = np.random.default_rng(7).uniform(size=37)
+    v[[2, 30]] = np.nan   # nodes without test rows: left out
+    s = summarize(v)
+    kept = sorted(x for x in v.tolist() if not math.isnan(x))
+    k = len(kept)
+    m = math.ceil(k * 10 / 100)            # 35 nodes → the worst 4
+    assert m == worst_count(k) == 4
+    assert s["worst10"] == pytest.approx(sum(kept[-m:]) / m, rel=1e-15)
+    assert s["mean"] == pytest.approx(sum(kept) / k, rel=1e-15)
+    mu = sum(kept) / k
+    assert s["std"] == pytest.approx(math.sqrt(sum((x - mu) ** 2 for x in kept) / k), rel=1e-13)
+    for q in (10, 50, 90):
+        assert s[f"p{q}"] == np.percentile(kept, q, method="linear")
+        # Type 7 by hand: the order statistic at h = (k-1) q/100, interpolated linearly.
+        h = (k - 1) * q / 100
+        lo = math.floor(h)
+        assert s[f"p{q}"] == pytest.approx(kept[lo] + (h - lo) * (kept[min(lo + 1, k - 1)] - kept[lo]), rel=1e-14)
+    assert (s["min"], s["max"]) == (kept[0], kept[-1])
+
+
+@pytest.mark.parametrize("k, m", [(1, 1), (9, 1), (10, 1), (11, 2), (20, 2), (21, 3), (100, 10), (10_000, 1000)])
+def test_worst_count_is_the_ceiling_of_a_tenth(k, m):
+    assert worst_count(k) == m == math.ceil(k / 10)
+
+
+def test_no_tested_node_gives_nan_statistics_and_says_so():
+    ds = _dataset(seed=1, untested=tuple(range(13)), unassigned=6)
+    p = Problem(ds, "logistic", lam=0.1)
+    w = np.ones(p.d)
+    ev, (pooled, fields, _) = _evaluate(p, w)
+    assert all(math.isnan(fields[f"node_error_{s}"]) for s in ("mean", "p10", "worst10", "min"))
+    assert fields["nodes_untested"] == 13
+    assert pooled == p.test_error(w)             # the separate test file still has its pooled error
+    assert not math.isnan(fields["node_loss_mean"])
+    assert untested_sentence(ev.untested, ev.K, ev.unassigned_rows) == (
+        "No node has test rows (the test set's 6 rows belong to no node (a separate test file)): "
+        "the per-node test error is undefined; the band shows the own losses F_k.")
+    assert untested_sentence(2, 13) == ("2 of 13 nodes have no test rows and are left out of the per-node "
+                                        "test error (counted, not scored).")
+    assert untested_sentence(0, 13) == ""
+
+
+# -- the record ---------------------------------------------------------------------------------------
+def test_every_record_carries_the_summary_of_a_plain_loop():
+    from fedviz.runner import iterate
+    p = Problem(_dataset(seed=3), "logistic", lam=0.05)
+    w0 = np.random.default_rng(8).normal(size=p.d)
+    (rec,) = iterate(p, "gd", iterations=0, w0=w0)
+    err, own = _oracle(p, w0)
+    for name, v in (("error", err), ("loss", own)):
+        kept = v[~np.isnan(v)]
+        m = math.ceil(len(kept) / 10)
+        want = {"mean": kept.mean(), "std": kept.std(), "min": kept.min(), "max": kept.max(),
+                "worst10": np.sort(kept)[-m:].mean(),
+                **{f"p{q}": np.percentile(kept, q, method="linear") for q in (10, 50, 90)}}
+        for s, x in want.items():
+            assert getattr(rec, f"node_{name}_{s}") == pytest.approx(x, rel=1e-12, abs=1e-15), (name, s)
+    assert rec.test_error == p.test_error(w0) and rec.nodes_untested == 2
+    np.testing.assert_allclose(rec.nodes.error, err, rtol=1e-6)
+    assert "nodes" not in rec.as_dict()
+
+
+def test_the_own_losses_of_a_run_average_to_its_objective():
+    from fedviz.runner import iterate
+    p = Problem(_dataset(seed=6, unassigned=0), "logistic", lam=0.05)
+    recs = list(iterate(p, "gd", iterations=3))
+    assert [r.nodes.iteration for r in recs] == [0, 1, 2, 3]
+    sizes = p.data.node_sizes
+    for r in recs:
+        # float32 vectors: the row-weighted mean of F_k is f(w) (eqs. (1), (6)) to float32 precision.
+        assert np.sum(sizes * r.nodes.loss.astype(float)) / p.n == pytest.approx(r.objective, rel=1e-6)
+        err = r.nodes.error.astype(float)
+        ok = ~np.isnan(err)
+        counts = np.bincount(p.data.test_nodes, minlength=p.data.n_nodes)
+        assert np.sum(counts[ok] * err[ok]) / counts.sum() == pytest.approx(r.test_error, abs=1e-6)
+
+
+def test_a_diverged_model_has_nan_node_fields():
+    from fedviz.runner import iterate
+    p = Problem(_dataset(seed=2), "logistic", lam=0.05)
+    w0 = np.full(p.d, np.nan)
+    (rec,) = iterate(p, "gd", iterations=0, w0=w0)
+    assert rec.nodes is None and all(math.isnan(getattr(rec, f)) for f in FIELDS)
+
+
+# -- the bounded history ------------------------------------------------------------------------------
+def _scores(t, K):
+    from fedviz.runner.pernode import NodeScores
+    return NodeScores(t, np.full(K, t, dtype=np.float32), np.full(K, -t, dtype=np.float32))
+
+
+def test_node_history_keeps_everything_within_its_budget_and_snapshots_do_not_change():
+    from fedviz.runner.pernode import NodeHistory
+    h = NodeHistory(budget=1000)
+    for t in range(50):
+        h.add(_scores(t, 10))
+    first = h.track()
+    assert first.stride == 1 and first.iterations.tolist() == list(range(50))
+    h.add(_scores(49, 10))   # a final record re-reporting the last iteration
+    h.add(_scores(50, 10))
+    assert first.iterations.tolist() == list(range(50)) and first.error[-1, 0] == 49
+    tr = h.track()
+    assert tr.iterations.tolist() == list(range(51))
+    it, e, loss = tr.node(3)
+    assert e.tolist() == list(range(51)) and loss.tolist() == [-t for t in range(51)]
+    with pytest.raises(ValueError):
+        tr.error[0, 0] = 1.0
+
+
+@pytest.mark.parametrize("K", [7, 10, 33])
+def test_node_history_thins_to_every_stride_th_iteration_and_the_latest(K):
+    from fedviz.runner.pernode import NodeHistory
+    budget = 400
+    h = NodeHistory(budget=budget)
+    for t in range(1000):
+        h.add(_scores(t, K))
+        tr = h.track()
+        assert tr.error.size <= budget + K   # within the budget (the latest may sit past a full buffer)
+        assert tr.iterations[-1] == t and tr.latest.iteration == t
+        body = tr.iterations[:-1].tolist()
+        assert body == list(range(0, t, tr.stride))[:len(body)] and all(i % tr.stride == 0 for i in body)
+    assert tr.stride > 1 and tr.iterations[0] == 0
+
+
+def test_more_nodes_than_the_budget_keeps_only_the_latest():
+    from fedviz.runner.pernode import NodeHistory
+    h = NodeHistory(budget=100)
+    for t in range(5):
+        h.add(_scores(t, 300))
+    tr = h.track()
+    assert tr.iterations.tolist() == [4] and tr.latest.iteration == 4
+
+
+def test_the_handle_keeps_node_vectors_in_its_history_not_in_every_record():
+    from fedviz.runner import iterate
+    from fedviz.runner.handle import _Series
+    p = Problem(_dataset(seed=9), "logistic", lam=0.05)
+    s = _Series()
+    recs = list(iterate(p, "gd", iterations=4))
+    for r in recs:
+        s.add(r)
+    assert all(r.nodes is None for r in s.records)
+    tr = s.nodes.track()
+    assert tr.iterations.tolist() == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal(tr.latest.error, recs[-1].nodes.error)
+    np.testing.assert_array_equal(tr.node(5)[2], [r.nodes.loss[5] for r in recs])
+
+
+@pytest.mark.parametrize("loss, regression", [("logistic", False), ("squared", True)])
+def test_test_rows_not_grouped_by_node_give_the_same_errors(loss, regression):
+    # from_assignment groups the test rows by node (the compiled path); a data set built otherwise
+    # takes the bincount path: the same numbers.
+    ds = _dataset(seed=11, regression=regression)
+    perm = np.random.default_rng(0).permutation(len(ds.y_test))
+    shuffled = FederatedDataset(X=ds.X, y=ds.y, offsets=ds.offsets, X_test=ds.X_test[perm], y_test=ds.y_test[perm],
+                                test_nodes=ds.test_nodes[perm])
+    w = np.random.default_rng(1).normal(size=ds.d)
+    a, b = NodeEvaluator(Problem(ds, loss, lam=0.1)), NodeEvaluator(Problem(shuffled, loss, lam=0.1))
+    assert a._test_offsets is not None and b._test_offsets is None
+    ea, eb = a.node_test_error(ds.X_test @ w), b.node_test_error(shuffled.X_test @ w)
+    np.testing.assert_allclose(ea, eb, rtol=1e-13, equal_nan=True)
+    np.testing.assert_allclose(ea, _oracle(Problem(ds, loss, lam=0.1), w)[0], rtol=1e-12, equal_nan=True)
