@@ -30,6 +30,7 @@ from .runner.execute import CRITERION, background_os_thread
 from .runner.config import RunConfig, from_query, to_query
 from .runner.sweep import sweep_outcome, sweep_plan
 from .markup import escape, literal
+from .ui_pernode import per_node_view
 from .validation import env_int
 
 log = logging.getLogger("fedviz.ui")
@@ -612,10 +613,9 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
         c1.caption(sub_note)  # what to look at: the axis, the lines, why the curves look as they do
         c2.caption(err_note)
         if per_node:
-            from .ui_pernode import per_node_view
             styles = {label: ALGORITHMS[name].title for label, name in snap.algorithms.items() if name in ALGORITHMS}
             per_node_view(snap, st.session_state.get(key + "-meta", {}), key, axis, cost, regression=_mse(snap),
-                          styles=styles, width=width, height=height)
+                          styles=styles, load_dataset=load_dataset, width=width, height=height)
 
     _view()
 

@@ -39,9 +39,9 @@ def node_series(track, cols, axis: str, *, nodes: int, round_cost: float, node: 
 
 
 def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regression: bool, styles,
-                  width: int = 340, height: int = 420) -> None:
-    from .ui import load_dataset  # the page's cached data set (ui imports this module)
-
+                  load_dataset, width: int = 340, height: int = 420) -> None:
+    """``load_dataset``: the dashboard's loader of a data spec (:func:`fedviz.ui.load_dataset`, which
+    calls this function: passed in, so that this module sits below the adapter)."""
     labels = [label for label in snap.labels if label in snap.columns and len(snap.columns[label]["iteration"])]
     data = meta.get("data")
     if not labels or data is None:

@@ -129,6 +129,8 @@ class NodeEvaluator:
         """X_test w: the one test pass of an iteration (the pooled error and every node's from it)."""
         if self.y_test.size == 0:
             return np.empty(0)
+        if self.problem.n_classes > 1:  # n_test × C margins of the d × C model (softmax)
+            return self.problem.test_blocks.matmat(self.problem.as_model(w))
         return self.problem.test_blocks.matvec(w)
 
     def pooled_test_error(self, z_test: np.ndarray) -> float:
@@ -143,7 +145,7 @@ class NodeEvaluator:
         if not self.tested.any():
             return np.full(K, math.nan)
         mse = self.problem.error_metric == "mse"
-        if self._test_offsets is not None:  # one compiled pass over the grouped rows
+        if self._test_offsets is not None and z_test.ndim == 1:  # one compiled pass over the grouped rows
             sums = np.empty(K)
             _node_error_sums(np.ascontiguousarray(z_test, dtype=np.float64), self.y_test, self._test_offsets, mse, sums)
             out = np.full(K, math.nan)
@@ -152,7 +154,9 @@ class NodeEvaluator:
         y = self.y_test
         if not self._all_assigned:
             z_test, y = z_test[self._assigned], y[self._assigned]
-        if mse:
+        if z_test.ndim == 2:  # C > 1 classes: the argmax error (a tie predicts the lowest code), as the pooled one
+            per_row = (np.argmax(z_test, axis=1) != y.astype(np.int64)).astype(np.float64)
+        elif mse:
             per_row = (z_test - y) ** 2
         else:
             per_row = (np.where(z_test > 0, 1.0, -1.0) != y).astype(np.float64)

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runner", "properties"),        # running a job; the paper's properties measured
     ("experiments", "learn", "figure2", "stepsize_check", "tuning_report"),  # studies built on runs
     ("plots",),                      # figures of runs, experiments and the Learn views
-    ("bench", "cli_experiment"),     # commands the CLI dispatches to
+    ("bench", "cli_experiment", "ui_pernode"),  # commands the CLI dispatches to; a view the UI adapter draws
     ("cli", "ui", "ui_sessions"),    # the front ends: terminal, Streamlit adapter
     ("__main__",),                   # python -m fedviz
 )
@@ -36,7 +36,7 @@ LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
 #: The heavy third-party libraries and the only places in fedviz/ that import them (a unit, or one module).
 THIRD_PARTY = {
-    "streamlit": ("fedviz.ui", "fedviz.ui_sessions"),
+    "streamlit": ("fedviz.ui", "fedviz.ui_pernode", "fedviz.ui_sessions"),
     "plotly": ("fedviz.plots",),
     "matplotlib": ("fedviz.plots",),
     "playwright": ("fedviz.plots",),

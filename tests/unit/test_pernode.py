@@ -250,3 +250,31 @@ def test_test_rows_not_grouped_by_node_give_the_same_errors(loss, regression):
     ea, eb = a.node_test_error(ds.X_test @ w), b.node_test_error(shuffled.X_test @ w)
     np.testing.assert_allclose(ea, eb, rtol=1e-13, equal_nan=True)
     np.testing.assert_allclose(ea, _oracle(Problem(ds, loss, lam=0.1), w)[0], rtol=1e-12, equal_nan=True)
+
+
+def test_many_classes_score_every_node_by_argmax_and_its_softmax_loss():
+    """dna.scale's three classes (softmax): each node's test error is the share of its test rows whose largest
+    margin is not their class, its own loss F_k the mean softmax loss of its rows plus (λ/2)‖W‖², a loop over
+    rows and nodes here; the pooled error is Problem.test_error's."""
+    from conftest import DATA
+    from fedviz.data.build import DataSpec, build
+
+    ds = build(DataSpec(str(DATA / "dna.scale"), test_fraction=0.3, nodes=12))
+    problem = Problem(ds, "softmax")
+    C, d = problem.n_classes, problem.d
+    assert C == 3
+    w = np.random.default_rng(4).normal(scale=0.3, size=problem.size)
+    W = w.reshape(d, C)
+    ev = NodeEvaluator(problem)
+    z = np.asarray(ds.X @ W)
+    z_test = ev.test_margins(w)
+    pooled, fields, scores = ev.evaluate(w, z, z_test)
+    assert pooled == problem.test_error(w)
+    Zt = np.asarray(ds.X_test @ W)
+    for k in range(ds.n_nodes):
+        rows = np.flatnonzero(ds.test_nodes == k)
+        want = np.mean([int(np.argmax(Zt[i]) != int(ds.y_test[i])) for i in rows]) if rows.size else math.nan
+        assert scores.error[k] == pytest.approx(want, nan_ok=True, abs=1e-6)
+        own = ds.node_slice(k)
+        losses = [np.log(np.sum(np.exp(z[i]))) - z[i, int(ds.y[i])] for i in range(own.start, own.stop)]
+        assert scores.loss[k] == pytest.approx(np.mean(losses) + 0.5 * problem.lam * float(w @ w), rel=1e-6)

@@ -76,6 +76,7 @@ def _runs(out: dict, name: str, ds, log) -> None:
     from fedviz.problems.objective import Problem
     from fedviz.problems.optimum import solve
     from fedviz.runner.loop import _record
+    from fedviz.runner.pernode import NodeEvaluator
 
     for loss in ("logistic", "squared", "smoothed-hinge"):
         problem = Problem(ds, loss)
@@ -90,12 +91,13 @@ def _runs(out: dict, name: str, ds, log) -> None:
             log(f"{name} {loss} {algo}")
             # The runner's own loop, unrolled so that the final w is at hand: the records are
             # made by the runner's _record, under the runner's floating-point state.
-            a = cls(problem, seed=0)
-            recs = [_record(a, algo, opt.objective, 0.0, "running")]
+            # (Since issue 23 _record also scores every node: the recorded FIELDS are the ones before it.)
+            a, nodes = cls(problem, seed=0), NodeEvaluator(problem)
+            recs = [_record(a, algo, opt.objective, 0.0, "running", nodes)]
             for _ in range(ITERATIONS):
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                     a.step()
-                recs.append(_record(a, algo, opt.objective, 0.0, "running"))
+                recs.append(_record(a, algo, opt.objective, 0.0, "running", nodes))
             key = f"run/{name}/{algo}/{loss}"
             out[f"{key}/records"] = np.array([[float(getattr(r, f)) for f in FIELDS] for r in recs])
             out[f"{key}/w"] = np.array(a.w, dtype=np.float64)
