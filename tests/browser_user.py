@@ -114,6 +114,9 @@ def selectbox(page, label: str):
 def choose_option(page, label: str, option: str) -> None:
     """Open the selectbox ``label``, click ``option`` (its displayed text), wait for the rerun."""
     box = selectbox(page, label)
+    # In the middle of the window first, as a person would scroll it: at the window's bottom edge the
+    # list opens below it and no option is there to click (Playwright scrolls only until it is visible).
+    box.evaluate("e => e.scrollIntoView({block: 'center'})")
     box.click()
     page.get_by_role("option", name=option, exact=True).click()
     idle(page)
