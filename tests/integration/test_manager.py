@@ -347,10 +347,13 @@ def test_run_workers_are_named_and_scheduled_below_the_server(managers):
     _until(lambda: len(h.records("slow")) >= 2)
     name = f"fedviz-run-{h.id[:4]}"  # the kernel keeps 15 bytes
     base = os.getpriority(os.PRIO_PROCESS, 0)  # this thread's
-    assert [nice for comm, nice in threads() if comm == name] == [min(19, base + manager_mod.WORKER_NICE)]
+    # The run's thread, and any thread it started (numba's OpenMP pool, when a kernel of the run was the
+    # first parallel one of the process: Linux gives a new thread its creator's name and niceness).
+    nices = [nice for comm, nice in threads() if comm == name]
+    assert nices and set(nices) == {min(19, base + manager_mod.WORKER_NICE)}, nices
     h.stop()
     assert h.wait(WAIT)
-    _until(lambda: all(comm != name for comm, _ in threads()))
+    _until(lambda: all(not t.name.startswith(name) for t in threading.enumerate()))  # the run's own thread ended
 
 
 def test_the_reaper_thread_stops_runs_without_heartbeat(managers):
