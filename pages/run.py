@@ -38,8 +38,10 @@ with left:
     actions = st.container()
     if left_out:  # below Run and Stop, which stay in view on a 768 px high screen
         st.caption(ui.left_out_text(left_out, ds.n_classes))
-    st.caption("The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2). Under the charts, a few sentences say "
-               "what each line and axis means; Learn › Start here has a lesson per idea.")
+    lineup = ("The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2; its data have two classes, and CoCoA+ "
+              "takes no softmax)." if multiclass else "The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2).")
+    st.caption(lineup + " Under the charts, a few sentences say what each line and axis means; Learn › Start here "
+               "has a lesson per idea.")
     algorithms = ui.algorithm_widgets(names, config)
     c1, c2 = st.columns(2)
     iterations = c1.number_input("Iterations", 1, MAX_ITERATIONS, key=ui.seeded("run-iterations", config.iterations))

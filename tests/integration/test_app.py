@@ -317,6 +317,9 @@ def test_a_file_of_three_classes_shows_them_on_data_and_runs_softmax_on_run():
         assert any(cls.title in c.value and cls.multiclass_reason in c.value for c in at.caption)
     assert any(ALGORITHMS["dane"].softmax_refusal({"solver": "svrg"})[1:] in c.value for c in at.caption)
     assert any("Loss: softmax" in c.value for c in at.caption)
+    # The paper's line-up is named with why it cannot be run here (CoCoA+ is among those left out).
+    assert any("line-up is FSVRG, GD and CoCoA+" in c.value and "CoCoA+ takes no softmax" in c.value
+               for c in at.caption)
     picker.set_value(["fsvrg", "gd", "fedavg"]).run()
     at.number_input(key="run-iterations").set_value(3).run()
     assert at.session_state["config"].loss == "softmax"
