@@ -22,6 +22,7 @@ from .partition import make_partitioner
 from .presets import make_preset, parse_preset_spec, preset_config
 from .split import SPLITS, _percent, describe_split, random_split
 from .synthetic import MAX_NODES, estimate_entries
+from .unseen import hold_out
 
 PRESET_PREFIX = "preset:"
 __all__ = ["DataSpec", "build", "default_nodes", "PRESET_PREFIX", "MAX_NODES", "SPLITS",
@@ -100,6 +101,11 @@ class DataSpec:
         from its node sizes before a row is drawn (:func:`~fedviz.data.synthetic.estimate_entries`),
         a file once read.  None: only the generator's own limit.  The dashboard sets its
         budget here, so a link asking for 200,000 nodes costs a sentence, not gigabytes.
+    unseen : float
+        The share of whole nodes held out of training (issue 23, point 2; pFL-Bench holds out 20%),
+        in [0, 1): ⌊unseen·K + ½⌋ nodes, a draw seeded by ``seed``, leave the training problem and
+        become ``ds.unseen``, scored as new clients (:mod:`fedviz.data.unseen`).  0 (the default)
+        holds out none.
     wider_test : bool
         Accept a test file with features beyond the training file's last (see
         :func:`~fedviz.data.libsvm.load_libsvm_pair`); refused by default, because that
@@ -124,6 +130,7 @@ class DataSpec:
     max_bytes: int | None = DEFAULT_MAX_BYTES
     wider_test: bool = False
     max_entries: int | None = None
+    unseen: float = 0.0
     loader_options: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -159,10 +166,13 @@ def build(spec: DataSpec) -> FederatedDataset:
     if spec.test_fraction is not None:
         check_real("test_fraction", spec.test_fraction, low=0.0, high=1.0, high_open=True)
     check_choice("split", spec.split, SPLITS)
+    check_real("unseen", spec.unseen, low=0.0, high=1.0, high_open=True)
     if spec.is_preset:
         ds = _build_preset(spec)
     else:
         ds = _build_file(spec)
+    if spec.unseen:  # the held-out nodes leave last, after the partition and the test split (0: ds untouched)
+        ds = hold_out(ds, spec.unseen, spec.seed)
     ds.meta["warnings"] = list(ds.meta.get("warnings", ())) + small_node_warnings(ds, spec) + _test_set_warnings(ds)
     return ds
 

@@ -48,6 +48,9 @@ class FederatedDataset:
         sentence) and fills ``warnings``: a list of sentences for people about what
         looks wrong (a cut file, a one-class or empty test set), present and empty
         when nothing does, so that every reader can show ``meta["warnings"]``.
+    unseen : FederatedDataset or None
+        The nodes held out of training (issue 23, point 2; :func:`fedviz.data.unseen.hold_out`), a
+        data set of their own with their own training and test rows; None when none are.
     """
 
     X: sp.csr_matrix
@@ -57,6 +60,7 @@ class FederatedDataset:
     y_test: np.ndarray
     test_nodes: np.ndarray
     meta: Mapping[str, Any] = field(default_factory=dict)
+    unseen: "FederatedDataset | None" = field(default=None, repr=False)
 
     def __post_init__(self):
         X, X_test = self.X, self.X_test
@@ -151,6 +155,8 @@ class FederatedDataset:
             h.update(str(a.dtype).encode())
             h.update(np.int64(a.size).tobytes())
             h.update(a.tobytes())
+        if self.unseen is not None:  # the held-out nodes are part of the data (none: the digest as before)
+            h.update(b"unseen" + self.unseen.fingerprint.encode())
         return h.hexdigest()[:16]
 
     # -- construction ----------------------------------------------------------------

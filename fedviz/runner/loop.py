@@ -48,6 +48,10 @@ class IterationRecord:
     node's test error (``node_error_*``, over the nodes with test rows; the pooled value is
     ``test_error``) and own loss F_k (``node_loss_*``; the pooled value is ``objective``), and
     count the nodes without test rows (``nodes_untested``); NaN in records written before them.
+    The unseen fields (issue 23, point 2; :data:`~fedviz.runner.pernode.UNSEEN_FIELDS`) score the
+    nodes the data set holds out of training: ``nodes_unseen`` of them (0: none), the model's test
+    error pooled over their test rows (``unseen_test_error``) and its distribution over them
+    (``unseen_error_*``), and those without test rows (``unseen_untested``).
     ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`)
     in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
     """
@@ -84,6 +88,17 @@ class IterationRecord:
     node_loss_min: float = math.nan
     node_loss_max: float = math.nan
     nodes_untested: float = math.nan
+    nodes_unseen: float = math.nan
+    unseen_test_error: float = math.nan
+    unseen_error_mean: float = math.nan
+    unseen_error_std: float = math.nan
+    unseen_error_p10: float = math.nan
+    unseen_error_p50: float = math.nan
+    unseen_error_p90: float = math.nan
+    unseen_error_worst10: float = math.nan
+    unseen_error_min: float = math.nan
+    unseen_error_max: float = math.nan
+    unseen_untested: float = math.nan
     nodes: pernode.NodeScores | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
@@ -114,7 +129,8 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     # yield (another algorithm's turn, a slow consumer) the start is moved forward.
     start = time.perf_counter()
     nodes = pernode.NodeEvaluator(problem)
-    first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes)
+    unseen = pernode.UnseenEvaluator.of(problem)  # None when the data set holds no unseen nodes
+    first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes, unseen)
     objectives = [first.objective]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
     paused = time.perf_counter()
@@ -127,16 +143,16 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
                 raise StopRequested()
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 algo.step()
-            rec = _record(algo, label, f_star, start, "running", nodes)
+            rec = _record(algo, label, f_star, start, "running", nodes, unseen)
         except StopRequested:
-            yield _final(algo, label, f_star, start, nodes, "stopped", f"stopped by the user after {t - 1} iterations")
+            yield _final(algo, label, f_star, start, nodes, unseen, "stopped", f"stopped by the user after {t - 1} iterations")
             return
         except (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError) as e:
-            yield _final(algo, label, f_star, start, nodes, "diverged", _diverged_text(cls, algo, t, str(e)))
+            yield _final(algo, label, f_star, start, nodes, unseen, "diverged", _diverged_text(cls, algo, t, str(e)))
             return
         except Exception as e:  # noqa: BLE001 - a run never raises; the record says why
             log.exception("run of %s failed", label)
-            yield _final(algo, label, f_star, start, nodes, "failed", f"{type(e).__name__}: {e}")
+            yield _final(algo, label, f_star, start, nodes, unseen, "failed", f"{type(e).__name__}: {e}")
             return
         objectives.append(rec.objective)
         verdict = watch.add(rec.objective)  # O(1); the oscillation tests read the whole curve once, at the end
@@ -183,7 +199,7 @@ def _diverged_text(cls, algo, t: int | None, what: str) -> str:
 
 
 def _record(algo: Algorithm, label: str, f_star: float, start: float, status: str,
-            nodes: pernode.NodeEvaluator) -> IterationRecord:
+            nodes: pernode.NodeEvaluator, unseen: pernode.UnseenEvaluator | None = None) -> IterationRecord:
     p = algo.problem
     w = algo.w
     scores = None
@@ -198,6 +214,9 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         # One test pass: the pooled test error (Problem.test_error's number) and every node's
         # come from the same margins; the own losses from the training margins z.
         test_err, per_node, scores = nodes.evaluate(w, z, nodes.test_margins(w), algo.iteration)
+        # The held-out nodes: the same model on their test rows (one product with those rows).
+        per_node, scores = unseen.add(w, per_node, scores) if unseen is not None else \
+            ({**per_node, "nodes_unseen": 0.0}, scores)
         train_err = algo.train_error()
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
@@ -207,9 +226,9 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         nodes=scores, **per_node)
 
 
-def _final(algo, label, f_star, start, nodes, status, message) -> IterationRecord:
+def _final(algo, label, f_star, start, nodes, unseen, status, message) -> IterationRecord:
     try:
-        rec = _record(algo, label, f_star, start, status, nodes)
+        rec = _record(algo, label, f_star, start, status, nodes, unseen)
     except Exception:  # noqa: BLE001 - metrics of a broken state are NaN, not an exception
         nan = float("nan")
         rec = IterationRecord(label, algo.iteration, nan, nan, nan, nan, nan, algo.rounds, algo.vectors_up,

@@ -32,6 +32,13 @@ The summary of a vector v over the nodes where it is defined (K_t of them), :fun
   ten nodes it is the maximum.
 - ``min``, ``max``: the best and the worst node.
 - ``untested``: the K − K_t nodes without a test row, counted, never silently dropped.
+
+Unseen nodes (issue 23, point 2; :mod:`fedviz.data.unseen`): the nodes a data set holds out of
+training are scored apart, by :class:`UnseenEvaluator` (the same :class:`NodeEvaluator` on the
+problem of the held-out nodes): the model in force on each unseen node's test rows, every recorded
+iteration, as ``unseen_test_error`` (pooled over their test rows) and ``unseen_error_<stat>``.
+Their cost is one product with the unseen test rows (a share of the test set the seen nodes no
+longer have).
 """
 
 from __future__ import annotations
@@ -50,7 +57,11 @@ STATS = ("mean", "std", "p10", "p50", "p90", "worst10", "min", "max")
 #: The pooled values are fields already: ``test_error`` and ``objective``.
 ERROR_FIELDS = tuple(f"node_error_{s}" for s in STATS)
 LOSS_FIELDS = tuple(f"node_loss_{s}" for s in STATS)
-FIELDS = ERROR_FIELDS + LOSS_FIELDS + ("nodes_untested",)
+#: The unseen nodes' fields (issue 23, point 2): how many there are, their pooled and per-node test
+#: error, and those of them without test rows.  ``nodes_unseen`` is 0 for a data set that holds none
+#: (and the others NaN); every one is NaN in records written before them.
+UNSEEN_FIELDS = ("nodes_unseen", "unseen_test_error", *(f"unseen_error_{s}" for s in STATS), "unseen_untested")
+FIELDS = ERROR_FIELDS + LOSS_FIELDS + ("nodes_untested",) + UNSEEN_FIELDS
 
 #: The percentiles' interpolation, passed to numpy.percentile.
 PERCENTILE_METHOD = "linear"
@@ -95,6 +106,8 @@ class NodeScores:
     iteration: int
     error: np.ndarray
     loss: np.ndarray
+    #: The unseen nodes' test errors (float32; :class:`UnseenEvaluator`), None without unseen nodes.
+    unseen: np.ndarray | None = None
 
 
 class NodeEvaluator:
@@ -250,6 +263,41 @@ def _node_loss_sums(z, y, offsets, code, gamma, out):
 
 def _node_error_sums(z, y, offsets, mse, out):
     _ERROR_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, mse, out)
+
+
+class UnseenEvaluator:
+    """Scores the unseen nodes (issue 23, point 2): the global model in force on each held-out node's
+    test rows, by a :class:`NodeEvaluator` on the problem of those nodes
+    (:func:`fedviz.problems.unseen.unseen_problem`).  Their own losses are not computed: a new
+    client is scored on its test rows, and its training rows serve only fine-tuning."""
+
+    def __init__(self, problem):
+        self.nodes = NodeEvaluator(problem)
+        self.K = self.nodes.K
+
+    @classmethod
+    def of(cls, problem) -> "UnseenEvaluator | None":
+        """The evaluator of ``problem``'s unseen nodes, or None when its data set holds none."""
+        from ..problems.unseen import unseen_problem
+
+        u = unseen_problem(problem)
+        return None if u is None else cls(u)
+
+    def evaluate(self, w: np.ndarray) -> tuple[dict[str, float], np.ndarray]:
+        """(the record's unseen fields :data:`UNSEEN_FIELDS`, the unseen nodes' test errors as float32)."""
+        z = self.nodes.test_margins(w)
+        err = self.nodes.node_test_error(z)
+        fields = {"nodes_unseen": float(self.K), "unseen_test_error": self.nodes.pooled_test_error(z)}
+        fields.update({f"unseen_error_{k}": v for k, v in summarize(err).items()})
+        fields["unseen_untested"] = float(self.nodes.untested)
+        return fields, err.astype(np.float32)
+
+    def add(self, w: np.ndarray, fields: dict, scores: "NodeScores | None"):
+        """``fields`` with the unseen ones, and ``scores`` with the unseen errors (the loop's record)."""
+        extra, err = self.evaluate(w)
+        if scores is not None:
+            scores = NodeScores(scores.iteration, scores.error, scores.loss, err)
+        return {**fields, **extra}, scores
 
 
 def nan_fields() -> dict[str, float]:

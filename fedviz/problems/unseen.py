@@ -1,0 +1,30 @@
+"""The problem of the unseen nodes (issue 23, point 2): the held-out nodes' data with the training
+problem's loss, λ and model shape, so that a model trained on the seen nodes can be scored on them,
+or fine-tuned from (their F_k of eq. (6) with the same λ).  See :mod:`fedviz.data.unseen`."""
+
+from __future__ import annotations
+
+from .objective import Problem
+
+__all__ = ["unseen_problem"]
+
+
+def unseen_problem(problem: Problem) -> Problem | None:
+    """The :class:`Problem` on ``problem.data.unseen`` with ``problem``'s loss, λ and number of
+    outputs C; None when the data set holds no unseen nodes.
+
+    λ is the training problem's own (1/n of the *seen* rows by default), not 1/n of the unseen
+    rows: a new client's F_k(w) = (1/n_k) Σ φ_i(x_iᵀw) + (λ/2)‖w‖² is the same function of w as a
+    seen node's.  C is the training problem's too: the model is d × C whatever classes the unseen
+    nodes hold (a class the seen nodes never showed is one the global model cannot predict, and
+    its test rows count as errors)."""
+    unseen = getattr(problem.data, "unseen", None)
+    if unseen is None:
+        return None
+    p = Problem.__new__(Problem)
+    # Problem.__init__ would re-derive C from the unseen labels alone (fewer classes, or a softmax
+    # code beyond the model's): the fields are set as __init__ sets them, with C the model's.
+    for name, value in (("data", unseen), ("loss", problem.loss), ("lam", problem.lam),
+                        ("n_classes", problem.n_classes)):
+        object.__setattr__(p, name, value)
+    return p
