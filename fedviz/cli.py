@@ -42,6 +42,9 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                    help="without --test, which rows of a file are held out: random within each node, "
                         "stratified by label; chronological, the last rows in file order; auto (default), "
                         "chronological for qid groups, else random. Presets keep the generator's time order")
+    p.add_argument("--unseen", type=float, default=0.0, metavar="F",
+                   help="hold out the share F of whole nodes, in [0, 1) (pFL-Bench: 0.2): a draw seeded by --seed; "
+                        "they train nothing and every record scores the model on their test rows (default 0)")
     p.add_argument("--partition", metavar="SPEC",
                    help="iid, iid-unbalanced:sigma=1, dirichlet:alpha=0.5, shards:classes_per_node=2, "
                         "natural, topic, reshuffle (default: the data's own nodes)")
@@ -74,7 +77,7 @@ def data_spec_from_args(args):
     return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction, split=args.split,
                     partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
                     positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
-                    wider_test=args.wider_test, **limits)
+                    wider_test=args.wider_test, unseen=args.unseen, **limits)
 
 
 def loss_from_args(args, ds) -> str:
@@ -112,6 +115,8 @@ def _cmd_inspect(args) -> int:
     _print_warnings(ds)
     out = dict(ds.stats.summary())
     out["n_test"] = int(ds.y_test.size)
+    if ds.unseen is not None:  # the figures above are the seen nodes'; the held-out ones counted here
+        out.update(unseen_nodes=ds.unseen.n_nodes, unseen_n=ds.unseen.n, unseen_n_test=int(ds.unseen.y_test.size))
     out["source"] = ds.meta.get("source")
     out["task"] = ds.task
     if ds.task == "classification":
@@ -238,6 +243,9 @@ def _cmd_run(args) -> int:
                 # MSE on real targets: Problem.error_metric.
                 err = (f"test MSE {rec.test_error:9.4g}" if problem.error_metric == "mse"
                        else f"test err {100 * rec.test_error:6.2f}%")
+                if ds.unseen is not None:  # the held-out nodes' test rows, scored by the same model
+                    err += (f"  unseen MSE {rec.unseen_test_error:9.4g}" if problem.error_metric == "mse"
+                            else f"  unseen err {100 * rec.unseen_test_error:6.2f}%")
                 print(f"{rec.algorithm:>14} it {rec.iteration:>4}  f-f* {rec.suboptimality:10.3e}  "
                       f"{err}  rounds {rec.rounds:>4}  "
                       f"{rec.seconds:7.2f}s  {rec.status}{'  ' + rec.message if rec.message else ''}",

@@ -11,7 +11,10 @@ import numpy as np
 import streamlit as st
 
 from .plots.figures import x_values
-from .plots.pernode import band_figure, caption, histogram_figure, node_figure
+from .plots.pernode import band_figure, caption, histogram_figure, node_figure, unseen_caption
+
+#: The "Per node" choices in words: the seen nodes' test error and own loss, the unseen nodes' test error.
+METRICS = {"error": "test error", "loss": "own loss F_k(w)", "unseen": "unseen nodes' test error"}
 
 
 def node_counts(ds) -> tuple[np.ndarray, np.ndarray, int]:
@@ -51,15 +54,20 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
     K = ds.n_nodes
     untested = int(np.count_nonzero(tested == 0))
     st.markdown("##### Every node")
-    st.caption(caption({label: snap.last[label] for label in labels if snap.last.get(label) is not None}, K=K,
-                       untested=untested, unassigned_rows=unassigned, regression=regression))
+    last = {label: snap.last[label] for label in labels if snap.last.get(label) is not None}
+    st.caption(caption(last, K=K, untested=untested, unassigned_rows=unassigned, regression=regression))
+    unseen = getattr(ds, "unseen", None)  # the nodes held out of training (issue 23, point 2)
+    if unseen is not None:
+        st.caption(unseen_caption(last, K=unseen.n_nodes, seen=K, test_rows=int(unseen.y_test.size),
+                                  regression=regression))
     nodes = snap.summary.get("nodes", K)
     runs = {label: snap.columns[label] for label in labels}
-    metric = "loss" if untested == K else st.radio(
-        "Per node", ["error", "loss"], horizontal=True, key=f"{key}-node-metric",
-        format_func={"error": "test error", "loss": "own loss F_k(w)"}.get,
+    options = (["loss"] if untested == K else ["error", "loss"]) + (["unseen"] if unseen is not None else [])
+    metric = options[0] if len(options) == 1 else st.radio(
+        "Per node", options, horizontal=True, key=f"{key}-node-metric", format_func=METRICS.get,
         help="Each node's test error on its own test rows, or its own objective F_k(w) of the paper's eq. (6) "
-             "on its training rows.")
+             "on its training rows" + (", or the test error of each unseen node (held out of training) under "
+                                       "the same model" if unseen is not None else "") + ".")
     version = (snap.run_id, snap.version, axis, cost, metric)
     cached = st.session_state.get(key + "-band")
     if cached is None or cached[0] != version:
@@ -67,7 +75,11 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
                           height=height, width=width, metric=metric)
         cached = st.session_state[key + "-band"] = (version, fig)
     st.plotly_chart(cached[1], width="stretch", key=f"{key}-band-chart")
-    if metric == "error":
+    if metric == "unseen":
+        st.caption("The band spans the unseen nodes' 10th to 90th percentile test error under the model in force, "
+                   "every unseen node counted alike; the solid line is the median unseen node, the dotted one the "
+                   "error pooled over their test rows.")
+    elif metric == "error":
         st.caption("The band spans the nodes' 10th to 90th percentile test error over the nodes with test rows, "
                    "every node counted alike; the solid line is the median node, the dotted one the pooled "
                    "error over all test rows (the chart above).")
@@ -77,6 +89,9 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
                    "rows n_k/n (eq. (1)).")
     tracks = {label: snap.nodes.get(label) for label in labels}
     tracks = {label: t for label, t in tracks.items() if t is not None and t.latest is not None}
+    if metric == "unseen":
+        _unseen_histogram(snap, tracks, key, regression=regression)
+        return
     if not tracks or untested == K:
         return
     if not snap.finished:
@@ -106,3 +121,16 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
     if stride > 1:
         st.caption(f"The node's curve keeps every {stride}th iteration (and the last): the history of "
                    f"{K:,} nodes is bounded in memory.")
+
+
+def _unseen_histogram(snap, tracks, key: str, *, regression: bool) -> None:
+    """The unseen nodes' test errors at the last iteration (their per-node history is not kept: the
+    node picker is the seen nodes')."""
+    tracks = {label: t for label, t in tracks.items() if t.latest.unseen is not None}
+    if not tracks or not snap.finished:
+        return
+    label = st.selectbox("Algorithm", list(tracks), key=f"{key}-unseen-algo") if len(tracks) > 1 else next(iter(tracks))
+    st.plotly_chart(histogram_figure(tracks[label].latest.unseen, pooled=snap.last[label].unseen_test_error,
+                                     label=label, regression=regression, unseen=True),
+                    width="stretch", key=f"{key}-unseen-hist")
+    st.caption("The node picker lists the seen nodes: choose the test error above to pick one.")

@@ -11,10 +11,12 @@ from fedviz.data.labels import dataset_classes, dataset_label_counts
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
 from fedviz.data.synthetic import MAX_SEED
+from fedviz.data.unseen import PFL_BENCH_SHARE, unseen_sentence
 from fedviz.errors import ParameterError
 from fedviz.learn.chart_notes import label_spread_note, node_majority_note, rare_features_note
 from fedviz.params import parse_options
 from fedviz.problems.losses import loss_for
+from fedviz.problems.unseen import unseen_baselines
 from fedviz.plots import feature_appearance_figure, node_size_figure
 from fedviz.plots.label_figure import COLOURS, class_names, class_totals_figure, label_distribution_figure
 
@@ -171,6 +173,17 @@ def split_widgets(current: DataSpec, spec: DataSpec) -> DataSpec:
     return dataclasses.replace(spec, test_fraction=None if fraction == own else float(fraction), split=split)
 
 
+def unseen_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
+    """The share of whole nodes held out as unseen (issue 23, point 2), kept across sources."""
+    share = st.number_input("Unseen nodes (share)", 0.0, 0.9, step=0.05, format="%.2f",
+                            key=ui.seeded("data-unseen", float(current.unseen)),
+                            help=f"The share of whole nodes held out of training, drawn with the data seed: they "
+                                 f"train nothing, and every run scores the model in force on their test rows, as "
+                                 f"new clients would be (their training rows serve only fine-tuning). pFL-Bench "
+                                 f"holds out {PFL_BENCH_SHARE:g} (20%); 0 holds out none.")
+    return dataclasses.replace(spec, unseen=float(share))
+
+
 st.title("Data")
 config = ui.current_config()
 ui.show_query_problems()
@@ -198,6 +211,7 @@ with left:
             # The partitioner's seed has no widget here: keep the one the session (or its link) chose.
             spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes, seed=current.seed)
             spec = split_widgets(current, spec)
+            spec = unseen_widget(current, spec)
 
 with right:
     if kind != SOURCES[0] and spec is None and not invalid:
@@ -217,7 +231,8 @@ with right:
             row1[0].metric("examples n", f"{s['n']:,}")
             row1[1].metric("features d", f"{s['d']:,}")
             row2[0].metric("nonzeros", f"{s['nnz']:,}")
-            row2[1].metric("nodes K", f"{s['nodes']:,}")
+            held = ds.unseen.n_nodes if ds.unseen is not None else 0
+            row2[1].metric("nodes K", f"{s['nodes']:,}" + (f" + {held:,} unseen" if held else ""))
             row3[0].metric("test examples", f"{ds.y_test.size:,}")
             if ds.task == "classification":
                 row3[1].metric("classes", f"{ds.n_classes:,}")
@@ -225,6 +240,8 @@ with right:
                        f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
                        f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}). "
                        f"{rare_features_note(ds.stats.omega, ds.n_nodes)} {_labels_text(ds.meta.get('labels'))}")
+            if held:
+                st.caption(unseen_sentence(ds) + " The figures on this page are the seen nodes'.")
             st.plotly_chart(feature_appearance_figure(ds.stats.omega, ds.n_nodes), width="stretch")
             a, b = st.columns(2)
             a.plotly_chart(node_size_figure(ds.node_sizes), width="stretch")
@@ -241,9 +258,16 @@ with right:
                 st.subheader("Baselines (Section 4.1)")
                 base = ui.load_baselines(current)
                 opt = ui.load_optimum(current, loss_for(config.loss, ds.multiclass), config.lam)
-                st.table({"predictor": ["predict the majority label", "per-node majority", "the optimum w*"],
-                          "test error": [ui.fmt_pct(base.get("majority")), ui.fmt_pct(base.get("node_majority")),
-                                         ui.fmt_pct(opt["test_error"])]})
+                table = {"predictor": ["predict the majority label", "per-node majority", "the optimum w*"],
+                         "test error": [ui.fmt_pct(base.get("majority")), ui.fmt_pct(base.get("node_majority")),
+                                        ui.fmt_pct(opt["test_error"])]}
+                if held:  # the same predictors on the held-out nodes' test rows
+                    problem = ui.load_problem(current, loss_for(config.loss, ds.multiclass), config.lam)
+                    new = unseen_baselines(problem, opt["w"])
+                    table["test error, seen nodes"] = table.pop("test error")
+                    table["test error, unseen nodes"] = [ui.fmt_pct(new.get(k))
+                                                         for k in ("majority", "node_majority", "optimum")]
+                st.table(table)
                 # Computed: the per-node majority against OPT, or why it is n/a (the test rows belong to no node).
                 st.caption(node_majority_note(base.get("node_majority"), opt["test_error"],
                                               test_file=current.test is not None))

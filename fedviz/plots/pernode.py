@@ -31,8 +31,13 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
     (solid) and the pooled test error (dotted), against the chosen x axis.  ``runs``: label → record
     columns with ``node_error_p10/p50/p90`` and ``test_error``; a run whose nodes have no test rows
     (all NaN) draws only its pooled curve.  ``metric="loss"``: the same of the own losses F_k(w)
-    (eq. (6); ``node_loss_*``), whose row-weighted mean, the pooled curve, is the objective f(w)."""
-    if metric == "loss":
+    (eq. (6); ``node_loss_*``), whose row-weighted mean, the pooled curve, is the objective f(w).
+    ``metric="unseen"``: the test error of the unseen nodes (issue 23, point 2; ``unseen_error_*``),
+    pooled over their test rows (``unseen_test_error``)."""
+    if metric == "unseen":
+        labels = {**error_labels("mse" if regression else "error"), "title": "Test error per unseen node"}
+        prefix, pooled_col = "unseen_error", "unseen_test_error"
+    elif metric == "loss":
         labels = dict(title="Own loss F_k(w) per node", axis="F_k(w)",
                       tickformat=None, hover="%{y:.4g}")
         prefix, pooled_col = "node_loss", "objective"
@@ -73,17 +78,18 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
     legend_below(fig, names, height=height, width=width)
     top = np.concatenate(tops) if tops else np.empty(0)
     top = top[np.isfinite(top)]
-    if metric == "error" and not regression and top.size:
+    if metric != "loss" and not regression and top.size:
         # Error rates from 0: the band's upper edge (often 100% on small nodes) inside the frame.
         fig.update_yaxes(range=[0.0, min(1.0, float(top.max())) * 1.04 + 0.005])
     return fig
 
 
 def histogram_figure(errors: np.ndarray, *, pooled: float, label: str = "", regression: bool = False,
-                     height: int = 320) -> go.Figure:
+                     height: int = 320, unseen: bool = False) -> go.Figure:
     """The nodes' test errors at one iteration (NaN entries, nodes without test rows, left out), with
     the pooled error and the nodes' unweighted mean as vertical lines.  Sign error rates fall in
-    twenty bins of 5 points each; squared errors in Plotly's own bins."""
+    twenty bins of 5 points each; squared errors in Plotly's own bins.  ``unseen``: the errors are the
+    unseen nodes' (the title says so)."""
     labels = error_labels("mse" if regression else "error")
     e = np.asarray(errors, dtype=float)
     e = e[np.isfinite(e)]
@@ -100,7 +106,7 @@ def histogram_figure(errors: np.ndarray, *, pooled: float, label: str = "", regr
         if math.isfinite(value):
             fig.add_vline(x=value, line=dict(color="#333333", dash=dash, width=1.5),
                           annotation_text=f"{text} {fmt(value)}", annotation_position=side)
-    title = f"Nodes by test error at the last iteration{f' ({label})' if label else ''}"
+    title = f"{'Unseen nodes' if unseen else 'Nodes'} by test error at the last iteration{f' ({label})' if label else ''}"
     fig.update_layout(title=title, xaxis_title=labels["axis"], yaxis_title="nodes", height=height,
                       xaxis_tickformat=labels["tickformat"], showlegend=False, bargap=0.05,
                       margin=dict(l=60, r=20, t=70, b=40))
@@ -153,3 +159,28 @@ def caption(last: Mapping[str, object], *, K: int, untested: int, unassigned_row
                      f"{fmt(med)}, the best {fmt(rec.node_error_min)}.")
     note = untested_sentence(untested, K, unassigned_rows)
     return " ".join(parts + ([note] if note else []))
+
+
+def unseen_caption(last: Mapping[str, object], *, K: int, seen: int, test_rows: int,
+                   regression: bool = False) -> str:
+    """The unseen nodes (issue 23, point 2) in sentences: how many of the nodes are held out and
+    what they are scored with, then per run (label → last record) their pooled and median test error
+    against the seen nodes'.  '' when there are none."""
+    if K <= 0:
+        return ""
+    fmt = (lambda v: f"{v:.4g}") if regression else (lambda v: f"{100 * v:.1f}%")
+    what = "squared error" if regression else "error"
+    total = K + seen
+    text = (f"{K:,} of the {total:,} nodes are unseen (held out of training, {100 * K / total:.0f}%): each run's "
+            f"model in force is scored on their {test_rows:,} test rows, as a new client would be.")
+    parts = []
+    for label, rec in last.items():
+        u, med, s = rec.unseen_test_error, rec.unseen_error_p50, rec.test_error
+        if not (math.isfinite(u) and math.isfinite(s)):
+            continue
+        parts.append(f"{label} at iteration {rec.iteration:,}: {what} {fmt(u)} on the unseen nodes' test rows "
+                     f"against {fmt(s)} on the seen nodes'"
+                     + (f", the median unseen node {fmt(med)}." if math.isfinite(med) else "."))
+    if not parts and test_rows == 0:
+        parts.append("They have no test rows (a separate test file's rows belong to no node): they cannot be scored.")
+    return " ".join([text] + parts)

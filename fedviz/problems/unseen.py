@@ -4,9 +4,11 @@ or fine-tuned from (their F_k of eq. (6) with the same λ).  See :mod:`fedviz.da
 
 from __future__ import annotations
 
+import numpy as np
+
 from .objective import Problem
 
-__all__ = ["unseen_problem"]
+__all__ = ["unseen_problem", "unseen_baselines"]
 
 
 def unseen_problem(problem: Problem) -> Problem | None:
@@ -28,3 +30,24 @@ def unseen_problem(problem: Problem) -> Problem | None:
                         ("n_classes", problem.n_classes)):
         object.__setattr__(p, name, value)
     return p
+
+
+def unseen_baselines(problem: Problem, w_star) -> dict:
+    """The Data page's baselines on the unseen nodes' test rows (Section 4.1's, for new clients):
+    ``majority``, the seen training rows' majority class for every row; ``node_majority``, each
+    unseen node's own majority training class (a personal baseline: it reads the node's training
+    rows, as fine-tuning does); ``optimum``, the global optimum ``w_star`` of the seen nodes.
+    Empty without unseen nodes; the first two only for classification; NaN without test rows."""
+    from ..data.baselines import node_majority_test_error
+    from ..data.labels import dataset_classes, dataset_label_counts, majority_class
+
+    u = unseen_problem(problem)
+    if u is None:
+        return {}
+    out = {"optimum": u.test_error(w_star)}
+    ds = problem.data
+    if ds.task == "classification":
+        top = dataset_classes(ds)[majority_class(dataset_label_counts(ds))]
+        out["majority"] = float(np.mean(u.data.y_test != top)) if u.data.y_test.size else float("nan")
+        out["node_majority"] = node_majority_test_error(u.data)
+    return out

@@ -75,7 +75,8 @@ class RunConfig:
         return {"data": {"source": source, "test": None if data.test is None else
                          (data.test if isinstance(data.test, str) else f"upload:{data.test_name or 'file'}"),
                          "partition": data.partition, "nodes": data.nodes, "seed": data.seed,
-                         "test_fraction": data.test_fraction, "split": data.split, "positive": data.positive},
+                         "test_fraction": data.test_fraction, "split": data.split, "positive": data.positive,
+                         **({"unseen": data.unseen} if data.unseen else {})},
                 "loss": self.loss, "lam": self.lam,
                 "algorithms": {name: dict(hyper) for name, hyper in self.algorithms},
                 "iterations": self.iterations, "seed": self.seed, "tune": self.tune, "sweep": self.sweep}
@@ -103,6 +104,8 @@ def to_query(config: RunConfig) -> dict[str, str]:
         q["test_fraction"] = repr(d.test_fraction)
     if d.split != DEFAULT_DATA.split:
         q["split"] = d.split
+    if d.unseen:
+        q["unseen"] = repr(d.unseen)
     if config.loss != "logistic":
         q["loss"] = config.loss
     if config.lam is not None:
@@ -126,8 +129,8 @@ def to_query(config: RunConfig) -> dict[str, str]:
 
 
 #: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages.
-LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "loss", "lam", "algorithms",
-             "iterations", "seed", "tune", "sweep")
+LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "unseen", "loss", "lam",
+             "algorithms", "iterations", "seed", "tune", "sweep")
 
 #: The link's plain settings, read by the same text parser as every hyperparameter and knob
 #: (``data``, ``partition``, ``loss`` and ``algorithms`` are names and specs, read below).
@@ -137,6 +140,8 @@ LINK_PARAMS = param_table(
     Param("test_fraction", "float", None, "The share of each node's rows held out as the test set.",
           low=0.0, high=1.0, high_open=True),
     Param("split", "choice", DEFAULT_DATA.split, "How a file's test rows are drawn.", choices=SPLITS),
+    Param("unseen", "float", 0.0, "The share of whole nodes held out of training and scored as new clients.",
+          low=0.0, high=1.0, high_open=True),
     Param("lam", "float", None, "The regulariser λ (none: 1/n).", low=0, low_open=True),
     Param("iterations", "int", 30, "Outer iterations of every algorithm.", low=1, high=MAX_ITERATIONS),
     Param("seed", "int", 0, "Seed of the algorithms' random choices.", low=0, high=2**32 - 1),
@@ -166,7 +171,7 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     if source is not None:
         data_kw["source"] = source
     for key, name in (("partition", "partition"), ("nodes", "nodes"), ("data_seed", "seed"),
-                      ("test_fraction", "test_fraction"), ("split", "split")):
+                      ("test_fraction", "test_fraction"), ("split", "split"), ("unseen", "unseen")):
         value = take(key, _parse_partition if key == "partition" else LINK_PARAMS[key].parse)
         if value is not None:
             data_kw[name] = value

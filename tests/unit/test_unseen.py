@@ -12,7 +12,8 @@ from fedviz.data.build import DataSpec, build
 from fedviz.data.unseen import draw_unseen, unseen_count, unseen_sentence
 from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
-from fedviz.problems.unseen import unseen_problem
+from fedviz.plots.pernode import band_figure, histogram_figure, unseen_caption
+from fedviz.problems.unseen import unseen_baselines, unseen_problem
 from fedviz.runner import store as store_mod
 from fedviz.runner.loop import iterate
 from fedviz.runner.pernode import UNSEEN_FIELDS, UnseenEvaluator
@@ -223,3 +224,68 @@ def test_a_version_5_history_gains_the_unseen_columns_and_reads_nan(tmp_path):
         for f in UNSEEN_FIELDS:
             assert getattr(got, f) == getattr(recs[1], f) or math.isnan(getattr(recs[1], f)), f
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 6
+
+
+def test_the_unseen_baselines_against_plain_loops():
+    whole = build(DataSpec(PRESET, seed=1))
+    ds = build(DataSpec(PRESET, seed=1, unseen=0.2))
+    ids = ds.meta["unseen"]["ids"]
+    p = Problem(ds)
+    w = np.random.default_rng(6).normal(size=p.d) / 4
+    got = unseen_baselines(p, w)
+    rows = np.isin(whole.test_nodes, ids)
+    yt = whole.y_test[rows]
+    # The seen training rows' majority label (ties to -1), for every unseen test row.
+    seen_y = np.concatenate([_node_rows(whole, k)[1] for k in range(whole.n_nodes) if k not in ids])
+    top = 1.0 if np.sum(seen_y > 0) > seen_y.size / 2 else -1.0
+    assert got["majority"] == pytest.approx(np.mean(yt != top), abs=1e-15)
+    # Each unseen node's own majority training label on its own test rows (a tie: the seen+unseen
+    # rule of node_majority_labels, the data set's overall majority, here the unseen part's).
+    wrong = total = 0
+    u_y = ds.unseen.y
+    overall = 1.0 if np.sum(u_y > 0) > u_y.size / 2 else -1.0
+    for k in ids:
+        _, y, _, ty = _node_rows(whole, k)
+        pos, neg = np.sum(y > 0), np.sum(y < 0)
+        label = 1.0 if pos > neg else -1.0 if neg > pos else overall
+        wrong += np.sum(ty != label)
+        total += ty.size
+    assert got["node_majority"] == pytest.approx(wrong / total, abs=1e-15)
+    z = whole.X_test[rows].toarray() @ w
+    assert got["optimum"] == pytest.approx(np.mean(np.where(z > 0, 1.0, -1.0) != yt), abs=1e-15)
+    assert unseen_baselines(Problem(build(DataSpec(PRESET))), w) == {}
+
+
+def _last(**fields):
+    from types import SimpleNamespace
+    return SimpleNamespace(iteration=30, **fields)
+
+
+def test_the_run_page_sentence_says_how_many_are_unseen_and_what_scores_them():
+    last = {"GD": _last(unseen_test_error=0.125, unseen_error_p50=0.1, test_error=0.25),
+            "FSVRG": _last(unseen_test_error=math.nan, unseen_error_p50=math.nan, test_error=0.2)}
+    text = unseen_caption(last, K=8, seen=32, test_rows=246)
+    assert text == ("8 of the 40 nodes are unseen (held out of training, 20%): each run's model in force is scored "
+                    "on their 246 test rows, as a new client would be. GD at iteration 30: error 12.5% on the unseen "
+                    "nodes' test rows against 25.0% on the seen nodes', the median unseen node 10.0%.")
+    assert unseen_caption(last, K=0, seen=40, test_rows=0) == ""
+    none = unseen_caption({"GD": _last(unseen_test_error=math.nan, unseen_error_p50=math.nan, test_error=0.2)},
+                          K=2, seen=8, test_rows=0)
+    assert none.endswith("They have no test rows (a separate test file's rows belong to no node): they cannot be "
+                         "scored.")
+
+
+def test_the_unseen_band_and_histogram_draw_the_unseen_columns():
+    cols = {"iteration": np.arange(3), "rounds": np.arange(3), "test_error": np.array([0.4, 0.3, 0.2]),
+            "unseen_test_error": np.array([0.5, 0.4, 0.35]), "unseen_error_p10": np.array([0.1, 0.1, 0.05]),
+            "unseen_error_p50": np.array([0.45, 0.4, 0.3]), "unseen_error_p90": np.array([0.9, 0.8, 0.7])}
+    fig = band_figure({"GD": cols}, metric="unseen")
+    traces = {t.name: t for t in fig.data}
+    assert fig.layout.title.text == "Test error per unseen node"
+    np.testing.assert_array_equal(traces["GD p90"].y, cols["unseen_error_p90"])
+    np.testing.assert_array_equal(traces["GD p10"].y, cols["unseen_error_p10"])
+    np.testing.assert_array_equal(traces["GD: median node (band 10th–90th)"].y, cols["unseen_error_p50"])
+    np.testing.assert_array_equal(traces["GD: pooled"].y, cols["unseen_test_error"])
+    h = histogram_figure(np.array([0.1, 0.5, np.nan], dtype=np.float32), pooled=0.3, label="GD", unseen=True)
+    assert h.layout.title.text == "Unseen nodes by test error at the last iteration (GD)"
+    np.testing.assert_allclose(h.data[0].x, [0.1, 0.5])
