@@ -400,8 +400,8 @@ class Experiment:
 
     # -- text forms -----------------------------------------------------------------------------------
     def as_json(self) -> dict:
-        data = {k: v for k, v in vars(self.data).items()
-                if k != "loader_options" and v is not None and not isinstance(v, bytes)}
+        data = {k: v for k, v in vars(self.data).items()  # no unseen nodes: the identity of before them
+                if k != "loader_options" and v is not None and not isinstance(v, bytes) and (k != "unseen" or v)}
         out = {"name": self.name, "data": data, "uploaded": isinstance(self.data.source, bytes),
                "algorithms": [a.as_json() for a in self.arms], "axes": [a.as_json() for a in self.axes],
                "seeds": list(self.seeds), "iterations": self.iterations, "loss": self.loss, "lam": self.lam,
@@ -456,7 +456,8 @@ def cell_key(problem: ProblemSpec, spec: AlgorithmSpec, arm: Arm, step, seed: in
     data = problem.data
     source = data.source if isinstance(data.source, str) else "sha256:" + hashlib.sha256(data.source).hexdigest()
     test = data.test if not isinstance(data.test, bytes) else "sha256:" + hashlib.sha256(data.test).hexdigest()
-    content = {"data": {**{k: v for k, v in vars(data).items() if k not in ("loader_options", "name", "test_name")},
+    content = {"data": {**{k: v for k, v in vars(data).items() if k not in ("loader_options", "name", "test_name")
+                           and (k != "unseen" or v)},  # no unseen nodes: the key of before them
                         "source": source, "test": test},
                "loss": problem.loss, "lam": problem.lam, "algorithm": spec.name, "hyper": dict(spec.hyper),
                "step_mode": arm.step, "param": arm.param, "step": step, "seed": seed, "iterations": iterations}

@@ -289,3 +289,18 @@ def test_the_unseen_band_and_histogram_draw_the_unseen_columns():
     h = histogram_figure(np.array([0.1, 0.5, np.nan], dtype=np.float32), pooled=0.3, label="GD", unseen=True)
     assert h.layout.title.text == "Unseen nodes by test error at the last iteration (GD)"
     np.testing.assert_allclose(h.data[0].x, [0.1, 0.5])
+
+
+def test_identities_of_before_hold_without_unseen_nodes_and_change_with_them():
+    from fedviz.experiments.spec import Arm, Experiment
+    from fedviz.runner.config import RunConfig, from_query, to_query
+    from fedviz.runner.describe import describe_run
+
+    plain, held = DataSpec("preset:google-plus-small"), DataSpec("preset:google-plus-small", unseen=0.2)
+    e0, e1 = (Experiment("x", d, (Arm.of("gd"),)) for d in (plain, held))
+    assert "unseen" not in e0.as_json()["data"] and e1.as_json()["data"]["unseen"] == 0.2
+    assert e0.content_hash != e1.content_hash
+    c0, c1 = RunConfig(data=plain), RunConfig(data=held)
+    assert "unseen" not in c0.as_json()["data"] and "unseen" not in to_query(c0)
+    assert to_query(c1)["unseen"] == "0.2" and from_query(to_query(c1)) == (c1, [])
+    assert describe_run(c1.as_json()) == "google-plus-small · the data's own nodes · unseen nodes 0.2"
