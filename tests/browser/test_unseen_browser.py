@@ -1,0 +1,31 @@
+"""Unseen nodes (issue 23, point 2) in real headless Chromium: the Data page's option, typed as a user
+types it, reaches the link, the node count and the caption (one short walk)."""
+
+import pytest
+
+from browser_user import metric, observe, open_page, query, set_number, table_cell
+from live_server import StreamlitServer, browser_page, screenshot
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("unseen")
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
+        yield s
+
+
+def test_the_unseen_option_holds_out_nodes_and_says_so(server, browser):
+    from fedviz.data.build import DataSpec, build
+    from fedviz.data.unseen import unseen_sentence
+
+    with browser_page(browser) as page:
+        open_page(page, f"{server.url}/data?data=google-plus-small%3Fnodes%3D40")
+        set_number(page, "Unseen nodes (share)", 0.2)
+        assert query(page).get("unseen") == "0.2"
+        # The data set is rebuilt after the rerun that wrote the link: the count follows.
+        shown = observe(lambda: metric(page, "nodes K"), lambda v: v == "32 + 8 unseen", timeout_ms=60_000, page=page)
+        assert shown == "32 + 8 unseen"
+        ds = build(DataSpec("preset:google-plus-small?nodes=40", unseen=0.2))
+        page.get_by_text(unseen_sentence(ds), exact=False).first.wait_for()
+        assert table_cell(page, "the optimum w*", 2).endswith("%")  # the unseen nodes' column
+        screenshot(page, "unseen-data", height=2600)  # for a person to look at ($FEDVIZ_SCREENSHOTS)
