@@ -19,7 +19,11 @@ def unseen_problem(problem: Problem) -> Problem | None:
     rows: a new client's F_k(w) = (1/n_k) Σ φ_i(x_iᵀw) + (λ/2)‖w‖² is the same function of w as a
     seen node's.  C is the training problem's too: the model is d × C whatever classes the unseen
     nodes hold (a class the seen nodes never showed is one the global model cannot predict, and
-    its test rows count as errors)."""
+    its test rows count as errors).
+
+    For fine-tuning the new clients (pFL-Bench's "fine-tune before evaluation"), hand it to the
+    personalisation API as the training problem was: ``personalise(unseen_problem(p), config, w_star)``
+    with ``w_star`` the global model trained on ``p``."""
     unseen = getattr(problem.data, "unseen", None)
     if unseen is None:
         return None
