@@ -59,7 +59,7 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
     unseen = getattr(ds, "unseen", None)  # the nodes held out of training (issue 23, point 2)
     if unseen is not None:
         st.caption(unseen_caption(last, K=unseen.n_nodes, seen=K, test_rows=int(unseen.y_test.size),
-                                  regression=regression))
+                                  regression=regression, untested=int(np.count_nonzero(node_counts(unseen)[1] == 0))))
     nodes = snap.summary.get("nodes", K)
     runs = {label: snap.columns[label] for label in labels}
     options = (["loss"] if untested == K else ["error", "loss"]) + (["unseen"] if unseen is not None else [])

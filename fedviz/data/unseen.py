@@ -90,7 +90,8 @@ def hold_out(ds: FederatedDataset, fraction: float, seed: int) -> FederatedDatas
             ds.meta["warnings"].append(
                 f"unseen {fraction:g} of {K:,} node{'s' if K > 1 else ''} holds out none (the nearest whole "
                 f"number of nodes is 0): every node trains; raise unseen to at least {0.5 / K:.3g} or use more nodes")
-            ds.meta["unseen"] = {"fraction": float(fraction), "nodes": 0, "of": K, "ids": [], "seen_ids": list(range(K))}
+            ds.meta["unseen"] = {"fraction": float(fraction), "nodes": 0, "of": K, "ids": [],
+                                 "seen_ids": list(range(K))}
             ds.meta.setdefault("params", {})["unseen"] = float(fraction)
         return ds
     held = np.zeros(K, dtype=bool)

@@ -106,7 +106,8 @@ def histogram_figure(errors: np.ndarray, *, pooled: float, label: str = "", regr
         if math.isfinite(value):
             fig.add_vline(x=value, line=dict(color="#333333", dash=dash, width=1.5),
                           annotation_text=f"{text} {fmt(value)}", annotation_position=side)
-    title = f"{'Unseen nodes' if unseen else 'Nodes'} by test error at the last iteration{f' ({label})' if label else ''}"
+    which = "Unseen nodes" if unseen else "Nodes"
+    title = f"{which} by test error at the last iteration{f' ({label})' if label else ''}"
     fig.update_layout(title=title, xaxis_title=labels["axis"], yaxis_title="nodes", height=height,
                       xaxis_tickformat=labels["tickformat"], showlegend=False, bargap=0.05,
                       margin=dict(l=60, r=20, t=70, b=40))
@@ -162,10 +163,10 @@ def caption(last: Mapping[str, object], *, K: int, untested: int, unassigned_row
 
 
 def unseen_caption(last: Mapping[str, object], *, K: int, seen: int, test_rows: int,
-                   regression: bool = False) -> str:
+                   regression: bool = False, untested: int = 0) -> str:
     """The unseen nodes (issue 23, point 2) in sentences: how many of the nodes are held out and
     what they are scored with, then per run (label → last record) their pooled and median test error
-    against the seen nodes'.  '' when there are none."""
+    against the seen nodes', and the ``untested`` of them without test rows.  '' when there are none."""
     if K <= 0:
         return ""
     fmt = (lambda v: f"{v:.4g}") if regression else (lambda v: f"{100 * v:.1f}%")
@@ -183,4 +184,7 @@ def unseen_caption(last: Mapping[str, object], *, K: int, seen: int, test_rows: 
                      + (f", the median unseen node {fmt(med)}." if math.isfinite(med) else "."))
     if not parts and test_rows == 0:
         parts.append("They have no test rows (a separate test file's rows belong to no node): they cannot be scored.")
+    elif untested:
+        parts.append(f"{untested:,} of the {K:,} unseen nodes have no test rows and are left out of their per-node "
+                     "error (counted, not scored).")
     return " ".join([text] + parts)

@@ -145,7 +145,8 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
                 algo.step()
             rec = _record(algo, label, f_star, start, "running", nodes, unseen)
         except StopRequested:
-            yield _final(algo, label, f_star, start, nodes, unseen, "stopped", f"stopped by the user after {t - 1} iterations")
+            yield _final(algo, label, f_star, start, nodes, unseen, "stopped",
+                         f"stopped by the user after {t - 1} iterations")
             return
         except (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError) as e:
             yield _final(algo, label, f_star, start, nodes, unseen, "diverged", _diverged_text(cls, algo, t, str(e)))

@@ -273,6 +273,9 @@ def test_the_run_page_sentence_says_how_many_are_unseen_and_what_scores_them():
                           K=2, seen=8, test_rows=0)
     assert none.endswith("They have no test rows (a separate test file's rows belong to no node): they cannot be "
                          "scored.")
+    some = unseen_caption(last, K=8, seen=32, test_rows=200, untested=3)
+    assert some.endswith("10.0%. 3 of the 8 unseen nodes have no test rows and are left out of their per-node error "
+                         "(counted, not scored).")
 
 
 def test_the_unseen_band_and_histogram_draw_the_unseen_columns():
