@@ -15,6 +15,7 @@ from fedviz.data.unseen import PFL_BENCH_SHARE, unseen_sentence
 from fedviz.errors import ParameterError
 from fedviz.learn.chart_notes import label_spread_note, node_majority_note, rare_features_note
 from fedviz.params import parse_options
+from fedviz.runner.config import MAX_UNSEEN
 from fedviz.problems.losses import loss_for
 from fedviz.problems.unseen import unseen_baselines
 from fedviz.plots import feature_appearance_figure, node_size_figure
@@ -175,7 +176,7 @@ def split_widgets(current: DataSpec, spec: DataSpec) -> DataSpec:
 
 def unseen_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
     """The share of whole nodes held out as unseen (issue 23, point 2), kept across sources."""
-    share = st.number_input("Unseen nodes (share)", 0.0, 0.9, step=0.05, format="%.2f",
+    share = st.number_input("Unseen nodes (share)", 0.0, MAX_UNSEEN, step=0.05, format="%.2f",
                             key=ui.seeded("data-unseen", float(current.unseen)),
                             help=f"The share of whole nodes held out of training, drawn with the data seed: they "
                                  f"train nothing, and every run scores the model in force on their test rows, as "

@@ -128,6 +128,9 @@ def to_query(config: RunConfig) -> dict[str, str]:
     return q
 
 
+#: The most unseen nodes a link (and the Data page's input) holds out: 95% of them.
+MAX_UNSEEN = 0.95
+
 #: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages.
 LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "unseen", "loss", "lam",
              "algorithms", "iterations", "seed", "tune", "sweep")
@@ -141,7 +144,7 @@ LINK_PARAMS = param_table(
           low=0.0, high=1.0, high_open=True),
     Param("split", "choice", DEFAULT_DATA.split, "How a file's test rows are drawn.", choices=SPLITS),
     Param("unseen", "float", 0.0, "The share of whole nodes held out of training and scored as new clients.",
-          low=0.0, high=1.0, high_open=True),
+          low=0.0, high=MAX_UNSEEN),
     Param("lam", "float", None, "The regulariser λ (none: 1/n).", low=0, low_open=True),
     Param("iterations", "int", 30, "Outer iterations of every algorithm.", low=1, high=MAX_ITERATIONS),
     Param("seed", "int", 0, "Seed of the algorithms' random choices.", low=0, high=2**32 - 1),

@@ -93,3 +93,19 @@ def test_the_command_line_holds_out_and_scores_the_unseen_nodes():
     assert rec["nodes_unseen"] == 2 and rec["unseen_test_error"] == pytest.approx(np.mean(y > 0), abs=1e-15)
     r = fedviz("inspect", DATA / "heart_scale", "--unseen", "1")
     assert r.returncode != 0 and "unseen=1.0 is out of range: allowed number in [0, 1)" in r.stderr
+
+
+def test_a_share_that_leaves_no_node_is_refused_on_the_page_and_a_link_beyond_the_input_is_said(
+        long_sessions):  # noqa: F811
+    from conftest import plain
+
+    at = open_page("pages/data.py", RunConfig(data=DataSpec(source="preset:identical-nodes?nodes=2")), timeout=180)
+    at.number_input(key="data-unseen").set_value(0.8).run()  # ⌊0.8 · 2 + ½⌋ = 2 of 2 nodes
+    assert not at.exception, at.exception
+    errors = [plain(e.value) for e in at.error]
+    assert any("unseen=0.8 is out of range: allowed a share in [0, 0.75) with 2 nodes" in e for e in errors), errors
+    assert at.session_state["config"].data.unseen == 0.0  # the session keeps its data set
+    assert any(c.value == "The current data set is unchanged." for c in at.caption)
+    config, problems = from_query({"unseen": "0.97"})
+    assert config.data.unseen == 0.0 and problems == ["unseen: parameter unseen=0.97 is out of range: allowed number "
+                                                      "in [0, 0.95]"]
