@@ -226,6 +226,8 @@ class _Run:
         data = problem.data
         summary = {**data.stats.summary(), "task": data.task, "loss": problem.loss.name, "lam": problem.lam,
                    "error_metric": problem.error_metric}
+        if getattr(data, "unseen", None) is not None:  # the held-out nodes (issue 23, point 2), beside the seen K
+            summary["unseen_nodes"] = data.unseen.n_nodes
         sink.started(fingerprint=data.fingerprint, summary=summary, f_star=f_star,
                      optimum_test_error=optimum_test_error)
         self.round_robin(problem, f_star)

@@ -61,6 +61,7 @@ def test_the_run_page_says_and_draws_the_unseen_nodes(long_sessions):  # noqa: F
     next(b for b in at.button if b.label.endswith(" Run")).click().run()
     snap = _wait(at)
     assert not at.exception and snap.statuses == {"GD": "done"}
+    assert (snap.summary["nodes"], snap.summary["unseen_nodes"]) == (8, 2)
     ds = build(data)
     want = unseen_caption({"GD": snap.last["GD"]}, K=2, seen=8, test_rows=int(ds.unseen.y_test.size))
     assert want.startswith("2 of the 10 nodes are unseen")
