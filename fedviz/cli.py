@@ -1,4 +1,4 @@
-"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|experiment|bench``.
+"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|personalise|experiment|bench``.
 
 Every error the user can cause ends with exit code 2 and a one-line message on stderr,
 never a traceback.
@@ -394,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "on google-plus-small and on google-plus at --scale")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
+
+    __import__("fedviz.cli_personal", fromlist=["add_parser"]).add_parser(sub, add_data_arguments)
 
     p = sub.add_parser("experiment", help="run or resume an experiment (a grid of runs) on a Dask cluster",
                        epilog="Before the first cell the scheduler and every worker must import the same fedviz "
