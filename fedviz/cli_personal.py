@@ -20,8 +20,9 @@ FLAGS = {"--finetune-steps": "finetune_steps", "--finetune-step": "finetune_step
          "--ditto-lambda": "ditto_lambda", "--finetune-seed": "seed"}
 
 
-def add_parser(sub, add_data_arguments) -> None:
-    """The ``personalise`` subcommand on the CLI's subparsers (``add_data_arguments``: the data options)."""
+def add_parser(sub, add_data_arguments, func) -> None:
+    """The ``personalise`` subcommand on the CLI's subparsers: ``add_data_arguments`` adds the data options,
+    ``func`` builds the problem and calls :func:`main` (the CLI owns the data options)."""
     from .personal.report import PARAMS
 
     p = sub.add_parser("personalise", help="per-node test errors of the global model, Local, fine-tuned, "
@@ -34,7 +35,7 @@ def add_parser(sub, add_data_arguments) -> None:
         param = PARAMS[name]
         p.add_argument(flag, metavar="X", help=f"{param.help} Allowed: {param.range_text()}.")
     p.add_argument("--json", action="store_true", help="print one JSON object (every node's errors included)")
-    p.set_defaults(func=main)
+    p.set_defaults(func=func)
 
 
 def config_from_args(args):
@@ -86,23 +87,17 @@ def format_path(report) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
-    from .cli import _print_warnings, data_spec_from_args, loss_from_args
-    from .data.build import build
+def main(args, problem, config) -> int:
+    """Personalise ``problem`` with ``config`` (:func:`config_from_args`) and print the report."""
     from .personal.report import format_table, personalise
-    from .problems.objective import Problem
-    from .runner.pernode import untested_sentence
 
-    config = config_from_args(args)  # bad options refused before the data are built
-    ds = build(data_spec_from_args(args))
-    _print_warnings(ds)
-    problem = Problem(ds, loss_from_args(args, ds), args.lam)
+    ds = problem.data
     report = personalise(problem, config)
     if args.json:
         print(json.dumps(report.to_dict()))
         return 0
     print(f"{ds.meta.get('source') or args.data}: K = {report.nodes:,} nodes, λ = {report.lam:.4g}, "
-          f"{problem.loss.name} loss; test error per node, each node scored by its own model")
+          f"{problem.loss.name} loss; the nodes' test errors, each node's test rows scored by that node's model")
     print(format_table(report))
     print()
     print(format_path(report))
@@ -111,9 +106,11 @@ def main(args) -> int:
         print(f"\nExact Ditto at λ_D = 0 (solved from w*) and Local (solved from 0): objectives F_k differ by at most "
               f"{c['ditto0_minus_local']:.1e}; at λ_D = {c['ditto_limit_lambda']:.0e}, Ditto and the global model "
               f"by at most {c['ditto_limit_minus_global']:.1e}.")
-    note = untested_sentence(report.untested, report.nodes, report.unassigned_rows)
-    if note:
-        print(note)
+    if report.untested == report.nodes:
+        print("No node has test rows (the test set belongs to no node): every per-node test error is n/a.")
+    elif report.untested:
+        print(f"{report.untested:,} of {report.nodes:,} nodes have no test rows and are left out of the "
+              f"per-node statistics (counted, not scored).")
     if report.unassigned_rows:
         print(f"{report.unassigned_rows:,} test rows belong to no node and are scored by no personal model.",
               file=sys.stderr)
