@@ -114,10 +114,10 @@ class PersonalEvaluator:
 
     def majority_errors(self) -> np.ndarray:
         """Each node's test error when it predicts its own majority training label (NaN without
-        test rows; NaN everywhere for regression targets, which have no majority)."""
+        test rows; NaN everywhere for real-valued targets, scored by squared error, which have no majority)."""
         ds = self.problem.data
         K = ds.n_nodes
-        if ds.task != "classification":
+        if self.problem.error_metric != "error":
             return np.full(K, math.nan)
         known = self.test_node >= 0
         pred = node_majority_labels(ds)[self.test_node[known]]

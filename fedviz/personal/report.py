@@ -213,7 +213,9 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
 
     ``w_star``: the global model the methods start from and the Ditto path ends at; default the
     problem's own optimum w* (:func:`fedviz.problems.optimum.solve`).  Pass the federation's model
-    to score held-out nodes as new clients.  ``check_stop`` is called between the solver's
+    to score held-out nodes as new clients, on a problem built from their rows with the federation's
+    λ (``Problem(held_out, loss, lam=federation.lam)``: the default λ = 1/n would be their own n's).
+    With ``methods=("global", "finetune")`` nothing else is solved.  ``check_stop`` is called between the solver's
     large operations (a page's Stop).
     """
     from ..problems.optimum import solve

@@ -91,3 +91,13 @@ def test_bad_options_exit_2_naming_the_option_and_its_range(args, flag, allowed)
     assert r.returncode == 2
     assert r.stdout == ""
     assert flag in r.stderr and allowed in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_personal_times_local_against_a_gradient_pass():
+    r = fedviz("bench", "--personal", "--scale", "small", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["nodes"] == 231 and out["finite"]
+    assert out["residual"] <= 1e-11  # every node solved to the documented tolerance
+    assert out["ratio_to_gradient_pass"] == pytest.approx(out["local_seconds"] / out["gradient_pass_seconds"])
+    assert 0 < out["peak_memory_gb"] < 100

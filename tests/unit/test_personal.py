@@ -329,3 +329,31 @@ def test_the_dense_view_is_refused_when_too_large(monkeypatch):
     monkeypatch.setattr(m, "DENSE_LIMIT", 10)
     with pytest.raises(ParameterError, match="node"):
         local_models(pb).dense()
+
+
+def test_a_chosen_ditto_lambda_off_the_grid_is_solved_for_the_column():
+    pb = _problem()
+    w = solve(pb).w
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, math.inf), ditto_lambda=0.05, methods=("ditto",)))
+    assert r.ditto_lambda == 0.05
+    assert np.allclose(r.models["ditto"].dense(), ditto_models(pb, 0.05, w).dense(), atol=1e-7)
+    assert r.methods == ("ditto",) and set(r.errors) == {"ditto"}
+
+
+def test_regression_targets_are_scored_by_squared_error_and_have_no_majority():
+    pb = _problem("squared")
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, 1.0, math.inf), finetune_steps=2))
+    assert np.all(np.isnan(r.errors["majority"]))
+    V = r.models["local"].dense()
+    ds = pb.data
+    Xt = ds.X_test.toarray()
+    for k in range(ds.n_nodes - 1):
+        rows = ds.test_nodes == k
+        assert r.errors["local"][k] == pytest.approx(np.mean((Xt[rows] @ V[k] - ds.y_test[rows]) ** 2))
+
+
+def test_the_stop_check_is_called_between_groups_of_nodes():
+    pb = _problem()
+    calls = []
+    Personaliser(pb, check_stop=lambda: calls.append(1)).local()
+    assert len(calls) >= 2
