@@ -33,7 +33,8 @@ def add_parser(sub, add_data_arguments, func) -> None:
                         "(default 0, 1e-5 … 100 in half decades, inf)")
     for flag, name in FLAGS.items():
         param = PARAMS[name]
-        p.add_argument(flag, metavar="X", help=f"{param.help} Allowed: {param.range_text()}.")
+        text = f"{param.help} Allowed: {param.range_text()}."
+        p.add_argument(flag, metavar="X", help=text.replace("%", "%%"))  # argparse formats help with %
     p.add_argument("--json", action="store_true", help="print one JSON object (every node's errors included)")
     p.set_defaults(func=func)
 

@@ -101,3 +101,13 @@ def test_bench_personal_times_local_against_a_gradient_pass():
     assert out["residual"] <= 1e-11  # every node solved to the documented tolerance
     assert out["ratio_to_gradient_pass"] == pytest.approx(out["local_seconds"] / out["gradient_pass_seconds"])
     assert 0 < out["peak_memory_gb"] < 100
+
+
+def test_help_names_every_option_without_markup():
+    r = fedviz("personalise", "--help")
+    assert r.returncode == 0
+    for flag in ("--lambdas", "--finetune-steps", "--finetune-step", "--finetune-batch", "--apfl-alpha",
+                 "--ditto-lambda", "--finetune-seed", "--json"):
+        assert flag in r.stdout
+    for mark in ("**", "`", ":material/"):
+        assert mark not in r.stdout
