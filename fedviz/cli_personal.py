@@ -100,6 +100,8 @@ def main(args, problem, config) -> int:
     print(f"{ds.meta.get('source') or args.data}: K = {report.nodes:,} nodes, λ = {report.lam:.4g}, "
           f"{problem.loss.name} loss; the nodes' test errors, each node's test rows scored by that node's model")
     print(format_table(report))
+    if report.sentence():
+        print(report.sentence())
     print()
     print(format_path(report))
     c = report.checks

@@ -166,6 +166,25 @@ class PersonalReport:
     checks: Mapping[str, float] = field(default_factory=dict)
     seconds: Mapping[str, float] = field(default_factory=dict)
 
+    def sentence(self) -> str:
+        """One sentence on what the table shows: the global model's pooled and worst-10% test error, and
+        the personalised method that serves the worst 10% of nodes best with its two figures ('' when
+        no node has test rows)."""
+        g = self.summaries.get("global")
+        personal = [m for m in ("local", "finetune", "ditto", "apfl") if m in self.methods
+                    and math.isfinite(self.summaries[m]["worst10"])]
+        if g is None or not math.isfinite(g["worst10"]):
+            return ""
+        text = (f"The global model errs {_pct(g['pooled'])} over the nodes' test rows and "
+                f"{_pct(g['worst10'])} on its worst 10% of nodes")
+        if personal:
+            best = min(personal, key=lambda m: (self.summaries[m]["worst10"], personal.index(m)))
+            b = self.summaries[best]
+            name = TITLES[best] + (f" (λ_D = {_lam_text(self.ditto_lambda)})" if best == "ditto" else "")
+            text += (f"; {name} serves the worst 10% best of the personalised models: {_pct(b['worst10'])} "
+                     f"there, {_pct(b['pooled'])} pooled")
+        return text + "."
+
     def table(self) -> list[dict]:
         """One row per method: ``method``, ``title`` and the summary's keys."""
         return [{"method": m, "title": TITLES[m], **self.summaries[m]} for m in self.methods]
@@ -355,6 +374,10 @@ def format_table(report: PersonalReport, percent: bool = True) -> str:
     lines = ["  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
 
 
 def _lam_text(x: float) -> str:

@@ -357,3 +357,16 @@ def test_the_stop_check_is_called_between_groups_of_nodes():
     calls = []
     Personaliser(pb, check_stop=lambda: calls.append(1)).local()
     assert len(calls) >= 2
+
+
+def test_the_sentence_names_the_global_figures_and_the_best_personal_method_for_the_worst_tenth():
+    pb = _problem()
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, 0.1, math.inf), finetune_steps=1))
+    g = r.summaries["global"]
+    text = r.sentence()
+    assert f"errs {100 * g['pooled']:.2f}% over the nodes' test rows and {100 * g['worst10']:.2f}%" in text
+    worst = {m: r.summaries[m]["worst10"] for m in ("local", "finetune", "ditto", "apfl")}
+    best = min(worst, key=worst.get)
+    from fedviz.personal import TITLES
+    assert f"; {TITLES[best]}" in text and f"{100 * worst[best]:.2f}% there" in text
+    assert personalise(pb, PersonaliseConfig(methods=("global",))).sentence().count(";") == 0
