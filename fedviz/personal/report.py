@@ -284,46 +284,57 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
         if "local" in methods:
             score("local", local)
     lams = np.array(config.lambdas, dtype=np.float64)
-    path_err = np.full((0, pb.data.n_nodes), math.nan)
+    K = pb.data.n_nodes
+    path_err = np.full((0, K), math.nan)
     path_loss = path_err
-    path_models: list[PersonalModels] = []
+    path_summaries: tuple = ()
     checks: dict[str, float] = {}
+    best_lambda = ditto_lambda = math.nan
     if "ditto" in methods:
         t = time.perf_counter()
+        path_err, path_loss = np.empty((lams.size, K)), np.empty((lams.size, K))
+        summaries_at = []
+        # Only the models still needed are kept (at the paper's scale one is 13M values): the first
+        # (λ_D = 0 for the check, and the column when no node is tested), the best so far for the
+        # worst 10% (ties: the smaller λ_D) and the configured λ_D's.
+        first = best = chosen = None
+        best_worst = math.inf
         prev = None  # the path starts at w*; each λ_D warm-starts the next larger one
-        for lam_d in lams:
+        for i, lam_d in enumerate(lams):
             m = solver.ditto(lam_d, w, start=prev)
             if lam_d < math.inf:
                 residual = max(residual, solver.residual)
-            path_models.append(m)
+            path_err[i], path_loss[i] = ev.errors(m), ev.losses(m, solver.solver)
+            summaries_at.append(_summary(path_err[i], ev.pooled(path_err[i])))
+            worst_i = summaries_at[-1]["worst10"]
+            if i == 0:
+                first = m
+            if worst_i < best_worst:
+                best, best_worst, best_lambda = m, worst_i, float(lam_d)
+            if config.ditto_lambda is not None and lam_d == config.ditto_lambda:
+                chosen = m
             prev = m
-        path_err = np.array([ev.errors(m) for m in path_models])
-        path_loss = np.array([ev.losses(m, solver.solver) for m in path_models])
+        path_summaries = tuple(summaries_at)
         seconds["path"] = time.perf_counter() - t
         # The two ends of the path, measured (issue 23's acceptance): Ditto(0) solved from w* against
         # Local solved from 0, and Ditto at λ_D = LIMIT_LAMBDA against the global model.
         local_loss = ev.losses(local, solver.solver)
-        zero = path_models[0] if lams[0] == 0.0 else solver.ditto(0.0, w)
-        checks["ditto0_minus_local"] = float(np.max(np.abs(ev.losses(zero, solver.solver) - local_loss)))
+        zero_loss = path_loss[0] if lams[0] == 0.0 else ev.losses(solver.ditto(0.0, w), solver.solver)
+        checks["ditto0_minus_local"] = float(np.max(np.abs(zero_loss - local_loss)))
         limit = solver.ditto(LIMIT_LAMBDA, w)
         residual = max(residual, solver.residual)
         checks["ditto_limit_lambda"] = LIMIT_LAMBDA
         checks["ditto_limit_minus_global"] = float(np.max(np.abs(ev.losses(limit, solver.solver)
                                                                  - losses["global"])))
-    checks["residual"] = residual
-    path_summaries = tuple(_summary(e, ev.pooled(e)) for e in path_err)
-    worst = np.array([s["worst10"] for s in path_summaries])
-    best_lambda = float(lams[int(np.nanargmin(worst))]) if worst.size and np.any(np.isfinite(worst)) else math.nan
-    ditto_lambda = math.nan
-    if "ditto" in methods:
         if config.ditto_lambda is not None:
             ditto_lambda = config.ditto_lambda
-            hit = np.flatnonzero(lams == ditto_lambda)
-            m = path_models[hit[0]] if hit.size else solver.ditto(ditto_lambda, w, start=local)
-        else:
-            ditto_lambda = float(lams[0]) if math.isnan(best_lambda) else best_lambda
-            m = path_models[int(np.flatnonzero(lams == ditto_lambda)[0])]
+            m = chosen if chosen is not None else solver.ditto(ditto_lambda, w, start=local)
+        elif best is not None:
+            ditto_lambda, m = best_lambda, best
+        else:  # no node has test rows: the column is the path's first model
+            ditto_lambda, m = float(lams[0]), first
         score("ditto", m)
+    checks["residual"] = residual
 
     if "finetune" in methods:
         t = time.perf_counter()

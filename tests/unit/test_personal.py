@@ -370,3 +370,15 @@ def test_the_sentence_names_the_global_figures_and_the_best_personal_method_for_
     from fedviz.personal import TITLES
     assert f"; {TITLES[best]}" in text and f"{100 * worst[best]:.2f}% there" in text
     assert personalise(pb, PersonaliseConfig(methods=("global",))).sentence().count(";") == 0
+
+
+def test_a_test_set_of_no_node_leaves_every_node_untested_and_says_so():
+    ds = _data()
+    ds = FederatedDataset.from_assignment(ds.X, ds.y, ds.node_of_row, X_test=ds.X_test, y_test=ds.y_test,
+                                          test_nodes=np.full(ds.y_test.size, -1))
+    pb = Problem(ds, "logistic", 0.02)
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, 1.0, math.inf)))
+    assert r.untested == pb.data.n_nodes and r.unassigned_rows == ds.y_test.size and r.scored_rows == 0
+    assert all(np.all(np.isnan(r.errors[m])) for m in r.methods)
+    assert math.isnan(r.best_lambda) and r.ditto_lambda == 0.0 and r.sentence() == ""
+    assert all(math.isnan(r.summaries[m]["pooled"]) for m in r.methods)
