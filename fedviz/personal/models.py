@@ -110,10 +110,28 @@ class PersonalModels:
         if K * size > DENSE_LIMIT:
             raise ParameterError("models", f"{K:,} × {size:,}",
                                  f"at most {DENSE_LIMIT:,} values as one dense array; read one node with .node(k)")
-        V = self.scale[:, None] * self.off[None, :]
-        node = np.repeat(np.arange(K), np.diff(self.ptr))
-        V[node, self.index] = self.slots
+        return self.rows(0, K)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """The models of nodes ``start … stop − 1`` as a dense (stop − start) × dC block."""
+        start, stop = max(0, int(start)), min(self.n_nodes, int(stop))
+        V = self.scale[start:stop, None] * self.off[None, :]
+        a, b = self.ptr[start], self.ptr[stop] if stop > start else self.ptr[start]
+        node = np.repeat(np.arange(stop - start), np.diff(self.ptr[start:stop + 1]))
+        V[node, self.index[a:b]] = self.slots[a:b]
         return V
+
+    def distance_to_dense(self, V: np.ndarray, chunk: int = 256) -> np.ndarray:
+        """‖V[k] − v_k‖ for a K × dC array of models (e.g. an iterative Ditto run's personal models
+        against the exact ones), ``chunk`` nodes at a time."""
+        V = np.asarray(V)
+        if V.shape != (self.n_nodes, self.size):
+            raise ParameterError("V", f"shape {V.shape}", f"K × dC = {self.n_nodes} × {self.size}")
+        out = np.empty(self.n_nodes)
+        for s in range(0, self.n_nodes, chunk):
+            e = min(self.n_nodes, s + chunk)
+            out[s:e] = np.linalg.norm(V[s:e] - self.rows(s, e), axis=1)
+        return out
 
     def sq_norms(self) -> np.ndarray:
         """‖v_k‖² for every node, without forming the models."""

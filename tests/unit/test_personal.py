@@ -244,6 +244,9 @@ def test_own_losses_are_each_nodes_objective():
     other = s.ditto(0.1, w)
     assert np.allclose(m.distance_to(other), np.linalg.norm(V - other.dense(), axis=1))
     assert np.allclose(m.node(2), V[2])
+    assert np.array_equal(m.rows(2, 5), V[2:5])
+    W = other.dense() + 0.01
+    assert np.allclose(m.distance_to_dense(W, chunk=4), np.linalg.norm(V - W, axis=1))
 
 
 def test_softmax_local_and_ditto_against_scikit_learn_and_lbfgs():
