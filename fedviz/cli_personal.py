@@ -92,8 +92,16 @@ def main(args, problem, config) -> int:
     """Personalise ``problem`` with ``config`` (:func:`config_from_args`) and print the report."""
     from .personal.report import format_table, personalise
 
+    from .errors import ParameterError
+
     ds = problem.data
-    report = personalise(problem, config)
+    try:
+        report = personalise(problem, config)
+    except ParameterError as e:  # name the option the user typed, not the field
+        flag = {name: flag for flag, name in FLAGS.items()}.get(e.name)
+        if flag is None:
+            raise
+        raise ParameterError(flag, e.value, e.allowed) from e
     if args.json:
         print(json.dumps(report.to_dict()))
         return 0
@@ -109,6 +117,10 @@ def main(args, problem, config) -> int:
         print(f"\nExact Ditto at λ_D = 0 (solved from w*) and Local (solved from 0): objectives F_k differ by at most "
               f"{c['ditto0_minus_local']:.1e}; at λ_D = {c['ditto_limit_lambda']:.0e}, Ditto and the global model "
               f"by at most {c['ditto_limit_minus_global']:.1e}.")
+    worse = int(c.get("finetune_nodes_worse", 0))
+    if worse:
+        print(f"Fine-tuning raised the own loss F_k of {worse:,} of {report.nodes:,} nodes above the global model's: "
+              f"a step too large for them (gradient descent descends at steps below 2/L_k) or minibatch noise.")
     if report.untested == report.nodes:
         print("No node has test rows (the test set belongs to no node): every per-node test error is n/a.")
     elif report.untested:

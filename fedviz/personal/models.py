@@ -247,11 +247,16 @@ class Personaliser:
     def finetune(self, w: np.ndarray, steps: int, step: float | np.ndarray | None = None,
                  batch: int | None = None, seed: int = 0) -> PersonalModels:
         """From w, ``steps`` local steps on every F_k (see :func:`finetune_models`)."""
-        pb, loc = self.problem, self.solver
+        pb = self.problem
         w = _flat(pb, w, "w")
         steps = int(steps)
         h = default_finetune_step(pb) if step is None else np.broadcast_to(
             np.asarray(step, dtype=np.float64), (self.K,))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._finetune(w, steps, h, batch, seed, step)
+
+    def _finetune(self, w, steps, h, batch, seed, step):
+        pb, loc = self.problem, self.solver
         ds = pb.data
         v = w[self.index].copy()
         h_slots = np.repeat(h, np.diff(self.ptr))
@@ -281,7 +286,11 @@ class Personaliser:
                     Z = Bb @ v.reshape(-1, C)
                     g = (Bb.T @ (pb.loss.deriv(Z, y[rows]) / batch)).reshape(-1)
                 v = v - h_slots * (g + lam * v)
-        return self.models("finetune", v, w, (1.0 - h * lam) ** steps)
+        scale = (1.0 - h * lam) ** steps
+        if not (np.all(np.isfinite(v)) and np.all(np.isfinite(scale))):
+            raise ParameterError("finetune_step", step, "a step at which fine-tuning stays finite: "
+                                 "at most about 2/L_k on node k (the default 1/L_k is safe)")
+        return self.models("finetune", v, w, scale)
 
     def apfl(self, alpha: float, w: np.ndarray, local: PersonalModels | None = None) -> PersonalModels:
         """α v_k + (1 − α) w with v_k the Local model (see the module docstring for why)."""

@@ -139,7 +139,8 @@ class PersonalReport:
         ``ditto0_minus_local``: max_k |F_k(v_k(0)) − F_k(v_k^Local)|, Ditto at λ_D = 0 solved from w*
         against Local solved from 0; ``ditto_limit_minus_global``: max_k |F_k(v_k(λ_D)) − F_k(w)| at
         λ_D = ``ditto_limit_lambda`` (:data:`LIMIT_LAMBDA`; the gap is of order ‖∇F_k(w)‖²/λ_D);
-        ``residual``: the largest ‖∇Φ_k‖/‖∇Φ_k(start)‖ any exact solve left.
+        ``residual``: the largest ‖∇Φ_k‖/‖∇Φ_k(start)‖ any exact solve left;  ``finetune_nodes_worse``
+        (with ``finetune``): the nodes whose own loss F_k fine-tuning raised above the global model's.
     seconds : {method: float}            wall time of each column (``path``: the whole λ path)
     """
 
@@ -341,6 +342,10 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
         score("finetune", solver.finetune(w, config.finetune_steps, config.finetune_step,
                                           config.finetune_batch, config.seed))
         seconds["finetune"] = time.perf_counter() - t
+        # Plain gradient descent at h_k < 2/L_k never raises F_k; a node where it rose took too large
+        # a step (or, with minibatches, the noise of one): counted, for the sentence that says so.
+        gl, ft = losses["global"], losses["finetune"]
+        checks["finetune_nodes_worse"] = float(np.count_nonzero(~(ft <= gl + 1e-12 * (1.0 + np.abs(gl)))))
     if "apfl" in methods:
         score("apfl", solver.apfl(config.apfl_alpha, w, local))
 

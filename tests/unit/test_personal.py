@@ -385,3 +385,22 @@ def test_a_test_set_of_no_node_leaves_every_node_untested_and_says_so():
     assert all(np.all(np.isnan(r.errors[m])) for m in r.methods)
     assert math.isnan(r.best_lambda) and r.ditto_lambda == 0.0 and r.sentence() == ""
     assert all(math.isnan(r.summaries[m]["pooled"]) for m in r.methods)
+
+
+def test_a_finetuning_step_that_overflows_is_refused_by_name():
+    pb = _problem()
+    w = solve(pb).w
+    with pytest.raises(ParameterError) as e:
+        finetune_models(pb, w, steps=400, step=1e3)
+    assert e.value.name == "finetune_step" and "2/L_k" in e.value.allowed
+
+
+def test_nodes_whose_loss_finetuning_raised_are_counted():
+    pb = _problem()
+    safe = personalise(pb, PersonaliseConfig(lambdas=(0.0,), finetune_steps=20, methods=("finetune",)))
+    assert safe.checks["finetune_nodes_worse"] == 0  # GD at 1/L_k descends on every node
+    big = 5.0 / pb.node_smoothness.min()
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0,), finetune_steps=20, finetune_step=big, methods=("finetune",)))
+    Fw = np.array([_F(pb, k, r.w)[0] for k in range(pb.data.n_nodes)])
+    worse = np.sum(r.losses["finetune"] > Fw + 1e-12)
+    assert worse > 0 and r.checks["finetune_nodes_worse"] == worse
