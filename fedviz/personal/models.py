@@ -133,35 +133,37 @@ class PersonalModels:
             out[s:e] = np.linalg.norm(V[s:e] - self.rows(s, e), axis=1)
         return out
 
+    def _seg(self, x: np.ndarray) -> np.ndarray:
+        """Per-node sums of a slot-space vector (0 on a node without support)."""
+        return _segment_sums(x, self.ptr)
+
     def sq_norms(self) -> np.ndarray:
         """‖v_k‖² for every node, without forming the models."""
-        seg = np.add.reduceat(self.slots ** 2, self.ptr[:-1]) if self.slots.size else np.zeros(self.n_nodes)
-        seg = np.where(np.diff(self.ptr) > 0, seg, 0.0)
-        off_on = np.add.reduceat(self.off[self.index] ** 2, self.ptr[:-1]) if self.slots.size else seg
-        off_on = np.where(np.diff(self.ptr) > 0, off_on, 0.0)
-        return seg + self.scale ** 2 * (float(self.off @ self.off) - off_on)
+        off_on = self._seg(self.off[self.index] ** 2)
+        return self._seg(self.slots ** 2) + self.scale ** 2 * (float(self.off @ self.off) - off_on)
 
     def distance_to(self, other: "PersonalModels") -> np.ndarray:
-        """‖v_k − u_k‖ for every node, on the same problem (e.g. an iterative Ditto run against the exact one)."""
+        """‖v_k − u_k‖ for every node, on the same problem (e.g. exact Ditto at two λ_D)."""
         if other.ptr.shape != self.ptr.shape or other.off.shape != self.off.shape:
             raise ParameterError("other", other.name, "models of the same problem")
-        diff = PersonalModels(f"{self.name}-{other.name}", self.slots - other.slots, self.off, self.scale,
-                              self.index, self.ptr, self.C)
-        # Off the supports the difference is (s_k·off − t_k·off'), not one vector times a scale:
-        # ‖a s − b t‖² = s²‖a‖² − 2st aᵀb + t²‖b‖², each over the coordinates off S_k.
+        # Off the supports the difference is s_k·a − t_k·b, not one vector times a scale:
+        # ‖s a − t b‖² = s²‖a‖² − 2st aᵀb + t²‖b‖², each over the coordinates off S_k.
         a, b = self.off, other.off
-        on = np.diff(self.ptr) > 0
 
         def off_support(x, y):
-            total = float(x @ y)
-            if not self.slots.size:
-                return np.full(self.n_nodes, total)
-            return total - np.where(on, np.add.reduceat(x[self.index] * y[self.index], self.ptr[:-1]), 0.0)
+            return float(x @ y) - self._seg(x[self.index] * y[self.index])
 
         s, t = self.scale, other.scale
         outside = s * s * off_support(a, a) - 2 * s * t * off_support(a, b) + t * t * off_support(b, b)
-        inside = np.where(on, np.add.reduceat(diff.slots ** 2, self.ptr[:-1]), 0.0) if self.slots.size else 0.0
+        inside = self._seg((self.slots - other.slots) ** 2)
         return np.sqrt(np.maximum(inside + outside, 0.0))
+
+
+def _segment_sums(x: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """out[k] = x[ptr[k]:ptr[k+1]].sum(), 0 for an empty segment (also the last)."""
+    out = np.add.reduceat(np.append(x, 0.0), ptr[:-1]) if ptr.size > 1 else np.zeros(0)
+    out[ptr[:-1] == ptr[1:]] = 0.0
+    return out
 
 
 class Personaliser:

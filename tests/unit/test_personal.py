@@ -404,3 +404,21 @@ def test_nodes_whose_loss_finetuning_raised_are_counted():
     Fw = np.array([_F(pb, k, r.w)[0] for k in range(pb.data.n_nodes)])
     worse = np.sum(r.losses["finetune"] > Fw + 1e-12)
     assert worse > 0 and r.checks["finetune_nodes_worse"] == worse
+
+
+def test_a_node_whose_rows_hold_no_feature_has_an_empty_support():
+    ds = _data()
+    X = ds.X.tolil()
+    last = ds.node_slice(ds.n_nodes - 1)
+    X[last.start:last.stop, :] = 0.0
+    ds = FederatedDataset.from_assignment(X.tocsr(), ds.y, ds.node_of_row, X_test=ds.X_test, y_test=ds.y_test,
+                                          test_nodes=ds.test_nodes)
+    pb = Problem(ds, "logistic", 0.02)
+    assert ds.support.sizes[-1] == 0
+    w = solve(pb).w
+    m = ditto_models(pb, 0.1, w)
+    V = m.dense()
+    assert np.allclose(V[-1], 0.1 / (0.02 + 0.1) * w)  # F_k is the regulariser alone there
+    assert np.allclose(m.sq_norms(), (V ** 2).sum(axis=1))
+    other = local_models(pb)
+    assert np.allclose(m.distance_to(other), np.linalg.norm(V - other.dense(), axis=1))
