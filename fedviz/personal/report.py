@@ -247,7 +247,7 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
     if w_star is None:
         w = np.array(solve(pb).w)
     else:
-        w = np.asarray(w_star, dtype=np.float64)
+        w = np.array(w_star, dtype=np.float64)  # a copy: the report's is read-only, the caller's stays as it was
         if w.shape != (pb.size,):
             raise ParameterError("w_star", f"shape {w.shape}", f"a flat model of length dC = {pb.size}")
         if not np.all(np.isfinite(w)):
@@ -274,7 +274,7 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
     score("global", glob)
     seconds["global"] = time.perf_counter() - t
 
-    # The λ path (Ditto), which holds Local at λ_D = 0; Local itself is solved once either way.
+    # Local, for its column, APFL's mixture and the check that Ditto at λ_D = 0 is Local.
     residual = 0.0
     local = None
     if {"local", "apfl"} & set(methods) or ("ditto" in methods):

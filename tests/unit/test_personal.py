@@ -307,7 +307,7 @@ def test_a_given_global_model_is_the_start_of_every_method():
     w = np.random.default_rng(3).normal(size=pb.d)
     r = personalise(pb, PersonaliseConfig(lambdas=(0.0, math.inf), methods=("global", "finetune")), w_star=w)
     assert r.methods == ("global", "finetune")
-    assert np.array_equal(r.w, w)
+    assert np.array_equal(r.w, w) and w.flags.writeable  # the caller's model is left writable
     assert np.allclose(r.errors["global"], _dense_errors(pb, np.tile(w, (pb.data.n_nodes, 1))), equal_nan=True)
     assert np.allclose(r.models["finetune"].dense(), finetune_models(pb, w, 5).dense())
     assert r.path_errors.shape == (0, pb.data.n_nodes)
