@@ -100,6 +100,7 @@ def test_bench_personal_times_local_against_a_gradient_pass():
     assert out["nodes"] == 231 and out["finite"]
     assert out["residual"] <= 1e-11  # every node solved to the documented tolerance
     assert out["ratio_to_gradient_pass"] == pytest.approx(out["local_seconds"] / out["gradient_pass_seconds"])
+    assert out["cpu_ratio_to_gradient_pass"] == pytest.approx(out["local_cpu_seconds"] / out["gradient_pass_cpu_seconds"])
     assert 0 < out["peak_memory_gb"] < 100
 
 
