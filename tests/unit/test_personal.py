@@ -279,7 +279,6 @@ def test_the_report_summarises_every_method_and_picks_the_lambda_for_the_worst_t
     r = personalise(pb, cfg)
     assert r.methods == ("majority", "global", "local", "finetune", "ditto", "apfl")
     assert list(r.lambdas) == [0.0, 0.01, 0.1, 1.0, math.inf]
-    ev = PersonalEvaluator(pb)
     for m in r.methods:
         e = r.errors[m]
         s = r.summaries[m]
