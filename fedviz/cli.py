@@ -1,4 +1,4 @@
-"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|experiment|bench``.
+"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|personalise|experiment|bench``.
 
 Every error the user can cause ends with exit code 2 and a one-line message on stderr,
 never a traceback.
@@ -344,6 +344,17 @@ def _cmd_figure2(args) -> int:
     return 0
 
 
+def _cmd_personalise(args) -> int:
+    from .cli_personal import config_from_args, main
+    from .data.build import build
+    from .problems.objective import Problem
+
+    config = config_from_args(args)  # bad options refused before the data are built
+    ds = build(data_spec_from_args(args))
+    _print_warnings(ds)
+    return main(args, Problem(ds, loss_from_args(args, ds), args.lam), config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fedviz", description="The command line of fedviz: inspect a data set, run algorithms, "
                      "export a data set, list the algorithms, reproduce Figure 2, benchmark.")
@@ -400,8 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pernode", action="store_true",
                    help="the cost of the per-node evaluation (issue 23): one iteration with and without it, "
                         "on google-plus-small and on google-plus at --scale")
+    p.add_argument("--personal", action="store_true",
+                   help="the exact Local models of every node (issue 23) on google-plus at --scale, against "
+                        "one gradient pass")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
+
+    __import__("fedviz.cli_personal", fromlist=["add_parser"]).add_parser(sub, add_data_arguments, _cmd_personalise)
 
     p = sub.add_parser("experiment", help="run or resume an experiment (a grid of runs) on a Dask cluster",
                        epilog="Before the first cell the scheduler and every worker must import the same fedviz "

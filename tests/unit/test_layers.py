@@ -26,9 +26,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("problems",),                   # losses, f(w), the optimum, smoothness constants
     ("algorithms",),                 # the algorithms and their kernels
     ("runner", "properties"),        # running a job; the paper's properties measured
+    ("personal",),                   # personalised models (exact Local, Ditto, fine-tuning, APFL), per node
     ("experiments", "learn", "figure2", "stepsize_check", "tuning_report"),  # studies built on runs
     ("plots",),                      # figures of runs, experiments and the Learn views
-    ("bench", "cli_experiment", "ui_pernode"),  # commands the CLI dispatches to; a view the UI adapter draws
+    ("bench", "cli_experiment", "cli_personal", "ui_pernode"),  # commands the CLI dispatches to; a view the UI adapter draws
     ("cli", "ui", "ui_sessions"),    # the front ends: terminal, Streamlit adapter
     ("__main__",),                   # python -m fedviz
 )
@@ -128,15 +129,15 @@ def test_no_import_in_fedviz_goes_up_or_sideways():
 @pytest.mark.parametrize("module, is_package, source, expected", [
     # a function-local import up a layer, written relatively
     ("fedviz.runner.manager", False, "def f():\n    from ..experiments.cluster import get_client\n",
-     ["fedviz.runner.manager:2 `from ..experiments.cluster import get_client`: experiments (layer 7) is a "
+     ["fedviz.runner.manager:2 `from ..experiments.cluster import get_client`: experiments (layer 8) is a "
       "layer above runner (layer 6)"]),
     # a package's __init__ resolves `.` to itself; a sibling of the same layer is refused too
     ("fedviz.learn", True, "from .drift import x\nfrom ..experiments import spec\n",
-     ["fedviz.learn:2 `from ..experiments import spec`: experiments (layer 7) is the same layer as learn (layer 7)"]),
+     ["fedviz.learn:2 `from ..experiments import spec`: experiments (layer 8) is the same layer as learn (layer 8)"]),
     # the string forms and a name imported from the package that is a module
     ("fedviz.data.build", False,
      "import importlib\nimportlib.import_module('fedviz.plots')\nfrom fedviz import properties, __version__\n",
-     ["fedviz.data.build:2 `importlib.import_module('fedviz.plots')`: plots (layer 8) is a layer above data (layer 3)",
+     ["fedviz.data.build:2 `importlib.import_module('fedviz.plots')`: plots (layer 9) is a layer above data (layer 3)",
       "fedviz.data.build:3 `from fedviz import properties, __version__`: properties (layer 6) is a layer above "
       "data (layer 3)"]),
     # down, and within the unit: nothing to say
