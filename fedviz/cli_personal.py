@@ -90,7 +90,7 @@ def format_path(report) -> str:
 
 def main(args, problem, config) -> int:
     """Personalise ``problem`` with ``config`` (:func:`config_from_args`) and print the report."""
-    from .personal.report import format_table, personalise
+    from .personal.report import format_table, personalise, personalise_unseen
 
     from .errors import ParameterError
 
@@ -102,8 +102,9 @@ def main(args, problem, config) -> int:
         if flag is None:
             raise
         raise ParameterError(flag, e.value, e.allowed) from e
+    unseen = personalise_unseen(problem, config, w_star=report.w)
     if args.json:
-        print(json.dumps(report.to_dict()))
+        print(json.dumps({**report.to_dict(), "unseen": None if unseen is None else unseen.to_dict()}))
         return 0
     print(f"{ds.meta.get('source') or args.data}: K = {report.nodes:,} nodes, λ = {report.lam:.4g}, "
           f"{problem.loss.name} loss; the nodes' test errors, each node's test rows scored by that node's model")
@@ -126,6 +127,15 @@ def main(args, problem, config) -> int:
     elif report.untested:
         print(f"{report.untested:,} of {report.nodes:,} nodes have no test rows and are left out of the "
               f"per-node statistics (counted, not scored).")
+    if unseen is not None:
+        print(f"\nUnseen nodes: {unseen.nodes:,} nodes held out of training, scored as new clients — the "
+              f"global model as received, and each personalised from it on the node's own training rows")
+        if unseen.untested == unseen.nodes:
+            print("No unseen node has test rows: none can be scored.")
+        else:
+            print(format_table(unseen))
+            if unseen.untested:
+                print(f"{unseen.untested:,} of {unseen.nodes:,} unseen nodes have no test rows (counted, not scored).")
     if report.unassigned_rows:
         print(f"{report.unassigned_rows:,} test rows belong to no node and are scored by no personal model.",
               file=sys.stderr)

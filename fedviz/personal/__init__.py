@@ -16,8 +16,9 @@ from .evaluate import PersonalEvaluator
 from .models import (PersonalModels, Personaliser, apfl_models, ditto_models, ditto_path, finetune_models,
                      local_models)
 from .report import (DEFAULT_LAMBDAS, METHODS, PARAMS, TITLES, PersonaliseConfig, PersonalReport, format_table,
-                     personalise)
+                     personalise, personalise_unseen)
 
 __all__ = ["PersonalModels", "Personaliser", "PersonalEvaluator", "PersonaliseConfig", "PersonalReport",
-           "personalise", "format_table", "local_models", "ditto_models", "ditto_path", "finetune_models",
+           "personalise", "personalise_unseen",
+           "format_table", "local_models", "ditto_models", "ditto_path", "finetune_models",
            "apfl_models", "METHODS", "TITLES", "PARAMS", "DEFAULT_LAMBDAS"]

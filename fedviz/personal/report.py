@@ -181,10 +181,16 @@ class PersonalReport:
         if personal:
             best = min(personal, key=lambda m: (self.summaries[m]["worst10"], personal.index(m)))
             b = self.summaries[best]
-            name = TITLES[best] + (f" (λ_D = {_lam_text(self.ditto_lambda)})" if best == "ditto" else "")
+            name = TITLES[best] + (f" ({self.ditto_label()})" if best == "ditto" else "")
             text += (f"; {name} serves the worst 10% best of the personalised models: {_pct(b['worst10'])} "
                      f"there, {_pct(b['pooled'])} pooled")
         return text + "."
+
+    def ditto_label(self) -> str:
+        """How the Ditto column's λ_D was set: given, or chosen on the very test rows it is scored on
+        (the λ_D of the path with the lowest worst-10% error, an oracle's choice, said wherever shown)."""
+        lam = f"λ_D = {_lam_text(self.ditto_lambda)}"
+        return lam if self.config.ditto_lambda is not None else lam + ", chosen on these test rows"
 
     def table(self) -> list[dict]:
         """One row per method: ``method``, ``title`` and the summary's keys."""
@@ -379,7 +385,7 @@ def format_table(report: PersonalReport, percent: bool = True) -> str:
         s = report.summaries[m]
         label = TITLES[m]
         if m == "ditto":
-            label += f" (λ_D = {_lam_text(report.ditto_lambda)})"
+            label += f" ({report.ditto_label()})"
         elif m == "apfl":
             label += f" (α = {report.config.apfl_alpha:g})"
         elif m == "finetune":
@@ -398,3 +404,21 @@ def _pct(x: float) -> str:
 
 def _lam_text(x: float) -> str:
     return "∞" if x == math.inf else ("n/a" if not math.isfinite(x) else f"{x:g}")
+
+
+def personalise_unseen(problem: Problem, config: PersonaliseConfig | None = None,
+                       w_star: np.ndarray | None = None, **kw) -> PersonalReport | None:
+    """The nodes held out of training (issue 23, point 2) scored as new clients: every method of
+    ``config`` on the unseen nodes' problem (:func:`fedviz.problems.unseen.unseen_problem`: their
+    rows, the federation's loss, λ and model shape), starting from the federation's model
+    ``w_star`` (default: the optimum of ``problem``, the seen nodes).  "global" is the federation's
+    model as a new client receives it; "finetune", Local and Ditto use the new client's own
+    training rows, as pFL-Bench's fine-tune-before-evaluation does.  None without unseen nodes."""
+    from ..problems.optimum import solve
+    from ..problems.unseen import unseen_problem
+
+    u = unseen_problem(problem)
+    if u is None:
+        return None
+    w = np.array(solve(problem).w) if w_star is None else w_star
+    return personalise(u, config, w_star=w, **kw)

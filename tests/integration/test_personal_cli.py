@@ -54,7 +54,7 @@ def test_google_plus_small_prints_majority_global_local_and_ditto_and_the_two_id
     assert len(path) == 4
     best = min(path, key=path.get)
     assert re.search(rf"^{re.escape(best)}\s.*← best for the worst 10%$", r.stdout, re.M)
-    assert f"Ditto (λ_D = {best})" in r.stdout
+    assert f"Ditto (λ_D = {best}, chosen on these test rows)" in r.stdout  # an oracle's choice, said so
 
 
 def test_json_carries_every_nodes_errors_and_their_summaries():
@@ -112,3 +112,27 @@ def test_help_names_every_option_without_markup():
         assert flag in r.stdout
     for mark in ("**", "`", ":material/"):
         assert mark not in r.stdout
+
+
+def test_unseen_nodes_are_scored_as_new_clients_from_the_seen_nodes_optimum():
+    """Issue 23, point 2: with --unseen the held-out nodes get their own table, the global model's
+    row being the seen nodes' optimum scored on their test rows (independently: the data layer's
+    unseen part and Problem.test_error), and fine-tuning starting from it."""
+    from fedviz.data.build import DataSpec, build
+    from fedviz.problems.objective import Problem
+    from fedviz.problems.optimum import solve
+
+    args = [str(DATA / "heart_scale"), "--nodes", "10", "--unseen", "0.2"]
+    r = fedviz("personalise", *args, "--lambdas", "0,1,inf", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    ds = build(DataSpec(str(DATA / "heart_scale"), nodes=10, unseen=0.2))
+    assert ds.unseen is not None and out["unseen"]["nodes"] == ds.unseen.n_nodes == 2
+    assert out["nodes"] == ds.n_nodes == 8
+    pb = Problem(ds, "logistic")
+    w = solve(pb).w
+    held = Problem(ds.unseen, "logistic", lam=pb.lam)
+    assert out["unseen"]["summaries"]["global"]["pooled"] == pytest.approx(held.test_error(w), abs=1e-12)
+    text = fedviz("personalise", *args, "--lambdas", "0,1,inf")
+    assert text.returncode == 0, text.stderr
+    assert "Unseen nodes: 2 nodes held out of training" in text.stdout
