@@ -144,8 +144,8 @@ class APFL(FedAvg):
         CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE, STEPSIZE,
         Param("alpha", "float", 0.5,
               "α ∈ [0, 1]: the mixing weight of the model each node is served, α v_k + (1 − α) w "
-              "(0: the global model; 1: the local model alone).  Fixed here; default 0.5, one of the "
-              "fixed values {0.25, 0.5, 0.75} Deng et al. report.", low=0, high=1),
+              "(0: the global model; 1: the local model alone).  Fixed here (Deng et al. also adapt it).  "
+              "Default 0.5: the two weigh the same.", low=0, high=1),
     )
 
     def setup(self):
