@@ -393,8 +393,9 @@ class PersonalScores:
 class PersonalEvaluator:
     """Scores node k's training and test rows with row k of a K × d model array.
 
-    One gather per row entry: O(nnz(X) + nnz(X_test)) per call, the cost of one training and one
-    test pass, and no product with a dense K × d matrix.  Binary and regression models (C = 1).
+    One compiled pass over the stored entries of X and X_test (each row's margin with its node's
+    row of V) and one over V for the ‖v_k‖² of F_k: no product with a dense K × d matrix.
+    Binary and regression models (C = 1).
     """
 
     def __init__(self, evaluator: NodeEvaluator, target: np.ndarray | None = None):
@@ -403,9 +404,10 @@ class PersonalEvaluator:
         self.problem = p
         self.K = evaluator.K
         ds = p.data
-        self._train = _entry_nodes(ds.X, ds.node_of_row)
-        tn = np.asarray(ds.test_nodes, dtype=np.int64)
-        self._test = _entry_nodes(ds.X_test, tn)
+        self._train = (ds.X.indptr.astype(np.int64), ds.X.indices, ds.X.data,
+                       np.ascontiguousarray(ds.node_of_row, dtype=np.int64))
+        self._test = (ds.X_test.indptr.astype(np.int64), ds.X_test.indices, ds.X_test.data,
+                      np.ascontiguousarray(ds.test_nodes, dtype=np.int64))
         if target is not None:
             target = np.asarray(target, dtype=np.float64)
             if target.shape != (self.K, p.size):
@@ -416,14 +418,18 @@ class PersonalEvaluator:
 
     def evaluate(self, V: np.ndarray, iteration: int = 0) -> PersonalScores:
         ev = self.ev
-        if not np.all(np.isfinite(V)):
-            return PersonalScores(math.nan, nan_fields(), NodeScores(iteration, np.full(self.K, np.nan, np.float32),
-                                                                     np.full(self.K, np.nan, np.float32)))
-        z = _gather_margins(V, *self._train)
-        z_test = _gather_margins(V, *self._test)
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        sq = np.empty(self.K)
+        if not _row_squares(V, sq):   # a non-finite model: no scores (the objective says it diverged)
+            nan = np.full(self.K, np.nan, np.float32)
+            return PersonalScores(math.nan, nan_fields(), NodeScores(iteration, nan, nan))
+        z = np.empty(self._train[0].size - 1)
+        _personal_margins(*self._train, V, z)
+        z_test = np.empty(self._test[0].size - 1)
+        _personal_margins(*self._test, V, z_test)
         err = ev.node_test_error(z_test)
         # F_k(v_k) = (1/n_k) Σ φ_i(x_iᵀv_k) + (λ/2)‖v_k‖²: the data part with no global w (a zero w adds 0).
-        loss = ev.node_loss(_NO_MODEL, z) + 0.5 * self.problem.lam * np.einsum("ij,ij->i", V, V)
+        loss = ev.node_loss(_NO_MODEL, z) + 0.5 * self.problem.lam * sq
         fields = {f"node_error_{k}": v for k, v in summarize(err).items()}
         fields.update({f"node_loss_{k}": v for k, v in summarize(loss).items()})
         fields["nodes_untested"] = float(ev.untested)
@@ -440,14 +446,27 @@ class PersonalEvaluator:
 _NO_MODEL = np.zeros(1)
 
 
-def _entry_nodes(X, row_nodes):
-    """(row of each stored entry, node of each entry, column, value, n rows) of a CSR matrix."""
-    rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
-    node = np.asarray(row_nodes, dtype=np.int64)[rows]
-    keep = node >= 0                 # test rows of no node (a separate test file): no personal model
-    return rows[keep], node[keep], X.indices[keep], X.data[keep], X.shape[0]
+@numba.njit(cache=True, nogil=True)
+def _personal_margins(indptr, indices, data, row_node, V, out):
+    """out[i] = x_iᵀ V[node of row i] (0 for a row of no node: a separate test file's)."""
+    for i in range(out.size):
+        k = row_node[i]
+        s = 0.0
+        if k >= 0:
+            for p in range(indptr[i], indptr[i + 1]):
+                s += data[p] * V[k, indices[p]]
+        out[i] = s
 
 
-def _gather_margins(V, rows, node, col, val, n):
-    """z_i = x_iᵀ V[node of row i] for every row (0 for rows of no node)."""
-    return np.bincount(rows, weights=val * V[node, col], minlength=n)
+@numba.njit(cache=True, nogil=True)
+def _row_squares(V, out):
+    """out[k] = ‖V[k]‖²; False when an entry is not finite."""
+    for k in range(V.shape[0]):
+        s = 0.0
+        for j in range(V.shape[1]):
+            v = V[k, j]
+            if not math.isfinite(v):
+                return False
+            s += v * v
+        out[k] = s
+    return True
