@@ -31,8 +31,8 @@ round (v_kj ← r^T v_kj + ηλ_D q_T w^t_j), so v_k off its support is a node-s
 every global model it has received, i.e. it needs the history of w^t (R × d, growing with the
 run).  Dense models are exact and simple, and evaluation reads v_k on the node's test
 features, which need not be on its training support.  So the run is refused when K·d exceeds
-:data:`PERSONAL_VALUES` (200 MB of float64): google-plus-small (K = 500) fits, the paper's
-K = 10,000 × d = 20,002 (1.6 GB) does not; its exact v_k(λ_D) comes from
+:data:`PERSONAL_VALUES` (200 MB of float64): google-plus-small (K = 500 × d = 5,002, 20 MB) fits,
+the paper's K = 10,000 × d = 20,002 (1.6 GB) does not; its exact v_k(λ_D) comes from
 :mod:`fedviz.personal` instead.
 
 Cost per round: FedAvg's, plus the personal loop, O(E·nnz_k + d) per sampled node: a

@@ -120,10 +120,12 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     # yield (another algorithm's turn, a slow consumer) the start is moved forward.
     start = time.perf_counter()
     nodes = pernode.NodeEvaluator(problem)
+    # A model per node (Ditto, APFL): scored node by node beside the global model; carried on the
+    # evaluator so that _record and _final keep their signatures.
     if algo.personal_models() is not None:
         nodes.personal = pernode.PersonalEvaluator(nodes, personal_target)
     elif personal_target is not None:
-        raise ParameterError("personal_target", "a K × d array",
+        raise ParameterError("personal_target", f"an array of shape {np.shape(personal_target)}",
                              f"only for an algorithm with a model per node (Ditto, APFL), not {cls.title}")
     first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes)
     objectives = [first.objective]

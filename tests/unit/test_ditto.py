@@ -307,10 +307,15 @@ def test_personal_models_over_the_budget_are_refused(monkeypatch):
     Ditto(pb)                                             # at the budget: accepted
 
 
-def test_paper_scale_is_over_the_budget():
-    """The paper's K = 10,000 nodes × d = 20,002 features: 1.6 GB of personal models."""
+def test_paper_scale_is_over_the_budget_and_google_plus_small_within_it():
+    """The paper's K = 10,000 nodes × d = 20,002 features: 1.6 GB of personal models, refused;
+    google-plus-small's K = 500 × d = 5,002 fits, with APFL's second array too."""
+    from fedviz.data.presets import make_preset
+
     assert 10_000 * 20_002 > ditto_mod.PERSONAL_VALUES
-    assert 500 * 20_002 <= ditto_mod.PERSONAL_VALUES     # google-plus-small's K = 500 fits
+    small = make_preset("google-plus-small")
+    assert (small.n_nodes, small.X.shape[1]) == (500, 5_002)
+    assert 2 * 500 * 5_002 <= ditto_mod.PERSONAL_VALUES
 
 
 def test_softmax_is_refused_with_its_reason():
