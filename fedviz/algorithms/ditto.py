@@ -58,6 +58,12 @@ from .fedavg import BATCH_SIZE, CLIENT_FRACTION, LOCAL_EPOCHS, FedAvg
 PERSONAL_VALUES = 25_000_000
 
 
+def _size(values: int) -> str:
+    """The memory of ``values`` float64 numbers, in GB or MB."""
+    b = 8 * values
+    return f"{b / 1e9:.2g} GB" if b >= 1e9 else f"{b / 1e6:.3g} MB"
+
+
 def check_personal_budget(algorithm, problem, copies: int = 1) -> None:
     """Refuse a problem whose ``copies`` K × d arrays of personal models exceed :data:`PERSONAL_VALUES`."""
     K, size = problem.data.n_nodes, problem.size
@@ -66,8 +72,8 @@ def check_personal_budget(algorithm, problem, copies: int = 1) -> None:
         times = f"{copies} × " if copies > 1 else ""
         raise ParameterError(
             f"{algorithm.name}.personal_models",
-            f"{times}K × d = {times}{K:,} × {size:,} = {values:,} values ({values * 8 / 1e9:.2g} GB)",
-            f"at most {PERSONAL_VALUES:,} values ({PERSONAL_VALUES * 8 // 10**6} MB): "
+            f"{times}K × d = {times}{K:,} × {size:,} = {values:,} values ({_size(values)})",
+            f"at most {PERSONAL_VALUES:,} values ({_size(PERSONAL_VALUES)}): "
             f"{algorithm.title} keeps {'two dense arrays' if copies > 1 else 'a dense model'} per node",
             hint="use fewer nodes or features (the exact personalised models need no such run)")
 

@@ -327,3 +327,19 @@ def test_softmax_is_refused_with_its_reason():
 def test_lambda_is_validated():
     with pytest.raises(ParameterError, match="ditto.ditto_lambda"):
         Ditto(make_problem(), ditto_lambda=-1.0)
+
+
+def test_the_refusal_at_paper_scale_says_the_sizes():
+    from types import SimpleNamespace
+
+    from fedviz.algorithms.apfl import APFL
+
+    paper = SimpleNamespace(data=SimpleNamespace(n_nodes=10_000), size=20_002)
+    with pytest.raises(ParameterError) as err:
+        ditto_mod.check_personal_budget(Ditto, paper)
+    assert str(err.value) == (
+        "parameter ditto.personal_models='K × d = 10,000 × 20,002 = 200,020,000 values (1.6 GB)' is out of "
+        "range: allowed at most 25,000,000 values (200 MB): Ditto keeps a dense model per node; use fewer nodes "
+        "or features (the exact personalised models need no such run)")
+    with pytest.raises(ParameterError, match=r"2 × K × d = 2 × 10,000 × 20,002 = 400,040,000 values \(3.2 GB\)"):
+        ditto_mod.check_personal_budget(APFL, paper, copies=2)
