@@ -8,10 +8,12 @@ help text.
 from __future__ import annotations
 
 from ..errors import ParameterError
+from .apfl import APFL
 from .base import Algorithm, Param
 from .cocoa import CoCoA
 from .cocoa_plus import CoCoAPlus
 from .dane import DANE
+from .ditto import Ditto
 from .dual_method import DualMethod
 from .fedavg import FedAvg
 from .fedprox import FedProx
@@ -31,6 +33,8 @@ ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
     PrimalMethod, DualMethod,
     # Today's federated baselines.
     FedAvg, FedProx, Scaffold,
+    # Personalised federated learning (issue 23): a model per node besides the global one.
+    Ditto, APFL,
     # Centralised references on the pooled data (not federated).
     SVRG, SGD,
 )}

@@ -251,6 +251,12 @@ class Algorithm:
         self.objective_and_gradient()
         return self._train_error
 
+    def personal_models(self) -> np.ndarray | None:
+        """Each node's own model, K × dC (row k is the model node k is scored with), or None when
+        the algorithm has only the server's ``w`` (issue 23, point 3: Ditto's v_k, APFL's mixture).
+        The runner scores node k's rows with row k (:mod:`fedviz.runner.pernode`)."""
+        return None
+
     def rng(self, *stream: int) -> np.random.Generator:
         """A generator for (seed, iteration, *stream): reproducible and independent per use,
         so two algorithms fed the same seed draw the same samples (Proposition 1's remark)."""

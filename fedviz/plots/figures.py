@@ -201,7 +201,10 @@ def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width
     plot = max(PLOT_MIN, height - top - xtitle - _LEGEND_ROW - 26)
     total = top + plot + bottom
     fig.update_layout(height=total, margin=dict(l=left, r=right, t=top, b=bottom),
-                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0))
+                      # maxheight 1 (the whole figure): Plotly caps a horizontal legend at half the figure by
+                      # default, which made 16 runs scroll at 280 px although the margin holds them.
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0,
+                                  maxheight=1.0))
     return total
 
 

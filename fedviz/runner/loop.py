@@ -31,6 +31,7 @@ import numpy as np
 
 from ..algorithms import get_algorithm
 from ..algorithms.base import Algorithm, StopRequested
+from ..errors import ParameterError
 from ..problems.objective import Problem
 from . import pernode
 from .health import Watch, assess
@@ -100,25 +101,30 @@ class IterationRecord:
     unseen_error_max: float = math.nan
     unseen_untested: float = math.nan
     nodes: pernode.NodeScores | None = field(default=None, compare=False, repr=False)
+    #: An algorithm with a model per node (Ditto, APFL): every node scored with its own model
+    #: (:class:`~fedviz.runner.pernode.PersonalScores`), in memory only as ``nodes``; None otherwise.
+    personal: pernode.PersonalScores | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
         """The fields of :data:`FIELDS` (not the in-memory per-node vectors)."""
         return {f: getattr(self, f) for f in FIELDS}
 
 
-FIELDS = tuple(f for f in IterationRecord.__dataclass_fields__ if f != "nodes")
+FIELDS = tuple(f for f in IterationRecord.__dataclass_fields__ if f not in ("nodes", "personal"))
 assert FIELDS[-len(pernode.FIELDS):] == pernode.FIELDS, "the record's per-node fields follow pernode.FIELDS"
 
 
 def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: int,
             hyper: Mapping | None = None, seed: int = 0, w0: np.ndarray | None = None,
             f_star: float | None = None, stop: Callable[[], bool] | None = None,
-            label: str | None = None) -> Iterator[IterationRecord]:
+            label: str | None = None, personal_target: np.ndarray | None = None) -> Iterator[IterationRecord]:
     """Run ``iterations`` outer iterations, yielding the start and then every iteration.
 
     Hyperparameter errors are raised before the first record (refused before the run
     starts); after that nothing is raised: the last record's status says how it ended.
-    ``f_star`` defaults to NaN suboptimality when not given.
+    ``f_star`` defaults to NaN suboptimality when not given.  ``personal_target`` (K × d), for an
+    algorithm with personal models only, is the exact model of each node (the exact Ditto v_k(λ)):
+    every record's ``personal.distance`` is then the distance of the run's personal models to it.
     """
     cls = get_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
     algo = cls(problem, seed=seed, w0=w0, **dict(hyper or {}))
@@ -130,6 +136,13 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     start = time.perf_counter()
     nodes = pernode.NodeEvaluator(problem)
     unseen = pernode.UnseenEvaluator.of(problem)  # None when the data set holds no unseen nodes
+    # A model per node (Ditto, APFL): scored node by node beside the global model; carried on the
+    # evaluator so that _record and _final keep their signatures.
+    if algo.personal_models() is not None:
+        nodes.personal = pernode.PersonalEvaluator(nodes, personal_target)
+    elif personal_target is not None:
+        raise ParameterError("personal_target", f"an array of shape {np.shape(personal_target)}",
+                             f"only for an algorithm with a model per node (Ditto, APFL), not {cls.title}")
     first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes, unseen)
     objectives = [first.objective]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
@@ -219,12 +232,15 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         per_node, scores = unseen.add(w, per_node, scores) if unseen is not None else \
             ({**per_node, "nodes_unseen": 0.0}, scores)
         train_err = algo.train_error()
+    personal = getattr(nodes, "personal", None)
+    if personal is not None:
+        personal = personal.evaluate(algo.personal_models(), algo.iteration)
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
         test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,
         vectors_up=algo.vectors_up, vectors_down=algo.vectors_down, grad_evals=algo.grad_evals,
         passes=algo.grad_evals / p.n, seconds=time.perf_counter() - start, status=status,
-        nodes=scores, **per_node)
+        nodes=scores, personal=personal, **per_node)
 
 
 def _final(algo, label, f_star, start, nodes, unseen, status, message) -> IterationRecord:
@@ -241,5 +257,6 @@ def _final(algo, label, f_star, start, nodes, unseen, status, message) -> Iterat
 def _replace(rec: IterationRecord, **changes) -> IterationRecord:
     d = rec.as_dict()
     d["nodes"] = rec.nodes
+    d["personal"] = rec.personal
     d.update(changes)
     return IterationRecord(**d)

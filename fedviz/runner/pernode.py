@@ -412,3 +412,109 @@ class NodeHistory:
         it, err, loss = (np.empty_like(a) for a in (self._it, self._err, self._loss))
         it[:m], err[:m], loss[:m] = self._it[keep], self._err[keep], self._loss[keep]
         self._it, self._err, self._loss, self.n = it, err, loss, m
+
+
+# ---------------------------------------------------------------------------------------------
+# Personal models (issue 23, point 3): each node scored with its own model
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class PersonalScores:
+    """Every node scored with its own model at one iteration (Ditto's v_k, APFL's mixture;
+    :meth:`~fedviz.algorithms.base.Algorithm.personal_models`), beside the global model's.
+
+    ``test_error``: pooled over the test rows that belong to a node, each row scored by its node's
+    model (rows of no node have no personal model and are left out); ``fields``: the per-node
+    summaries :data:`FIELDS` of these models (``node_loss_*`` of F_k(v_k), eq. (6));
+    ``scores``: the per-node vectors; ``distance``: the root mean square over the K nodes of
+    ‖v_k − v_k*‖₂ to an exact target v_k* when the run was given one (the exact Ditto v_k(λ)),
+    else NaN, and ``node_distance`` the K distances (float32) or None.
+    """
+
+    test_error: float
+    fields: dict
+    scores: NodeScores
+    distance: float = math.nan
+    node_distance: np.ndarray | None = None
+
+
+class PersonalEvaluator:
+    """Scores node k's training and test rows with row k of a K × d model array.
+
+    One compiled pass over the stored entries of X and X_test (each row's margin with its node's
+    row of V) and one over V for the ‖v_k‖² of F_k: no product with a dense K × d matrix.
+    Binary and regression models (C = 1).
+    """
+
+    def __init__(self, evaluator: NodeEvaluator, target: np.ndarray | None = None):
+        p = evaluator.problem
+        self.ev = evaluator
+        self.problem = p
+        self.K = evaluator.K
+        ds = p.data
+        self._train = (ds.X.indptr.astype(np.int64), ds.X.indices, ds.X.data,
+                       np.ascontiguousarray(ds.node_of_row, dtype=np.int64))
+        self._test = (ds.X_test.indptr.astype(np.int64), ds.X_test.indices, ds.X_test.data,
+                      np.ascontiguousarray(ds.test_nodes, dtype=np.int64))
+        if target is not None:
+            target = np.asarray(target, dtype=np.float64)
+            if target.shape != (self.K, p.size):
+                from ..errors import ParameterError
+                raise ParameterError("personal_target", f"shape {target.shape}",
+                                     f"one model per node, K × d = {self.K} × {p.size}")
+        self.target = target
+
+    def evaluate(self, V: np.ndarray, iteration: int = 0) -> PersonalScores:
+        ev = self.ev
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        sq = np.empty(self.K)
+        if not _row_squares(V, sq):   # a non-finite model: no scores (the objective says it diverged)
+            nan = np.full(self.K, np.nan, np.float32)
+            return PersonalScores(math.nan, nan_fields(), NodeScores(iteration, nan, nan))
+        z = np.empty(self._train[0].size - 1)
+        _personal_margins(*self._train, V, z)
+        z_test = np.empty(self._test[0].size - 1)
+        _personal_margins(*self._test, V, z_test)
+        err = ev.node_test_error(z_test)
+        # F_k(v_k) = (1/n_k) Σ φ_i(x_iᵀv_k) + (λ/2)‖v_k‖²: the data part with no global w (a zero w adds 0).
+        loss = ev.node_loss(_NO_MODEL, z) + 0.5 * self.problem.lam * sq
+        fields = {f"node_error_{k}": v for k, v in summarize(err).items()}
+        fields.update({f"node_loss_{k}": v for k, v in summarize(loss).items()})
+        fields["nodes_untested"] = float(ev.untested)
+        counts = ev.test_counts
+        pooled = (float(np.nansum(err * counts) / counts.sum()) if counts.sum() > 0 else math.nan)
+        dist, node_dist = math.nan, None
+        if self.target is not None:
+            nd = np.linalg.norm(V - self.target, axis=1)
+            dist, node_dist = float(np.sqrt(np.mean(nd ** 2))), nd.astype(np.float32)
+        return PersonalScores(pooled, fields, NodeScores(iteration, err.astype(np.float32), loss.astype(np.float32)),
+                              dist, node_dist)
+
+
+_NO_MODEL = np.zeros(1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _personal_margins(indptr, indices, data, row_node, V, out):
+    """out[i] = x_iᵀ V[node of row i] (0 for a row of no node: a separate test file's)."""
+    for i in range(out.size):
+        k = row_node[i]
+        s = 0.0
+        if k >= 0:
+            for p in range(indptr[i], indptr[i + 1]):
+                s += data[p] * V[k, indices[p]]
+        out[i] = s
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_squares(V, out):
+    """out[k] = ‖V[k]‖²; False when an entry is not finite."""
+    for k in range(V.shape[0]):
+        s = 0.0
+        for j in range(V.shape[1]):
+            v = V[k, j]
+            if not math.isfinite(v):
+                return False
+            s += v * v
+        out[k] = s
+    return True

@@ -82,6 +82,10 @@ COLD_SECONDS: dict[tuple[int, str], float] = {
     (5, 'cocoa'): 0.09, (5, 'cocoa-plus'): 0.09, (5, 'dane'): 0.13, (5, 'fedavg'): 0.02, (5, 'fedprox'): 0.1,
     (5, 'fsvrg'): 0.03, (5, 'gd'): 0.13, (5, 'naive-fsvrg'): 0, (5, 'one-shot'): 1, (5, 'scaffold'): 0.2,
     (5, 'sgd'): 0.08, (5, 'svrg'): 0.07,
+    # Ditto and APFL: measured on a busier machine, scaled by its ratio to the steps above.
+    (0, 'apfl'): 0.87, (0, 'ditto'): 0.88, (1, 'apfl'): 0.05, (1, 'ditto'): 0.04, (2, 'apfl'): 0.05,
+    (2, 'ditto'): 0.06, (3, 'apfl'): 0.14, (3, 'ditto'): 0.18, (4, 'apfl'): 0.15, (4, 'ditto'): 0.05,
+    (5, 'apfl'): 0.14, (5, 'ditto'): 0.09,
 }
 
 

@@ -40,6 +40,11 @@ MAX_DELAY = 1.5
 WAIT = 120.0
 
 
+#: Algorithms with a dense personal model per node refuse the paper's K × d (1.6 GB; their budget and
+#: its message: tests/unit/test_ditto.py), so Stop has no run to end there.
+STOPPABLE = [name for name in ALGORITHMS if name not in ("ditto", "apfl")]
+
+
 def _loss(name: str) -> str:
     """The Appendix's methods are for ridge regression; everything else runs logistic."""
     return "squared" if ALGORITHMS[name].losses == ("squared",) else "logistic"
@@ -69,7 +74,7 @@ def _key(rec):
     return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in asdict(rec).values())
 
 
-@pytest.mark.parametrize("name", list(ALGORITHMS))
+@pytest.mark.parametrize("name", STOPPABLE)
 def test_stop_ends_the_run_within_a_second_and_keeps_its_iterations(paper, name):
     problems, store, manager = paper
     problem = problems[_loss(name)]

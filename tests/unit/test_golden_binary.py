@@ -39,9 +39,18 @@ def _groups(keys) -> list[str]:
     return sorted({"/".join(k.split("/")[:2]) for k in keys})
 
 
+#: Algorithms registered after the recording (issue 23): they had no figures before the refactor.
+NEWER = ("ditto", "apfl")
+
+
+def _newer(key: str) -> bool:
+    return any(f"/{name}/" in key or key.endswith(f"/{name}") for name in NEWER)
+
+
 def test_the_same_figures_are_recorded_and_computed(golden):
     recorded, now = golden
-    assert sorted(now) == sorted(recorded)
+    assert sorted(recorded) == sorted(k for k in now if not _newer(k))
+    assert all(not _newer(k) for k in recorded)
 
 
 @pytest.mark.parametrize("group", ["run/gplus40", "run/a9a2000", "opt/gplus40", "opt/a9a2000",

@@ -23,7 +23,7 @@ from fedviz.runner.job import ProblemSpec, RunJob
 
 DNA = DataSpec(source=str(DATA / "dna.scale"))
 #: The algorithms without softmax, and inexact DANE (issue 22, point 3).
-REFUSED = ("cocoa-plus", "cocoa", "dual-method", "primal-method")
+REFUSED = ("cocoa-plus", "cocoa", "dual-method", "primal-method", "ditto", "apfl")
 
 
 def _rows(X, codes):
