@@ -91,3 +91,16 @@ def test_bucket_errors_of_a_d_by_c_model_sum_each_feature_s_row():
         feats = buckets.index == b
         if feats.any():
             assert one.mean_abs[b] == pytest.approx(np.mean(np.abs(e[feats])), rel=1e-12)
+
+
+def test_the_properties_page_measures_softmax_and_says_why_cocoa_plus_is_not():
+    at = open_page("pages/learn_properties.py", timeout=300)
+    at.selectbox(key="learn-props-loss").set_value("softmax").run(timeout=300)
+    assert not at.error and not at.exception
+    at.selectbox(key="learn-props-algorithm").set_value("cocoa-plus").run()
+    text = " ".join(m.value for m in at.markdown)
+    assert "**Not measured.** " + ALGORITHMS["cocoa-plus"].softmax_refusal() + "." in text
+    at.selectbox(key="learn-props-algorithm").set_value("dane").run()
+    at.selectbox(key="learn-props-property").set_value("D").run()
+    assert any(m.value.startswith(":green[**Measured: has it.**]") for m in at.markdown)
+    assert any("Softmax: its rows in three classes" in c.value for c in at.caption)
