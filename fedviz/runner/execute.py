@@ -226,6 +226,8 @@ class _Run:
         data = problem.data
         summary = {**data.stats.summary(), "task": data.task, "loss": problem.loss.name, "lam": problem.lam,
                    "error_metric": problem.error_metric}
+        if problem.n_classes > 1:  # the classes a softmax run's argmax error counts, by their names (issue 22)
+            summary["classes"] = list(data.class_names)
         sink.started(fingerprint=data.fingerprint, summary=summary, f_star=f_star,
                      optimum_test_error=optimum_test_error)
         self.round_robin(problem, f_star)
