@@ -275,7 +275,7 @@ def _row(rec, tuned: dict, with_tune: bool) -> dict:
 
 def _cmd_export(args) -> int:
     from .data.build import build
-    from .data.export import export_dataset
+    from .data.export import export_dataset, missing_classes
     from .errors import ParameterError
 
     if args.test_out is not None and os.path.abspath(args.test_out) == os.path.abspath(args.out):
@@ -283,6 +283,10 @@ def _cmd_export(args) -> int:
     ds = build(data_spec_from_args(args))
     _print_warnings(ds)
     n, n_test = export_dataset(ds, args.out, args.test_out, qid=args.qid)
+    missing = missing_classes(ds)
+    if missing:  # the file read back would code its classes differently
+        print(f"warning: class {', '.join(missing)} has no training row; {args.out} read back holds "
+              f"{ds.n_classes - len(missing)} classes, coded 0..{ds.n_classes - len(missing) - 1}", file=sys.stderr)
     print(f"wrote {args.out} ({n} rows, d = {ds.d})"
           + (f" and {args.test_out} ({n_test} rows)" if args.test_out else ""), file=sys.stderr)
     return 0

@@ -165,16 +165,44 @@ with tab_history:
 
 with tab_whatif:
     config = ui.current_config()
-    st.markdown("Run the chosen algorithms on the same data split two ways, side by side. The default pits the "
-                "data's own (non-IID) nodes against **reshuffle**, which keeps every node's size but fills it with "
-                "random rows — the paper's FSVRG against FSVRGR.")
-    names = [ui.algorithm_label(name) + (f" ({', '.join(f'{human_label(k)} = {v}' for k, v in hyper)})"
-                                         if hyper else "") for name, hyper in config.algorithms]
-    shown = {k: v for k, v in config.as_json().items() if k not in ("algorithms", "iterations", "seed")}
-    settings = describe_run(shown, partition=False)
-    st.caption(f"Runs {', '.join(names)} on {settings} (the Run page's settings; {config.iterations} "
-               f"iterations, seed {config.seed}), once on each partitioning.")
-    options = [OWN] + list(PARTITIONERS)
+    ds, whatif = None, None
+    with ui.guard("Loading the data set"):
+        ds = ui.load_dataset(config.data)
+    grouped = config.data.is_preset or bool(ds is not None and ds.meta.get("groups"))
+    # Reshuffle and natural regroup the data's own groups (a generator's nodes, a file's qid:); a file without
+    # them offers the others, and B starts on label skew (regression: unbalanced sizes), a split such a file can have.
+    default_b = "reshuffle" if grouped else "dirichlet" if ds is None or ds.task == "classification" else \
+        "iid-unbalanced"
+    st.markdown("Run the chosen algorithms on the same data split two ways, side by side. " + {
+        "reshuffle": "The default pits the data's own (non-IID) nodes against **reshuffle**, which keeps every "
+                     "node's size but fills it with random rows — the paper's FSVRG against FSVRGR.",
+        "dirichlet": "The default pits the data's own nodes against **label skew (Dirichlet)**, which gives each "
+                     "node its own mix of the classes.",
+        "iid-unbalanced": "The default pits the data's own nodes against **IID, unbalanced sizes**."}[default_b])
+    if ds is not None:
+        # The Run page's settings as these data take them: softmax for many classes, and only the algorithms
+        # that take it; the others named with the registry's sentence (issue 22).
+        whatif, refused = config.for_data(ds.multiclass)
+        if refused:
+            st.caption(("Left out on these " + f"{ds.n_classes} classes: " if ds.multiclass else "Left out: ")
+                       + "; ".join(refused) + ".")
+        if whatif is None:
+            st.info("None of the Run page's algorithms runs on these data: choose others on the Run page.")
+    if whatif is not None:
+        names = [ui.algorithm_label(name) + (f" ({', '.join(f'{human_label(k)} = {v}' for k, v in hyper)})"
+                                             if hyper else "") for name, hyper in whatif.algorithms]
+        shown = {k: v for k, v in whatif.as_json().items() if k not in ("algorithms", "iterations", "seed")}
+        settings = describe_run(shown, partition=False)
+        st.caption(f"Runs {', '.join(names)} on {settings} (the Run page's settings; {whatif.iterations} "
+                   f"iterations, seed {whatif.seed}), once on each partitioning.")
+    options = [OWN] + [p for p in PARTITIONERS if grouped or not PARTITIONERS[p].needs_groups]
+    if not grouped:
+        st.caption(" and ".join(ui.partitioner_label(p) for p in PARTITIONERS if PARTITIONERS[p].needs_groups)
+                   + " are not offered: they regroup the data's own groups (a file's qid:, a generator's nodes), "
+                     "and this file has none.")
+    for side in ("a", "b"):  # a choice of other data that these cannot take falls back to the default
+        if st.session_state.get(f"whatif-{side}") not in (None, *options):
+            st.session_state[f"whatif-{side}"] = OWN if side == "a" else default_b
     c1, c2 = st.columns(2)
     invalid = False
     with c1:
@@ -184,7 +212,7 @@ with tab_whatif:
         except ui.InvalidInput:
             spec_a, invalid = None, True
     with c2:
-        b = st.selectbox("Partition B", options, key=ui.seeded("whatif-b", "reshuffle"), format_func=_choice_label)
+        b = st.selectbox("Partition B", options, key=ui.seeded("whatif-b", default_b), format_func=_choice_label)
         try:
             spec_b = partition_knobs("b", b)
         except ui.InvalidInput:
@@ -192,14 +220,14 @@ with tab_whatif:
     needs_k = any(choice != OWN and not PARTITIONERS[choice].nodes_from_groups for choice in (a, b))
     nodes = int(st.number_input("Nodes K (for the partitioners that take it)", 1, 100_000,
                                 key=ui.seeded("whatif-nodes", 100), disabled=not needs_k))
-    if st.button(":material/play_arrow: Run both", type="primary", disabled=invalid):
+    if st.button(":material/play_arrow: Run both", type="primary", disabled=invalid or whatif is None):
         with ui.guard("Starting the comparison"):
             for key, choice, spec in (("whatif-run-a", a, spec_a), ("whatif-run-b", b, spec_b)):
                 k = None if spec is None or PARTITIONERS[choice].nodes_from_groups else nodes
                 if spec is not None:
                     make_partitioner(spec, n_nodes=k, seed=config.data.seed)  # a bad knob stops here, named
                 data = dataclasses.replace(config.data, partition=spec, nodes=k)
-                ui.start_run(dataclasses.replace(config, data=data), key=key)
+                ui.start_run(dataclasses.replace(whatif, data=data), key=key)
             st.session_state["whatif-specs"] = (spec_a or OWN, spec_b or OWN)
     ui.axis_controls("whatif-axis", "whatif-cost")
     ran = st.session_state.get("whatif-specs", (None, None))

@@ -14,9 +14,10 @@ from fedviz.errors import FedvizError, ParameterError
 from fedviz.experiments import driver, from_mapping, from_toml
 from fedviz.experiments.builtin import BUILTINS, SCALES, builtin_for
 from fedviz.experiments.results import METRICS, load
-from fedviz.experiments.spec import DEFAULT_TARGET, PLAIN_KEYS, parse_values
+from fedviz.experiments.spec import DEFAULT_TARGET, PLAIN_KEYS, data_classes, parse_values
 from fedviz.plots import experiments as views
-from fedviz.problems.losses import LOSSES
+from fedviz.data.build import DataSpec
+from fedviz.problems.losses import loss_choices
 from fedviz.runner.tune import tunable_params
 
 ui.through_navigation()
@@ -96,12 +97,26 @@ with st.expander("Define your own experiment", expanded=False):
         preset = c1.selectbox("Data (preset)", list(PRESETS), key=ui.seeded("exp-preset", "identical-nodes"))
         options = c2.text_input("Preset options", key=ui.seeded("exp-preset-options", ""),
                                 placeholder="e.g. n_nodes=5&seed=1", help="key=value pairs joined by &.")
-        loss = c3.selectbox("Loss", list(LOSSES), key=ui.seeded("exp-loss", "logistic"))
+        # Softmax for a preset of many classes (fedprox-synthetic-10), the binary losses otherwise (issue 22); a
+        # preset option the generator refuses is named at launch.
+        try:
+            n_classes = data_classes(DataSpec(source="preset:" + preset.split("?")[0]
+                                              + (f"?{options.strip()}" if options.strip() else "")))
+        except FedvizError:
+            n_classes = 1
+        multiclass = n_classes > 1
+        losses = loss_choices(multiclass)
+        loss = c3.selectbox("Loss", list(losses), key=ui.seeded("exp-loss-softmax" if multiclass else "exp-loss",
+                                                                losses[0]))
         partition = st.text_input("Partition (optional)", key=ui.seeded("exp-partition", ""),
                                   placeholder="e.g. dirichlet:alpha=1", help="Split the data over new nodes: "
                                   + ", ".join(PARTITIONERS) + ". Needed to vary partition.<knob>.")
-        names = st.multiselect("Algorithms", list(ALGORITHMS), format_func=ui.algorithm_label,
-                               key=ui.seeded("exp-algorithms", ["gd", "fedavg"]))
+        offered, left_out = ui.algorithm_choices(multiclass)
+        names = st.multiselect("Algorithms", offered, format_func=ui.algorithm_label,
+                               key=ui.seeded("exp-algorithms-softmax" if multiclass else "exp-algorithms",
+                                             [n for n in ("gd", "fedavg") if n in offered]))
+        if left_out:
+            st.caption(ui.left_out_text(left_out, n_classes))
         arms = []
         for name in names:
             a1, a2 = st.columns([1, 2])

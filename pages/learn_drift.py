@@ -52,6 +52,8 @@ with ui.guard("Tracing client drift"):
                f"{100 * vs[1].plane.explained:.0f}% on the non-IID one). The non-IID split gives each node one "
                "label: " + ", ".join(f"node {k + 1}: {100 * p:.0f}% +1" for k, p in enumerate(vs[1].node_labels))
                + ".")
+    st.caption("This lesson draws its own small two-class problem (logistic regression on a few features, so that "
+               "the nodes' paths can be drawn on one plane), whatever the data set in force.")
     st.table({
         "after the last round": ["‖w − w*‖, IID", "‖w − w*‖, non-IID",
                                  "local iterates' mean ‖y_k − w*‖ ÷ ‖w⁰ − w*‖, non-IID"],

@@ -71,7 +71,11 @@ def compare(store, group) -> None:
 
 config = ui.current_config()
 ui.show_query_problems()
-setup = page_setup(config)
+multiclass, n_classes = False, None
+with ui.guard("Loading the data set"):
+    ds = ui.load_dataset(config.data)
+    multiclass, n_classes = ds.multiclass, ds.n_classes
+setup = page_setup(config, multiclass)  # softmax on many classes, and only the algorithms that take it
 names = [ALGORITHMS[n].title for n, _ in setup.algorithms]
 what = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else names[0]
 source = str(setup.data.source).removeprefix("preset:")
@@ -96,9 +100,14 @@ with ui.guard("Reading the run history"):
     if st.session_state.get("eff-group") not in by_id:
         st.session_state["eff-group"] = None
     with st.container(border=own is None):
+        same = set(setup.algorithms) <= set(config.algorithms)  # the settings in force, or some of them
         st.markdown(f"**This page's setup**: {what} on {source}, {setup.iterations} iterations, seed {setup.seed} "
-                    f"(the settings in force{'' if setup == config else ', with the default federated methods'}; "
+                    f"(the settings in force{'' if same else ', with the default federated methods'}; "
                     "a lesson's link sets them).")
+        refused = [why for name, hyper in config.algorithms if name not in dict(setup.algorithms)
+                   for why in [ALGORITHMS[name].loss_refusal(setup.loss, dict(hyper))] if why]
+        if refused:
+            st.caption(f"Left out on these {n_classes} classes (softmax): " + "; ".join(refused) + ".")
         if own is None:
             st.info("The history has no finished runs of this setup yet. Press **Run** (a few seconds), or "
                     "choose runs started earlier below." if groups else

@@ -6,9 +6,9 @@ import streamlit as st
 from fedviz import ui
 from fedviz.markup import escape
 from fedviz.errors import FedvizError
-from fedviz.learn.matrix import PROPERTIES, PROPERTY_QUOTE, PROPERTY_TEXT, START_TEXT, MatrixConfig, properties_matrix
+from fedviz.learn.matrix import (MATRIX_LOSSES, PROPERTIES, PROPERTY_QUOTE, PROPERTY_TEXT, START_TEXT, MatrixConfig,
+                                 properties_matrix)
 from fedviz.plots.learn_matrix import COLUMN_TITLES, cell_at, cell_figure, matrix_figure
-from fedviz.problems.losses import LOSSES
 
 ui.through_navigation()
 
@@ -32,9 +32,10 @@ st.markdown(
 
 with st.expander("Settings", expanded=False):
     c1, c2, c3, c4, c5 = st.columns(5)
-    loss = c1.selectbox("Loss", list(LOSSES), key="learn-props-loss",
+    loss = c1.selectbox("Loss", list(MATRIX_LOSSES), key="learn-props-loss",
                         help="logistic: the paper's experiment; squared (ridge regression) also runs the "
-                             "Appendix's primal and dual methods.")
+                             "Appendix's primal and dual methods; softmax: the same rows in three classes "
+                             "(the −1 rows, and the +1 rows split in two), for the algorithms that take it.")
     eps = c2.selectbox("ε for (B)–(D)", [1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-10], index=3, format_func="{:.0e}".format,
                        key="learn-props-eps", help="A cell counts the rounds until f(w) − f* ≤ ε.")
     budget = c3.number_input("Round budget", min_value=1, max_value=200, value=20, key="learn-props-budget",
@@ -102,6 +103,8 @@ if matrix is not None:
                    if cell.agreement == "disagrees" else ""))
     st.plotly_chart(cell_figure(cell, o1_rounds=config.o1_rounds), key="learn-props-curve",
                     config={"displayModeBar": False})
-    st.caption(f"Data of ({prop}): {matrix.specs[prop]} — {matrix.cases[prop]}")
+    st.caption(f"Data of ({prop}): {matrix.specs[prop]} — {matrix.cases[prop]}"
+               + (". Softmax: its rows in three classes — the −1 rows, and the +1 rows split by the sign of xᵀv "
+                  "(v a seeded Gaussian) — so the model is d × 3" if config.loss == "softmax" else ""))
 
 ui.sync_link()

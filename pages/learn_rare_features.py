@@ -9,6 +9,7 @@ from fedviz.learn.rare_features import (MAX_ITERATIONS, METRICS, VARIANTS, Ablat
                                         ablation_findings, ablation_job, omega_buckets, rare_share)
 from fedviz.plots import convergence_figure
 from fedviz.plots.learn_rare import rare_features_figure
+from fedviz.problems.losses import loss_for
 
 ui.through_navigation()
 
@@ -23,7 +24,7 @@ st.markdown(
 config = ui.current_config()
 ui.show_query_problems()
 
-buckets = None
+buckets, ds = None, None
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)
     buckets = omega_buckets(ds.stats.omega, ds.n_nodes)
@@ -47,7 +48,10 @@ with left:
     ablation = None
     with ui.guard("Reading the settings"):
         if variants:
-            ablation = AblationConfig.of(config, variants=tuple(variants), iterations=int(iterations), tune=bool(tune))
+            # The loss the data take (softmax for many classes: FSVRG's S_k and A scale a feature's row of C).
+            loss = config.loss if ds is None else loss_for(config.loss, ds.multiclass)
+            ablation = AblationConfig.of(config, loss=loss, variants=tuple(variants), iterations=int(iterations),
+                                         tune=bool(tune))
         else:
             st.info("Choose at least one curve.")
     if st.button(":material/play_arrow: Run the ablation", type="primary", disabled=ablation is None,

@@ -262,7 +262,7 @@ def _build_file(spec: DataSpec) -> FederatedDataset:
         "source": train.source, "task": mapping.task, "labels": mapping.description,
         "label_policy": mapping.policy, "classes": list(mapping.classes),
         "partition": partition, "seed": spec.seed, "bias": bool(spec.bias),
-        "zero_based": train.zero_based,
+        "zero_based": train.zero_based, "groups": train.qid is not None,  # reshuffle and natural need them
         "params": {"test": test.source if test is not None else None, "nodes": nodes,
                    "test_fraction": spec.test_fraction, "split": spec.split},
         "warnings": list(train.warnings) + (list(test.warnings) if test is not None else []),

@@ -390,6 +390,38 @@ class Experiment:
                 parse_preset_spec(data.source)
             if data.partition:
                 make_partitioner(data.partition, n_nodes=data.nodes or 1, seed=data.seed)  # its options, K aside
+        self.check_losses()
+
+    def check_losses(self) -> None:
+        """Refuse, before anything starts, a loss the data cannot take (issue 22: softmax for data of more
+        than two classes, a binary or regression loss otherwise) and an algorithm that does not take the
+        loss, naming the algorithm and the registry's reason (:meth:`Algorithm.loss_refusal`): else every
+        cell of it fails on the workers, one by one."""
+        problems = {(c.job.make_problem.data, c.job.make_problem.loss) for c in self.cells()}
+        classes: dict[DataSpec, int | None] = {}
+        for data, loss in sorted(problems, key=lambda p: (str(p[0].source)[:200], p[1])):
+            if data not in classes:
+                try:
+                    classes[data] = data_classes(data)
+                except OSError:  # a file not readable here (a cluster's workers may read it): they say why
+                    classes[data] = None
+            C, name = classes[data], _data_name(data)
+            if C is None:
+                continue
+            if C > 1 and loss != "softmax":
+                raise ParameterError("loss", loss, f"'softmax': {name} holds {C} classes",
+                                     hint='write loss = "softmax" in the experiment (softmax regression over '
+                                          'the classes), or positive = <a class> for one-vs-rest')
+            if C == 1 and loss == "softmax":
+                raise ParameterError("loss", loss, f"a binary or regression loss: {name} holds two classes or "
+                                                   "real targets (softmax is for data of more classes)")
+        for loss in sorted({loss for _, loss in problems}):
+            for arm in self.arms:
+                for _, spec in arm.variants():
+                    why = spec.cls.loss_refusal(loss, spec.values)
+                    if why is not None:
+                        raise ParameterError(f"algorithm {arm.label!r}", spec.name,
+                                             f"an algorithm that takes the {loss} loss", hint=why)
 
     # -- identity -------------------------------------------------------------------------------------
     @property
@@ -420,6 +452,28 @@ class Experiment:
 CONTENT_KEYS = ("data", "uploaded", "uploads", "algorithms", "axes", "seeds", "iterations", "loss", "lam",
                 "data_seed", "target")
 _DISPLAY_ONLY = ("name", "test_name")
+
+
+def data_classes(data: DataSpec) -> int:
+    """C, the model's outputs on ``data``: the number of classes for multiclass data (issue 22), else 1.
+    A preset's is its generator's (``labels = "classes"``: fedprox-synthetic-10), read off its config
+    without drawing it; a file is built (:mod:`fedviz.runner.cache`: the cells' own copy where they run
+    in this process) and its labels counted (:mod:`fedviz.data.labels`)."""
+    from ..data.presets import preset_config
+    from ..runner import cache
+
+    if data.is_preset:
+        name, overrides = parse_preset_spec(data.source)
+        config = preset_config(name, **overrides)
+        return int(config.n_classes) if getattr(config, "labels", None) == "classes" else 1
+    ds = cache.dataset(data)
+    return int(ds.n_classes) if ds.multiclass else 1
+
+
+def _data_name(data: DataSpec) -> str:
+    if isinstance(data.source, bytes):
+        return data.name or "the uploaded file"
+    return str(data.source).rsplit("/", 1)[-1]
 
 
 def content_hash(doc: Mapping[str, Any]) -> str:
@@ -502,6 +556,8 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
         data = "preset:google-plus-small"      # or a LIBSVM path
         partition = "dirichlet:alpha=1"        # optional, the base partitioner
         nodes = 100                            # optional
+        loss = "logistic"                      # softmax for a file of more than two classes
+        positive = 3                           # optional: that class against the rest (one-vs-rest)
         iterations = 30
         seeds = [0, 1, 2]
         target = 1e-4
@@ -520,7 +576,7 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
         values = [0.01, 0.1, 1, 10, 100]
     """
     known = {"name", "data", "test", "partition", "nodes", "test_fraction", "split", "loss", "lam", "iterations",
-             "seeds", "data_seed", "target", "description", "claim", "algorithm", "axis", "bias"}
+             "seeds", "data_seed", "target", "description", "claim", "algorithm", "axis", "bias", "positive"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise ParameterError(f"{where}.{unknown[0]}", doc[unknown[0]], "one of the keys " + ", ".join(sorted(known)))
@@ -529,7 +585,7 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
             raise ParameterError(f"{where}.{key}", None, "to be given")
     data = DataSpec(source=doc["data"], test=doc.get("test"), partition=doc.get("partition"),
                     nodes=doc.get("nodes"), test_fraction=doc.get("test_fraction"),
-                    split=doc.get("split", "auto"), bias=doc.get("bias"))
+                    split=doc.get("split", "auto"), bias=doc.get("bias"), positive=doc.get("positive"))
     arms = []
     for k, item in enumerate(_tables(doc["algorithm"], f"{where}.algorithm")):
         extra = sorted(set(item) - {"name", "label", "hyper", "step", "values", "param"})

@@ -411,12 +411,19 @@ def group_runs(store, group: RunGroup) -> dict[str, dict[str, np.ndarray]]:
 DEFAULT_METHODS = ("fsvrg", "gd", "cocoa-plus", "fedavg")
 
 
-def page_setup(config):
-    """The run the Efficiency page compares: the settings in force (a :class:`RunConfig`) when they name
-    at least two federated methods, else the same settings with :data:`DEFAULT_METHODS`."""
+def page_setup(config, multiclass: bool = False):
+    """The run the Efficiency page compares: the settings in force (a :class:`RunConfig`) as data of
+    ``multiclass`` take them (:meth:`RunConfig.for_data`: softmax and the algorithms that take it, issue 22)
+    when they name at least two federated methods, else the same settings with :data:`DEFAULT_METHODS`
+    (those that take the loss: CoCoA+ is left out on softmax)."""
     from dataclasses import replace
 
-    federated = [n for n, _ in config.algorithms if not is_central(n)]
-    if len(federated) >= 2:
-        return config
-    return replace(config, algorithms=tuple((n, ()) for n in DEFAULT_METHODS))
+    from ..algorithms import ALGORITHMS
+    from ..problems.losses import loss_for
+
+    fitted, _ = config.for_data(multiclass)
+    if fitted is not None and sum(not is_central(n) for n, _ in fitted.algorithms) >= 2:
+        return fitted
+    loss = loss_for(config.loss, multiclass)
+    methods = tuple((n, ()) for n in DEFAULT_METHODS if ALGORITHMS[n].loss_refusal(loss) is None)
+    return replace(config, loss=loss, algorithms=methods)

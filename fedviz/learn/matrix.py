@@ -276,8 +276,8 @@ class MatrixConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.loss not in LOSSES:
-            raise ParameterError("loss", self.loss, "one of " + ", ".join(LOSSES))
+        if self.loss not in MATRIX_LOSSES:
+            raise ParameterError("loss", self.loss, "one of " + ", ".join(MATRIX_LOSSES))
         _check("eps", self.eps, 1e-12, 1.0, float)
         _check("max_rounds", self.max_rounds, 1, 200, int)
         _check("o1_rounds", self.o1_rounds, 1, 200, int)
@@ -326,6 +326,30 @@ def dominant_node_data(ds, *, nodes: int = DOMINANT_NODES, seed: int = 0):
     return ds.with_nodes(node)
 
 
+#: The losses the matrix measures: the binary ones, and softmax on the cases' rows given three classes
+#: (:func:`three_classes`).
+MATRIX_LOSSES = (*LOSSES, "softmax")
+def three_classes(ds, *, seed: int = 0):
+    """``ds`` with :data:`SOFTMAX_CLASSES` = 3 classes: its −1 rows are class 0, its +1 rows class 1 or 2 by
+    the sign of xᵀv for a seeded Gaussian v.  The properties of Section 3.1 are about where the rows and
+    features sit (one node, disjoint features, identical nodes), which this keeps — a row's class is a
+    function of the row and its label, so identical rows keep identical classes — and the case's own
+    labels (with their noise: the classes are not separable) are kept inside the classes; the model
+    becomes the d × 3 one of softmax (issue 22)."""
+    from ..data.dataset import FederatedDataset
+
+    v = np.random.default_rng([seed, 22]).normal(size=ds.d)
+
+    def classes(X, y):
+        return np.where(y < 0, 0.0, np.where(X @ v > 0, 1.0, 2.0)) if y.size else np.zeros(0)
+
+    meta = {**ds.meta, "label_policy": "multiclass", "classes": [0.0, 1.0, 2.0],
+            "labels": "3 classes: the −1 rows, and the +1 rows split by the sign of xᵀv (v seeded Gaussian)"}
+    return FederatedDataset.from_assignment(ds.X, classes(ds.X, ds.y), ds.node_of_row, X_test=ds.X_test,
+                                            y_test=classes(ds.X_test, ds.y_test), test_nodes=ds.test_nodes,
+                                            meta=meta)
+
+
 def case_problem(prop: str, loss: str = "logistic", *, seed: int = 0) -> CaseProblem:
     """The problem of property ``prop``'s own data (:data:`CASE_DATA`; (B)'s dealt by
     :func:`dominant_node_data` with ``seed``), λ = 1/n as in Section 4."""
@@ -335,6 +359,8 @@ def case_problem(prop: str, loss: str = "logistic", *, seed: int = 0) -> CasePro
     ds = make_preset(name, **overrides)
     if prop == "B":
         ds = dominant_node_data(ds, seed=seed)
+    if loss == "softmax":
+        ds = three_classes(ds, seed=seed)
     problem = Problem(ds, loss)
     opt = solve(problem, gtol=1e-12, use_cache=False)
     if prop == "A":
@@ -578,7 +604,10 @@ def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
     claim = paper_claim(name, prop)
     base = dict(algorithm=name, title=cls.title, prop=prop, claim=claim)
     problem = case.problem
-    if problem.loss.name not in cls.losses:
+    if problem.loss.name == "softmax" and cls.softmax_refusal() is not None:
+        return Cell(status="unsupported", value=None, has=None, text="no softmax",
+                    detail=f"{cls.softmax_refusal()}.", **base)
+    if problem.loss.name != "softmax" and problem.loss.name not in cls.losses:
         only = ", ".join(cls.losses)
         return Cell(status="unsupported", value=None, has=None, text=f"{only} loss only",
                     detail=f"{cls.title} supports the {only} loss only; choose it above to measure this cell.",

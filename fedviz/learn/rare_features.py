@@ -135,16 +135,23 @@ class BucketErrors:
 
 
 def bucket_errors(w: np.ndarray, w_star: np.ndarray, buckets: Buckets) -> BucketErrors:
-    """:class:`BucketErrors` of ``w`` against ``w_star``: O(d), one weighted bincount per measure."""
+    """:class:`BucketErrors` of ``w`` against ``w_star``: O(dC), one weighted bincount per measure.
+
+    A softmax model (issue 22) is flat d × C, row-major: feature j's C weights are one row, moved by the
+    same ω^j nodes (A scales the row), so a bucket's squared error sums its features' rows and its mean
+    |w_j − w*_j| is over the bucket's d_B × C weights; for C = 1 this is the vector's own."""
     w, w_star = np.asarray(w, dtype=float), np.asarray(w_star, dtype=float)
-    if w.shape != w_star.shape or w.shape != buckets.index.shape:
-        raise ParameterError("w", f"shape {w.shape}", f"a vector of length d = {buckets.index.size}")
+    d = buckets.index.size
+    if w.shape != w_star.shape or w.ndim != 1 or w.size % max(d, 1) or w.size == 0:
+        raise ParameterError("w", f"shape {w.shape}", f"a vector of length d = {d} (or a flat d × C model)")
+    C = w.size // d
     keep = buckets.index >= 0
-    b, e = buckets.index[keep], (w - w_star)[keep]
+    b = buckets.index[keep]
+    diff, ref_rows = (w - w_star).reshape(d, C)[keep], w_star.reshape(d, C)[keep]
     m = buckets.size
-    sq = np.bincount(b, weights=e * e, minlength=m)
-    ab = np.bincount(b, weights=np.abs(e), minlength=m)
-    ref = np.bincount(b, weights=w_star[keep] ** 2, minlength=m)
+    sq = np.bincount(b, weights=np.sum(diff * diff, axis=1), minlength=m)
+    ab = np.bincount(b, weights=np.sum(np.abs(diff), axis=1) / C, minlength=m)
+    ref = np.bincount(b, weights=np.sum(ref_rows * ref_rows, axis=1), minlength=m)
     with np.errstate(invalid="ignore", divide="ignore"):
         counts = buckets.counts.astype(float)
         mean_abs = np.where(counts > 0, ab / np.where(counts > 0, counts, 1), np.nan)
@@ -224,9 +231,10 @@ class AblationConfig:
             raise ParameterError("tune", self.tune, "true or false")
         for v in self.variants:
             cls = get_algorithm(VARIANTS[v].algorithm)
-            if self.loss not in cls.losses:
+            why = cls.loss_refusal(self.loss, dict(VARIANTS[v].hyper))  # FSVRG and naive FSVRG take softmax
+            if why is not None:
                 raise ParameterError(f"{VARIANTS[v].algorithm} with loss", self.loss,
-                                     "one of " + ", ".join(cls.losses))
+                                     "one of " + ", ".join(cls.losses), hint=why)
 
     @classmethod
     def of(cls, config: RunConfig, **changes) -> "AblationConfig":

@@ -69,6 +69,25 @@ class RunConfig:
         """One validated :class:`AlgorithmSpec` per algorithm, labelled (and grouped) by its title."""
         return tuple(AlgorithmSpec.of(name, dict(hyper)) for name, hyper in self.algorithms)
 
+    def for_data(self, multiclass: bool) -> tuple["RunConfig | None", list[str]]:
+        """These settings as a page runs them on data of ``multiclass`` (issue 22): the loss those data
+        take (:func:`~fedviz.problems.losses.loss_for`: softmax for many classes, a binary loss otherwise)
+        and the algorithms that take it; returns the settings (None when no algorithm is left) and, for
+        each algorithm left out, the registry's sentence saying why (:meth:`Algorithm.loss_refusal`)."""
+        from ..problems.losses import loss_for
+
+        loss = loss_for(self.loss, multiclass)
+        kept, refused = [], []
+        for name, hyper in self.algorithms:
+            why = get_algorithm(name).loss_refusal(loss, dict(hyper))
+            if why is None:
+                kept.append((name, hyper))
+            else:
+                refused.append(why)
+        if not kept:
+            return None, refused
+        return replace(self, loss=loss, algorithms=tuple(kept)), refused
+
     def as_json(self) -> dict:
         data = self.data
         source = data.source if isinstance(data.source, str) else f"upload:{data.name or 'file'}"

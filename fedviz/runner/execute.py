@@ -228,6 +228,8 @@ class _Run:
                    "error_metric": problem.error_metric}
         if getattr(data, "unseen", None) is not None:  # the held-out nodes (issue 23, point 2), beside the seen K
             summary["unseen_nodes"] = data.unseen.n_nodes
+        if problem.n_classes > 1:  # the classes a softmax run's argmax error counts, by their names (issue 22)
+            summary["classes"] = list(data.class_names)
         sink.started(fingerprint=data.fingerprint, summary=summary, f_star=f_star,
                      optimum_test_error=optimum_test_error)
         self.round_robin(problem, f_star)
