@@ -101,12 +101,14 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             label: str | None = None) -> Iterator[IterationRecord]:
     """Run ``iterations`` outer iterations, yielding the start and then every iteration.
 
+    ``hyper`` is a mapping of hyperparameters, checked here, or the
+    :class:`~fedviz.algorithms.base.Hyper` an edge validated (taken as it is).
     Hyperparameter errors are raised before the first record (refused before the run
     starts); after that nothing is raised: the last record's status says how it ended.
     ``f_star`` defaults to NaN suboptimality when not given.
     """
     cls = get_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
-    algo = cls(problem, seed=seed, w0=w0, **dict(hyper or {}))
+    algo = cls(problem, seed=seed, w0=w0, hp=hyper if hyper is not None else {})
     algo.stop_requested = stop
     label = label or cls.name
     f_star = float("nan") if f_star is None else float(f_star)
