@@ -317,7 +317,6 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
     if not params:
         return TuneResult(cls.name, None, None, hyper, "nothing to tune", (), time.perf_counter() - start, False)
     param = params[0]
-    spec = cls.param(param)
     base = resolved_default(cls, problem, hp, param, seed)
     cap = tuning_cap(cls, problem, hyper, param)
     length = pilot_iterations(iterations)
