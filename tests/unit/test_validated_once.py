@@ -188,3 +188,16 @@ def test_a_default_must_obey_its_own_range():
         Param("stepsize", "float", -1.0, "a step", low=0, low_open=True)
     with pytest.raises(TypeError, match="default breaks its own range"):
         Param("solver", "choice", "cg", "a solver", choices=("exact", "svrg"))
+
+
+def test_the_run_page_checks_a_typed_value_once_and_the_config_trusts_it(calls):
+    """The widget edge, through the real page: a typed stepsize is checked once per script run (the
+    widgets' one Algorithm.check), and the RunConfig it lands in holds it as validated."""
+    from apptest import open_page
+
+    at = open_page("pages/run.py", RunConfig(data=TINY, algorithms=(("gd", ()),), iterations=3))
+    calls.clear()
+    at.text_input(key="hp-gd-stepsize").set_value("0.5").run()
+    assert not at.exception and not at.error
+    assert {k: v for k, v in calls.items() if k[0] == "gd"} == {("gd", "stepsize"): 1}
+    assert at.session_state["config"].algorithms == (("gd", (("stepsize", 0.5),)),)
