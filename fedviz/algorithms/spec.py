@@ -29,7 +29,8 @@ class AlgorithmSpec:
     validates: an unknown name or hyperparameter, or a value out of range, raises
     :class:`~fedviz.errors.ParameterError` naming it.  ``hyper`` may also be a mapping, or the
     :class:`~fedviz.algorithms.base.Hyper` an edge validated (taken as it is, not checked again);
-    it is stored as the sorted pairs of the given values, and every value, validated, as :attr:`hp`.  ``impl`` is the class when it is not in
+    it is stored as the sorted pairs of the given values, and every value, validated, as :attr:`hp`
+    (what the algorithm is constructed with).  ``impl`` is the class when it is not in
     the registry (``name`` is then its ``name`` or class name); leave it None otherwise.
     """
 
@@ -63,7 +64,8 @@ class AlgorithmSpec:
             raise ParameterError(f"{self.name}.hyper", hyper, "hyperparameter names as strings")
         hp = cls.validate(hyper)  # a Hyper of cls (from an edge) is taken as it is
         object.__setattr__(self, "hp", hp)
-        object.__setattr__(self, "hyper", hp.given_items())  # the given values, as validated
+        # The given values as given (a stored experiment's content keys hash them: 1 stays 1, not 1.0).
+        object.__setattr__(self, "hyper", hyper.given_items() if isinstance(hyper, Hyper) else tuple(sorted(hyper.items())))
         label = self.label or cls.title or self.name
         check_display_text(f"{self.name}.label", label)
         object.__setattr__(self, "label", label)
@@ -96,7 +98,9 @@ class AlgorithmSpec:
             label = f"{self.label} {note}" if note else self.label
         # Only the changes are checked: the rest was validated when this spec was made.
         hp = self.cls.validate(dict(changes or {}), base=self.hp) if changes else self.hp
-        return AlgorithmSpec(self.name, hp, label, self.group if group is None else group, impl=self.impl)
+        out = AlgorithmSpec(self.name, hp, label, self.group if group is None else group, impl=self.impl)
+        object.__setattr__(out, "hyper", tuple(sorted({**dict(self.hyper), **dict(changes or {})}.items())))
+        return out
 
     # -- what it says ----------------------------------------------------------------------------
     @property

@@ -201,3 +201,14 @@ def test_the_run_page_checks_a_typed_value_once_and_the_config_trusts_it(calls):
     assert not at.exception and not at.error
     assert {k: v for k, v in calls.items() if k[0] == "gd"} == {("gd", "stepsize"): 1}
     assert at.session_state["config"].algorithms == (("gd", (("stepsize", 0.5),)),)
+
+
+def test_a_spec_keeps_its_given_values_as_given_and_runs_with_the_validated_ones():
+    """A stored experiment hashes ``spec.hyper`` into its cells' keys: an experiment file's ``mu = 0`` stays
+    the int 0 there (its keys and its grid, resumed, match), while the algorithm is built with 0.0."""
+    spec = AlgorithmSpec.of("fedprox", {"mu": 0, "batch_size": "full"})
+    assert spec.hyper == (("batch_size", "full"), ("mu", 0)) and type(dict(spec.hyper)["mu"]) is int
+    assert type(spec.hp["mu"]) is float and spec.hp["batch_size"] == 0
+    variant = spec.with_hyper({"local_epochs": 3})
+    assert variant.hyper == (("batch_size", "full"), ("local_epochs", 3), ("mu", 0))
+    assert (variant.hp["mu"], variant.hp["batch_size"], variant.hp["local_epochs"]) == (0.0, 0, 3)
