@@ -162,8 +162,10 @@ def _print_table(out: dict) -> None:
         print(f"{k.replace('_', ' '):<{width}}  {text}")
 
 
-def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict[str, dict]:
-    """``NAME.param=value`` strings → {algorithm: {param: typed value}}, validated."""
+def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict:
+    """``NAME.param=value`` strings → {algorithm: Hyper}: the text read (:meth:`Param.convert`, the
+    words a link and a spec string take), then every value checked once, with its combination
+    (:meth:`Algorithm.validate`); what the run is made with, not checked again."""
     from .algorithms import get_algorithm
     from .errors import ParameterError
     from .params import split_item
@@ -183,10 +185,9 @@ def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict[str,
         except KeyError:
             raise ParameterError(f"{name}.{param}", text, "a known hyperparameter: "
                                  + ", ".join(p.name for p in cls.params)) from None
-        out[name][param] = spec.parse(text, name)  # the words a link and a spec string take
-    for name, hyper in out.items():
-        get_algorithm(name).validate(hyper)  # refuse bad combinations before anything runs
-    return out
+        out[name][param] = spec.convert(text, spec.qualname(name))  # the words a link and a spec string take
+    # Refused before anything runs: a value out of range (named, with its range) or a bad combination.
+    return {name: get_algorithm(name).validate(hyper) for name, hyper in out.items()}
 
 
 def _cmd_run(args) -> int:
@@ -218,7 +219,7 @@ def _cmd_run(args) -> int:
     # The curves are labelled by the registry names on the command line ('fsvrg').
     specs = [AlgorithmSpec.of(name, settings[name], label=name) for name in names]
     for spec in specs:
-        spec.cls(problem, seed=args.seed, **spec.values)  # validate against the problem before running
+        spec.make(problem, seed=args.seed)  # the checks that need the problem, before running
     f_star = solve(problem).objective
     records, tuned = [], {}
     for spec in specs:
@@ -233,7 +234,7 @@ def _cmd_run(args) -> int:
                   + (" (at the grid's edge)" if result.edge else "")
                   + f"; {result.cost()}; criterion: {result.criterion}",
                   file=sys.stderr, flush=True)
-        for rec in iterate(problem, spec.cls, iterations=args.iterations, hyper=spec.values, seed=args.seed,
+        for rec in iterate(problem, spec.cls, iterations=args.iterations, hyper=spec.hp, seed=args.seed,
                            f_star=f_star, label=spec.label):
             records.append(rec)
             if args.json:

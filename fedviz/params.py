@@ -11,7 +11,10 @@ record
 - writes a value back as that text (:meth:`Param.format`),
 - words its range (:meth:`Param.range_text`, by :func:`fedviz.validation.allowed_text`, as the
   errors word it), and
-- tells a UI which input to draw, with its bounds (``fedviz.ui.param_input``).
+- tells a UI which input to draw, with its bounds (``fedviz.ui.param_input``), and
+- checks a whole set of values once (:func:`check_values`), handing on a :class:`Checked`
+  mapping that the layers below trust instead of checking again ("validated once, at the
+  edge": see docs/architecture.md, "Where a value is checked").
 
 Texts of the form ``name:key=value,key=value`` (partitioners) and
 ``name?key=value&key=value`` (presets) are split by one :class:`SpecGrammar`;
@@ -33,14 +36,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
 from .errors import ParameterError
 from .validation import allowed_text, check_choice, check_int, check_real
 
-__all__ = ["Param", "KINDS", "TRUE_WORDS", "FALSE_WORDS", "NONE_WORDS", "param_table", "check_key",
+__all__ = ["Param", "Checked", "check_values", "KINDS", "TRUE_WORDS", "FALSE_WORDS", "NONE_WORDS", "param_table", "check_key",
            "parse_options", "human_label", "SpecGrammar", "split_item"]
 
 #: The kinds of parameter, as :attr:`Param.kind` names them.
@@ -99,6 +102,13 @@ class Param:
             raise TypeError(f"parameter {self.name!r}: unknown kind {self.kind!r} (one of {', '.join(KINDS)})")
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "choices", tuple(self.choices))
+        if self.default is not None:
+            # A default is handed on unchecked (it is not a user's value): it must obey its own
+            # rule, checked once here, when the parameter is defined.
+            try:
+                self.validate(self.default, "")
+            except ParameterError as e:
+                raise TypeError(f"parameter {self.name!r}: its default breaks its own range ({e})") from None
 
     # -- words --------------------------------------------------------------------------------
     def qualname(self, owner: str) -> str:
@@ -189,6 +199,88 @@ class Param:
         if self.kind == "float":
             return repr(float(value))
         return str(value)
+
+
+class Checked(Mapping):
+    """A frozen ``{name: value}`` of one owner's parameters, every value passed by its :class:`Param`.
+
+    Made only by validation (:func:`check_values`, e.g. through
+    :meth:`fedviz.algorithms.base.Algorithm.validate`), never by hand: a layer that receives
+    one from its ``owner`` trusts it instead of checking again, so a value is checked once, at
+    the edge where it entered (a widget, a link, the command line, a spec file, a Python call).
+
+    Attributes
+    ----------
+    owner : object
+        Whose parameters these are (an Algorithm class); another owner's Checked is not trusted.
+    given : tuple of str
+        The names given explicitly, in the order given (the others hold their defaults).
+    """
+
+    __slots__ = ("owner", "given", "_values")
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Checked values are made by validation (check_values, Algorithm.validate), not by hand")
+
+    @classmethod
+    def _make(cls, owner, values: Mapping[str, Any], given: Iterable[str]) -> "Checked":
+        obj = object.__new__(cls)
+        object.__setattr__(obj, "owner", owner)
+        object.__setattr__(obj, "given", tuple(given))
+        object.__setattr__(obj, "_values", dict(values))
+        return obj
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Checked values are frozen")
+
+    def __getitem__(self, key: str):
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self) -> str:
+        return f"Checked({self._values!r})"
+
+    def __reduce__(self):  # a job travels to a Dask worker pickled, and stays trusted there
+        return (_checked, (self.owner, self._values, self.given))
+
+    def given_items(self) -> tuple[tuple[str, Any], ...]:
+        """The values given explicitly, as sorted ``(name, value)`` pairs (a link's and a label's shape)."""
+        return tuple(sorted((k, self._values[k]) for k in self.given))
+
+
+def _checked(owner, values, given) -> Checked:
+    return Checked._make(owner, values, given)
+
+
+def check_values(params: Iterable[Param], given: Mapping[str, Any], owner: str,
+                 ) -> tuple[dict[str, Any], dict[str, ParameterError]]:
+    """Every value of ``given`` through its Param's :meth:`~Param.validate`, once; the others
+    take their defaults.  Returns (values by name in the params' order, errors by name): an
+    unknown name is an error too, listing the known ones.  Nothing is raised, so an edge can
+    show every error beside its input; :func:`first_error` picks the one to raise."""
+    table = {p.name: p for p in params}
+    errors: dict[str, ParameterError] = {}
+    for name in sorted((k for k in given if k not in table), key=str):
+        errors[name] = ParameterError(f"{owner}.{name}", given[name],
+                                      "a known hyperparameter: " + (", ".join(table) or "none"))
+    values: dict[str, Any] = {}
+    for name, p in table.items():
+        if name not in given:
+            values[name] = p.default
+            continue
+        try:
+            values[name] = p.validate(given[name], owner)
+        except ParameterError as e:
+            errors[name] = e
+    return values, errors
 
 
 def param_table(*params: Param) -> Mapping[str, Param]:

@@ -378,7 +378,7 @@ class InvalidInput(Exception):
     """An input holds an invalid value (the input already showed why, as an error beneath it)."""
 
 
-def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None = None):
+def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None = None, check: bool = True):
     """The one input for a parameter, drawn from its :class:`~fedviz.params.Param`: returns its value.
 
     A bool is a checkbox, a choice a selectbox, an integer a number input bounded by the range,
@@ -390,6 +390,8 @@ def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None
     The widget owns its value through ``key``: ``start`` (default: the Param's default) seeds
     it the first time it is drawn (:func:`seeded`), and it is never given ``value=``.  A value
     the Param refuses is shown as an error naming ``owner.name`` and raises :class:`InvalidInput`.
+    With ``check=False`` the value is returned as read (text converted, range not checked): the
+    caller checks the whole set once (an algorithm's :meth:`~fedviz.algorithms.base.Algorithm.check`).
     """
     label = label or p.shown_label
     value = p.default if start is None else start
@@ -413,28 +415,34 @@ def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None
         else:
             out = st.number_input(label, min_value=low, max_value=high, format="%g", help=tip,
                                   key=seeded(key, float(value)))
-        return p.validate(out, owner)
+        return p.validate(out, owner) if check else out
     except FedvizError as e:
         st.error(escape(str(e)))
         raise InvalidInput(str(e)) from e
 
 
-def param_inputs(params, *, owner: str, key, start=None, defaults=None) -> dict:
+def param_inputs(params, *, owner: str, key, start=None, defaults=None, slots: dict | None = None) -> dict:
     """Inputs for every Param of ``params`` (:func:`param_input`); returns ``{name: value}`` for the
     values that differ from ``defaults`` (each Param's own default where not given).
 
     ``key(name)`` is each input's widget key; ``start`` seeds the inputs (else ``defaults``).
-    Every input is drawn; then, if one was invalid, :class:`InvalidInput` is raised.
+    Every input is drawn; then, if one was invalid, :class:`InvalidInput` is raised.  With
+    ``slots`` (a dict) the values are returned as read, not range-checked, and each input gets
+    a place beneath it, ``slots[name]``, where the caller shows the error its one check finds.
     """
     start, defaults = dict(start or {}), dict(defaults or {})
     out, invalid = {}, None
     for p in params:
         base = defaults.get(p.name, p.default)
         try:
-            value = param_input(p, key=key(p.name), owner=owner, start=start.get(p.name, base))
+            value = param_input(p, key=key(p.name), owner=owner, start=start.get(p.name, base),
+                                check=slots is None)
         except InvalidInput as e:
             invalid = e
             continue
+        finally:
+            if slots is not None:
+                slots[p.name] = st.empty()
         if value is not None and value != base:
             out[p.name] = value
     if invalid is not None:
@@ -443,24 +451,28 @@ def param_inputs(params, *, owner: str, key, start=None, defaults=None) -> dict:
 
 
 def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
-    """Hyperparameter inputs for each chosen algorithm; None if any is invalid."""
+    """Hyperparameter inputs for each chosen algorithm: ``(name, Hyper)`` pairs, every value checked
+    once here (the edge) and handed on validated; None if any is invalid (each error is shown
+    beneath its input, a combination's beneath them all)."""
     current = dict(config.algorithms)
     out, ok = [], True
     for name in names:
         cls = get_algorithm(name)
         with st.expander(f"{cls.title} — {cls.reference}" + ("" if cls.federated else " · not federated")):
+            slots: dict = {}
             try:
                 hyper = param_inputs(cls.params, owner=name, key=lambda p, name=name: f"hp-{name}-{p}",
-                                     start=dict(current.get(name, ())))
-            except InvalidInput:
-                ok, hyper = False, {}
-            try:
-                cls.validate(hyper)
-            except FedvizError as e:
-                if ok:
-                    st.error(escape(str(e)))
+                                     start=dict(current.get(name, ())), slots=slots)
+            except InvalidInput:  # a text that is no number: shown beneath its input
                 ok = False
-        out.append((name, tuple(sorted(hyper.items()))))
+                continue
+            hp, errors = cls.check(hyper)
+            for param, e in errors.items():
+                (slots[param] if param in slots else st).error(escape(str(e)))
+            if errors:
+                ok = False
+                continue
+        out.append((name, hp))
     return tuple(out) if ok else None
 
 

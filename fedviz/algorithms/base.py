@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..problems.objective import Problem
-from ..params import Param
+from ..params import Checked, Param, check_values
 from ..validation import check_int
 
 
@@ -40,6 +40,16 @@ HINT_DIRECTIONS = ("raise", "lower")
 #: Weak keys: an entry lives exactly as long as its problem (the runner's cache keeps shared ones).
 _DERIVED: "weakref.WeakKeyDictionary[Problem, dict]" = weakref.WeakKeyDictionary()
 _DERIVED_LOCK = threading.Lock()
+
+
+#: An algorithm's hyperparameters as :meth:`Algorithm.validate` returns them: a frozen mapping,
+#: defaults filled in, owned by its class (``hp.owner``) and trusted below the edge that made it.
+Hyper = Checked
+
+
+def _trusted(cls, hyper) -> bool:
+    """Whether ``hyper`` was validated for exactly ``cls`` (a subclass's parameters may differ)."""
+    return isinstance(hyper, Hyper) and hyper.owner is cls
 
 
 class StopRequested(Exception):
@@ -65,6 +75,9 @@ class Algorithm:
         Seeds every random choice; the same seed gives the same iterates.
     w0 : ndarray or None
         The starting point (default 0).
+    hp : Hyper or mapping, optional
+        The hyperparameters as :meth:`validate` returned them: trusted, not checked again
+        (a plain mapping is validated like ``**hyper``).
     **hyper
         Hyperparameters by name; missing ones take their defaults.
     """
@@ -104,7 +117,8 @@ class Algorithm:
             return f"{cls.title or cls.name} takes the {', '.join(cls.losses)} loss only"
         return None
 
-    def __init__(self, problem: Problem, *, seed: int = 0, w0: np.ndarray | None = None, **hyper):
+    def __init__(self, problem: Problem, *, seed: int = 0, w0: np.ndarray | None = None,
+                 hp: Mapping[str, Any] | None = None, **hyper):
         self.problem = problem
         self.seed = check_int("seed", seed, low=0, high=2**63 - 1)
         if problem.n_classes != 1 and not self.multiclass:
@@ -116,7 +130,10 @@ class Algorithm:
         if problem.n_classes == 1 and problem.loss.name not in self.losses:
             raise ParameterError(f"{self.name}.loss", problem.loss.name,
                                  "one of " + ", ".join(self.losses) + f" (what {self.title} supports)")
-        self.hp: Mapping[str, Any] = MappingProxyType(self.validate(hyper))
+        if hp is not None and hyper:
+            raise TypeError("give the hyperparameters as hp= (validated) or by name, not both")
+        # One door: checked here unless they come validated for this class (a Hyper, from its edge).
+        self.hp: Hyper = self.validate(hyper if hp is None else hp)
         # The model flat (length dC, row-major d × C; for C = 1 the vector w ∈ R^d).
         self.w = problem.zero_model() if w0 is None else np.array(w0, dtype=np.float64, copy=True)
         if self.w.shape != (problem.size,):
@@ -140,19 +157,48 @@ class Algorithm:
 
     # -- hyperparameters ---------------------------------------------------------------------
     @classmethod
-    def validate(cls, hyper: Mapping[str, Any]) -> dict:
-        """Defaults filled in and every value checked; unknown names are refused."""
-        known = {p.name: p for p in cls.params}
-        unknown = set(hyper) - set(known)
-        if unknown:
-            name = sorted(unknown)[0]
-            raise ParameterError(f"{cls.name}.{name}", hyper[name],
-                                 "a known hyperparameter: " + (", ".join(known) or "none"))
-        out = {}
-        for p in cls.params:
-            out[p.name] = p.validate(hyper[p.name], cls.name) if p.name in hyper else p.default
-        cls.check_combination(out)
-        return out
+    def validate(cls, hyper: Mapping[str, Any] | None, *, base: Hyper | None = None) -> Hyper:
+        """The hyperparameters checked, defaults filled in, as a frozen :class:`Hyper`: the one
+        check of a value on its way from an edge to the kernels; unknown names are refused.
+
+        A :class:`Hyper` of this class is returned as it is (it was validated where it entered).
+        With ``base`` (a Hyper of this class), only ``hyper`` is checked and laid over it, as
+        a variant of a validated spec needs.  Raises the first :class:`ParameterError`
+        (:meth:`check` gives them all).
+        """
+        if base is None and _trusted(cls, hyper):
+            return hyper
+        hp, errors = cls.check(hyper, base=base)
+        if errors:
+            raise next(iter(errors.values()))
+        return hp
+
+    @classmethod
+    def check(cls, hyper: Mapping[str, Any] | None, *, base: Hyper | None = None
+              ) -> tuple[Hyper | None, dict[str | None, ParameterError]]:
+        """:meth:`validate` without raising: (the Hyper, {}) or (None, errors by parameter name).
+
+        Every given value goes through its :class:`~fedviz.params.Param` once; the combination
+        check (:meth:`check_combination`, error keyed ``None``) runs when every value passed.  An
+        edge that shows each error beside its input (a widget, a link's keys) calls this.
+        """
+        if isinstance(hyper, Hyper):  # another class's (or a base's overlay): its given values
+            hyper = dict(hyper.given_items())
+        hyper = dict(hyper or {})
+        if base is not None:
+            assert _trusted(cls, base), "base must be a Hyper this class validated"
+        values, errors = check_values(cls.params, hyper, cls.name)
+        if errors:
+            return None, errors
+        given = tuple(hyper)
+        if base is not None:
+            values = {**base, **{k: values[k] for k in hyper}}
+            given = tuple(dict.fromkeys(base.given + given))
+        try:
+            cls.check_combination(values)
+        except ParameterError as e:
+            return None, {None: e}
+        return Hyper._make(cls, values, given), {}
 
     @classmethod
     def check_combination(cls, hp: dict) -> None:
@@ -168,7 +214,7 @@ class Algorithm:
         a constructed algorithm uses cannot disagree.  Only hyperparameters whose value is
         ``None`` *and* that the run uses appear (DANE's stepsize with the exact solver does not).
         """
-        return dict(cls._derived(problem, cls.validate(dict(hyper or {}))))
+        return dict(cls._derived(problem, cls.validate(hyper)))
 
     @classmethod
     def _derived(cls, problem: Problem, hp: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -281,8 +327,11 @@ class Algorithm:
 
 
 def default_stepsize(value: float | None, fallback: float) -> float:
-    """``value`` if set, else the derived ``fallback`` (both positive and finite)."""
-    out = fallback if value is None else value
-    if not (math.isfinite(out) and out > 0):
-        raise ParameterError("stepsize", out, "number > 0")
-    return out
+    """``value`` if set (validated at the edge: positive and finite), else the ``fallback``
+    derived from the problem, checked here, where it is computed."""
+    if value is not None:
+        return value
+    if not (math.isfinite(fallback) and fallback > 0):
+        raise ParameterError("stepsize", fallback, "number > 0",
+                             hint="the default derived from this problem is not; set the stepsize")
+    return fallback

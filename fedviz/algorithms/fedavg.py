@@ -34,7 +34,7 @@ class BatchSizeParam(Param):
     def _allowed(self) -> str:
         return f"integer >= {self.low:g}, or 'full' (= 0: full-batch local steps)"
 
-    def validate(self, value, owner: str):
+    def validate(self, value, owner: str = ""):
         if isinstance(value, str) and value.strip().lower() == "full":
             return 0
         try:
@@ -42,13 +42,9 @@ class BatchSizeParam(Param):
         except ParameterError as err:
             raise ParameterError(err.name, err.value, self._allowed()) from None
 
-    def parse(self, text: str, owner: str):
-        if text.strip().lower() == "full":
-            return 0
-        try:
-            return super().parse(text, owner)
-        except ParameterError as err:
-            raise ParameterError(err.name, err.value, self._allowed()) from None
+    def convert(self, text: str, qualname: str):
+        # The word 'full' as text (a link, --set); a bad word is refused with range_text below.
+        return 0 if str(text).strip().lower() == "full" else super().convert(text, qualname)
 
     def range_text(self) -> str:
         return self._allowed()

@@ -18,7 +18,7 @@ from ..errors import ParameterError
 from ..validation import check_display_text
 from ..problems.objective import Problem
 from . import get_algorithm
-from .base import Algorithm
+from .base import Algorithm, Hyper
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,10 @@ class AlgorithmSpec:
 
     ``label`` defaults to the algorithm's title and ``group`` to the label.  Construction
     validates: an unknown name or hyperparameter, or a value out of range, raises
-    :class:`~fedviz.errors.ParameterError` naming it.  ``impl`` is the class when it is not in
+    :class:`~fedviz.errors.ParameterError` naming it.  ``hyper`` may also be a mapping, or the
+    :class:`~fedviz.algorithms.base.Hyper` an edge validated (taken as it is, not checked again);
+    it is stored as the sorted pairs of the given values, and every value, validated, as :attr:`hp`
+    (what the algorithm is constructed with).  ``impl`` is the class when it is not in
     the registry (``name`` is then its ``name`` or class name); leave it None otherwise.
     """
 
@@ -36,6 +39,9 @@ class AlgorithmSpec:
     label: str = ""
     group: str = ""
     impl: type[Algorithm] | None = field(default=None, repr=False)
+    #: Every hyperparameter, validated once (here, or at the edge that handed ``hyper`` in as a
+    #: :class:`~fedviz.algorithms.base.Hyper`): what the algorithm is constructed with, unchecked.
+    hp: Hyper = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.impl is not None:
@@ -56,8 +62,10 @@ class AlgorithmSpec:
                 raise ParameterError(f"{self.name}.hyper", hyper, "a mapping of hyperparameters") from None
         if not all(isinstance(k, str) for k in hyper):
             raise ParameterError(f"{self.name}.hyper", hyper, "hyperparameter names as strings")
-        cls.validate(dict(hyper))
-        object.__setattr__(self, "hyper", tuple(sorted(hyper.items())))
+        hp = cls.validate(hyper)  # a Hyper of cls (from an edge) is taken as it is
+        object.__setattr__(self, "hp", hp)
+        # The given values as given (a stored experiment's content keys hash them: 1 stays 1, not 1.0).
+        object.__setattr__(self, "hyper", hyper.given_items() if isinstance(hyper, Hyper) else tuple(sorted(hyper.items())))
         label = self.label or cls.title or self.name
         check_display_text(f"{self.name}.label", label)
         object.__setattr__(self, "label", label)
@@ -88,8 +96,11 @@ class AlgorithmSpec:
         """
         if label is None:
             label = f"{self.label} {note}" if note else self.label
-        return AlgorithmSpec(self.name, {**dict(self.hyper), **dict(changes or {})}, label,
-                             self.group if group is None else group, impl=self.impl)
+        # Only the changes are checked: the rest was validated when this spec was made.
+        hp = self.cls.validate(dict(changes or {}), base=self.hp) if changes else self.hp
+        out = AlgorithmSpec(self.name, hp, label, self.group if group is None else group, impl=self.impl)
+        object.__setattr__(out, "hyper", tuple(sorted({**dict(self.hyper), **dict(changes or {})}.items())))
+        return out
 
     # -- what it says ----------------------------------------------------------------------------
     @property
@@ -103,17 +114,22 @@ class AlgorithmSpec:
 
     @property
     def values(self) -> dict[str, Any]:
-        """The hyperparameters given, as a fresh dict (what the algorithm is constructed with)."""
+        """The hyperparameters given, as a fresh dict (a link's and a label's values; the
+        algorithm is constructed with :attr:`hp`)."""
         return dict(self.hyper)
 
     @property
     def resolved(self) -> dict[str, Any]:
         """Every hyperparameter, defaults filled in (derived ones still None): what the history records."""
-        return self.cls.validate(dict(self.hyper))
+        return dict(self.hp)
+
+    def make(self, problem: Problem, *, seed: int = 0, w0=None, **extra) -> Algorithm:
+        """The algorithm on ``problem``, with :attr:`hp` as validated (not checked again)."""
+        return self.cls(problem, seed=seed, w0=w0, hp=self.hp, **extra)
 
     def derived(self, problem: Problem) -> dict[str, Any]:
         """The derived defaults a run on ``problem`` uses (cached with the problem)."""
-        return self.cls.derived_defaults(problem, dict(self.hyper))
+        return self.cls.derived_defaults(problem, self.hp)
 
     def effective(self, problem: Problem) -> dict[str, Any]:
         """Every hyperparameter as a run on ``problem`` uses it: :attr:`resolved` with the derived values."""

@@ -9,7 +9,7 @@ by name and dropped, never trusted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ..algorithms import ALGORITHMS, get_algorithm
@@ -32,6 +32,8 @@ class RunConfig:
     ``algorithms`` is a tuple of ``(name, ((param, value), ...))`` with only the
     hyperparameters that differ from the defaults (the link's shape); :meth:`specs` gives
     them as :class:`~fedviz.algorithms.spec.AlgorithmSpec`, the value every runner takes.
+    Each is validated once, here (stored as validated), unless it comes as the
+    :class:`~fedviz.algorithms.base.Hyper` a widget or a link validated: that is taken as it is.
     """
 
     data: DataSpec = DEFAULT_DATA
@@ -44,6 +46,8 @@ class RunConfig:
     tune: bool = False
     #: Run each algorithm at its stepsize × a grid and keep the best (runner.sweep).
     sweep: bool = False
+    #: The validated specs, made once in ``__post_init__`` (not an argument; not compared).
+    _specs: tuple = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self):
         check_int("iterations", self.iterations, low=1, high=MAX_ITERATIONS)
@@ -54,7 +58,16 @@ class RunConfig:
             check_real("lam", self.lam, low=0, low_open=True)
         if not self.algorithms:
             raise ParameterError("algorithms", "none", "at least one algorithm")
-        for spec in self.specs():
+        specs = []
+        for item in self.algorithms:
+            if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
+                raise ParameterError("algorithms", item, "(name, hyperparameters) pairs")
+            name, hyper = item
+            specs.append(AlgorithmSpec.of(name, hyper if isinstance(hyper, Mapping) else dict(hyper)))
+        object.__setattr__(self, "_specs", tuple(specs))
+        # Stored as validated (the link's shape: the given values only), so a config hands them on checked.
+        object.__setattr__(self, "algorithms", tuple((s.name, s.hyper) for s in specs))
+        for spec in self._specs:
             name, cls = spec.name, spec.cls
             why = cls.loss_refusal(self.loss, spec.values)
             if why is not None:  # refused here, with the remedy, not as a failed run
@@ -66,8 +79,9 @@ class RunConfig:
         return dict(dict(self.algorithms)[name])
 
     def specs(self) -> tuple[AlgorithmSpec, ...]:
-        """One validated :class:`AlgorithmSpec` per algorithm, labelled (and grouped) by its title."""
-        return tuple(AlgorithmSpec.of(name, dict(hyper)) for name, hyper in self.algorithms)
+        """One validated :class:`AlgorithmSpec` per algorithm, labelled (and grouped) by its title
+        (made once, when the config was)."""
+        return self._specs
 
     def for_data(self, multiclass: bool) -> tuple["RunConfig | None", list[str]]:
         """These settings as a page runs them on data of ``multiclass`` (issue 22): the loss those data
@@ -211,12 +225,21 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     for name in names:
         cls = get_algorithm(name)
         hyper = {}
-        for p in cls.params:
+        for p in cls.params:  # the text read here; the values checked below, once, all together
             key = f"{name}.{p.name}"
-            value = take(key, lambda t, p=p, name=name: p.parse(t, name))
+            value = take(key, lambda t, p=p, name=name: p.convert(t, p.qualname(name)))
             if value is not None:
                 hyper[p.name] = value
-        algos.append((name, tuple(sorted(hyper.items()))))
+        hp, errors = cls.check(hyper)
+        if errors:  # each bad key dropped with its reason; the rest checked again without them
+            for param, e in errors.items():
+                problems.append(f"{name}.{param}: {e}" if param is not None else str(e))
+                hyper.pop(param, None)
+            hp, errors = cls.check(hyper)
+            if errors:  # a combination still refused: the algorithm at its defaults
+                problems.extend(str(e) for e in errors.values())
+                hp = cls.validate({})
+        algos.append((name, hp))
     kw["algorithms"] = tuple(algos)
     for key in ("iterations", "seed", "tune", "sweep"):
         value = take(key, LINK_PARAMS[key].parse)

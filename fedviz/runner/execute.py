@@ -243,7 +243,7 @@ class _Run:
             if e.label not in self.job.scales:
                 continue
             param, factor = self.job.scales[e.label]
-            base = resolved_default(e.cls, problem, e.spec.values, param, self.job.seed)
+            base = resolved_default(e.cls, problem, e.spec.hp, param, self.job.seed)
             entry = Entry.of(e.spec.with_hyper({param: base * factor}, label=e.label))
             self.entries[k] = entry
             self.sink.retuned(e.label, entry, f"{param} = {factor:g} × the derived {base:.4g}")
@@ -281,7 +281,7 @@ class _Run:
     def round_robin(self, problem: Problem, f_star: float | None) -> None:
         """One iteration of each algorithm in turn, so all curves grow together."""
         job, stop = self.job, self.stop
-        gens = {e.label: iterate(problem, e.cls, iterations=job.iterations, hyper=e.hyper, seed=job.seed,
+        gens = {e.label: iterate(problem, e.cls, iterations=job.iterations, hyper=e.hp, seed=job.seed,
                                  f_star=f_star, stop=stop, label=e.label) for e in self.entries}
         active = list(gens)
         while active:

@@ -106,7 +106,7 @@ class Entry:
     """One algorithm of a job: its :class:`AlgorithmSpec` and the hyperparameters resolved."""
 
     spec: AlgorithmSpec
-    resolved: Mapping[str, Any]    # defaults filled in: what the history records
+    resolved: Mapping[str, Any]    # defaults filled in: what the history records (spec.hp, read-only)
 
     @property
     def label(self) -> str:
@@ -118,8 +118,14 @@ class Entry:
 
     @property
     def hyper(self) -> Mapping[str, Any]:
-        """As given: what the algorithm is constructed with."""
+        """As given (the values that differ from the defaults)."""
         return MappingProxyType(self.spec.values)
+
+    @property
+    def hp(self):
+        """Every hyperparameter as validated where the spec was made: what the algorithm is
+        constructed with, not checked again (:class:`~fedviz.algorithms.base.Hyper`)."""
+        return self.spec.hp
 
     @property
     def name(self) -> str:

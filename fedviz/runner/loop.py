@@ -120,6 +120,8 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             label: str | None = None, personal_target: np.ndarray | None = None) -> Iterator[IterationRecord]:
     """Run ``iterations`` outer iterations, yielding the start and then every iteration.
 
+    ``hyper`` is a mapping of hyperparameters, checked here, or the
+    :class:`~fedviz.algorithms.base.Hyper` an edge validated (taken as it is).
     Hyperparameter errors are raised before the first record (refused before the run
     starts); after that nothing is raised: the last record's status says how it ended.
     ``f_star`` defaults to NaN suboptimality when not given.  ``personal_target`` (K × d), for an
@@ -127,7 +129,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     every record's ``personal.distance`` is then the distance of the run's personal models to it.
     """
     cls = get_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
-    algo = cls(problem, seed=seed, w0=w0, **dict(hyper or {}))
+    algo = cls(problem, seed=seed, w0=w0, hp=hyper if hyper is not None else {})
     algo.stop_requested = stop
     label = label or cls.name
     f_star = float("nan") if f_star is None else float(f_star)

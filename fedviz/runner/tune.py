@@ -301,11 +301,12 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
     if isinstance(name, AlgorithmSpec):
         if hyper is not None:
             raise ParameterError("hyper", hyper, "None when tuning an AlgorithmSpec (it carries its own)")
-        cls, hyper = name.cls, name.values
+        cls, hyper, hp = name.cls, name.values, name.hp
     else:
         cls = get_algorithm(name)
+        hp = None
     hyper = dict(hyper or {})
-    cls.validate(hyper)
+    hp = cls.validate(hyper if hp is None else hp)  # once; each pilot checks only its own value
     if isinstance(iterations, bool) or not isinstance(iterations, Integral) or not 0 <= iterations <= 100_000:
         raise ParameterError("iterations", iterations, "integer in [0, 100000]")
     if isinstance(f_star, bool) or not isinstance(f_star, Real) or not math.isfinite(f_star):
@@ -316,8 +317,7 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
     if not params:
         return TuneResult(cls.name, None, None, hyper, "nothing to tune", (), time.perf_counter() - start, False)
     param = params[0]
-    spec = cls.param(param)
-    base = resolved_default(cls, problem, hyper, param, seed)
+    base = resolved_default(cls, problem, hp, param, seed)
     cap = tuning_cap(cls, problem, hyper, param)
     length = pilot_iterations(iterations)
     half = second_half(length)
@@ -348,9 +348,10 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
     per_round = [math.nan]            # rounds per iteration, from the default's first pilot
     spent = {"runs": 0, "rounds": 0}  # every pilot run, the deterministic test's included
 
-    def one(value: float, s: int) -> tuple[list[float], object, str]:
-        """One pilot run: its objectives, last record and status; ParameterError when refused."""
-        records = iterate(problem, cls, iterations=length, hyper={**hyper, param: value}, seed=s,
+    def one(pilot: Mapping, s: int) -> tuple[list[float], object, str]:
+        """One pilot run (``pilot``: its validated hyperparameters): its objectives, last record and
+        status; ParameterError when refused."""
+        records = iterate(problem, cls, iterations=length, hyper=pilot, seed=s,
                           f_star=f_star, stop=stop)
         first = next(records)  # construction errors (e.g. SGD's h·λ ≥ 1) are raised here
         objectives, last = [first.objective], first
@@ -375,16 +376,16 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
             refused.add(k)
             return False
         try:
-            spec.validate(value, cls.name)
-            runs = [one(value, used[0])]
+            pilot = cls.validate({param: value}, base=hp)  # the pilot's value, checked once
+            runs = [one(pilot, used[0])]
             if k == 0 and len(used) > 1:
-                runs.append(one(value, used[1]))
+                runs.append(one(pilot, used[1]))
                 if _same_curve(runs[0][0], runs[1][0]):
                     del used[1:]   # deterministic: the seed changes nothing
                     runs.pop()
-                runs += [one(value, s) for s in used[2:]]
+                runs += [one(pilot, s) for s in used[2:]]
             else:
-                runs += [one(value, s) for s in used[1:]]
+                runs += [one(pilot, s) for s in used[1:]]
         except ParameterError:
             refused.add(k)
             return False
