@@ -114,6 +114,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     # yield (another algorithm's turn, a slow consumer) the start is moved forward.
     start = time.perf_counter()
     nodes = pernode.NodeEvaluator(problem)
+    algo.node_sums = nodes.wants_node_sums  # the nodes' own losses from the pass that computes f(w)
     first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes)
     objectives = [first.objective]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
@@ -196,8 +197,9 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         obj, g = algo.objective_and_gradient()
         grad_norm = float(np.linalg.norm(g))
         # One test pass: the pooled test error (Problem.test_error's number) and every node's
-        # come from the same margins; the own losses from the training margins z.
-        test_err, per_node, scores = nodes.evaluate(w, z, nodes.test_margins(w), algo.iteration)
+        # come from the same margins; the own losses from the pass that computed f(w).
+        test_err, per_node, scores = nodes.evaluate(w, z, nodes.test_margins(w), algo.iteration,
+                                                    algo.node_loss_sums())
         train_err = algo.train_error()
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
