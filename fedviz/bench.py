@@ -484,6 +484,10 @@ def format_scaling(runs: dict) -> str:
 
 def main(args) -> int:
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if not args.json else (lambda s: None)
+    if getattr(args, "softmax", False):
+        result = softmax_cost(iterations=args.iterations, log=log)
+        print(json.dumps(result, default=float) if args.json else format_softmax(result))
+        return 0
     if getattr(args, "pernode", False):
         result = pernode_cost(args.scale, iterations=args.iterations, log=log)
         print(json.dumps(result, default=float) if args.json else format_pernode(result))
@@ -502,7 +506,7 @@ def main(args) -> int:
     return 0
 
 
-def pernode_cost(scale: str = "small", *, iterations: int = 5, log=lambda s: None) -> dict:
+def pernode_cost(scale: str = "small", *, iterations: int = 5, repeats: int = 5, log=lambda s: None) -> dict:
     """The per-node evaluation's cost (issue 23: "no more than one test pass"), per data set:
 
     - ``test_pass``: one X_test w (what the pooled test error costs; the per-node scores reuse it);
@@ -591,7 +595,7 @@ def pernode_cost(scale: str = "small", *, iterations: int = 5, log=lambda s: Non
             # machine hits both alike; the minimum over the alternations.
             per_iteration(p, name, PooledOnly)
             pairs = [(per_iteration(p, name, pernode.NodeEvaluator), per_iteration(p, name, PooledOnly))
-                     for _ in range(5)]
+                     for _ in range(repeats)]
             with_, without = (min(x) for x in zip(*pairs))
             r["algorithms"][name] = {"iteration_with_seconds": with_, "iteration_without_seconds": without,
                                      "ratio": with_ / without,
@@ -617,6 +621,66 @@ def format_pernode(result: dict) -> str:
         for name, a in r["algorithms"].items():
             lines.append(f"| {key} | {name} | {a['iteration_with_seconds']:.5f} | {a['iteration_without_seconds']:.5f} | "
                          f"{a['ratio']:.3f} | {a['extra_in_test_passes']:+.2f} |")
+    return "\n".join(lines)
+
+
+#: Classes of the softmax figure (issue 22's bar: one iteration ≤ 1.5 × C × the binary one on the same rows).
+SOFTMAX_CLASSES = 10
+SOFTMAX_BAR = 1.5
+#: (label, algorithm, hyperparameters) of the softmax figure: the algorithms the bar names.
+SOFTMAX_ALGORITHMS = (("FSVRG", "fsvrg", {}), ("GD", "gd", {}),
+                      ("FedAvg (C=1, 1 local epoch)", "fedavg", {"client_fraction": 1.0, "local_epochs": 1}))
+
+
+def softmax_cost(source: str = "google-plus-small", *, classes: int = SOFTMAX_CLASSES, iterations: int = 5,
+                 repeats: int = 3, log=lambda s: None) -> dict:
+    """Seconds per iteration of softmax regression against logistic regression on the same rows.
+
+    The binary problem is the preset's (its ±1 labels, logistic loss); the softmax problem has the same
+    X, nodes and test rows with ``classes`` class codes drawn uniformly (seed 0), softmax loss.  Each
+    algorithm runs ``iterations`` iterations on each, alternately ``repeats`` times, as the runner runs
+    them (records included: objective, gradient, errors, per-node scores); the figure is the minimum
+    over iterations and repeats (the undisturbed cost on a shared machine).  ``ratio`` = softmax ÷
+    binary, ``ratio_over_bar`` = ratio ÷ (1.5 C): the bar is met when it is ≤ 1.
+    """
+    from .data.dataset import FederatedDataset
+    from .data.presets import make_preset
+    from .problems.objective import Problem
+    from .runner.loop import iterate
+
+    ds = make_preset(source)
+    rng = np.random.default_rng(0)
+    soft = FederatedDataset(X=ds.X, y=rng.integers(0, classes, size=ds.n).astype(np.float64), offsets=ds.offsets,
+                            X_test=ds.X_test, y_test=rng.integers(0, classes, size=ds.y_test.size).astype(np.float64),
+                            test_nodes=ds.test_nodes)
+    binary, multi = Problem(ds, "logistic"), Problem(soft, "softmax")
+    C = multi.n_classes
+
+    def per_iteration(p, name, hyper) -> float:
+        recs = list(iterate(p, name, iterations=iterations + 1, seed=0, hyper=hyper))
+        return float(np.min(np.diff([r.seconds for r in recs][1:])))
+
+    out = {"source": source, "n": ds.n, "d": ds.d, "nnz": int(ds.X.nnz), "nodes": ds.n_nodes, "classes": C,
+           "bar": SOFTMAX_BAR * C, "threads": _threads(), "algorithms": {}}
+    for label, name, hyper in SOFTMAX_ALGORITHMS:
+        per_iteration(binary, name, hyper), per_iteration(multi, name, hyper)  # compile, warm the caches
+        pairs = [(per_iteration(binary, name, hyper), per_iteration(multi, name, hyper)) for _ in range(repeats)]
+        b, m = (min(x) for x in zip(*pairs))
+        out["algorithms"][label] = {"binary_seconds": b, "softmax_seconds": m, "ratio": m / b,
+                                    "ratio_over_bar": m / b / (SOFTMAX_BAR * C)}
+        log(f"{label}: binary {b:.4f} s, softmax {m:.4f} s")
+    return out
+
+
+def format_softmax(r: dict) -> str:
+    lines = [f"Softmax (C = {r['classes']}) against binary labels on the same rows: {r['source']}, n = {r['n']:,}, "
+             f"d = {r['d']:,}, nnz = {r['nnz']:,}, K = {r['nodes']:,}, {r['threads']} threads; the bar (issue 22) is "
+             f"softmax ≤ {SOFTMAX_BAR} × C = {r['bar']:g} × binary per iteration.", "",
+             "| algorithm | binary s/it | softmax s/it | softmax ÷ binary | ÷ (1.5 C) | bar met |",
+             "|---|---:|---:|---:|---:|---|"]
+    for label, a in r["algorithms"].items():
+        lines.append(f"| {label} | {a['binary_seconds']:.4f} | {a['softmax_seconds']:.4f} | {a['ratio']:.2f} | "
+                     f"{a['ratio_over_bar']:.2f} | {'yes' if a['ratio_over_bar'] <= 1 else 'no'} |")
     return "\n".join(lines)
 
 
