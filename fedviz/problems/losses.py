@@ -11,6 +11,8 @@ and the metrics use):
 
 - :meth:`Loss.value_deriv`: Σ_i φ_i, the derivatives ∂φ_i/∂z_i shaped like the margins and
   the training error count, in one call;
+- :meth:`Loss.value_deriv_nodes`: the same and each node's Σ_{i ∈ P_k} φ_i from the same loss
+  values (the per-node own losses of issue 23 at one addition per row);
 - :meth:`Loss.errors`: the misclassified count (the sign of the margin for C = 1);
 - :meth:`Loss.curvature` / :meth:`Loss.curvature_product` / :meth:`Loss.curvature_diagonal`:
   the per-example Hessian blocks ∇²φ_i (C × C; for C = 1 the scalar φ'') as an operator, for
