@@ -580,7 +580,7 @@ def pernode_cost(scale: str = "small", *, iterations: int = 5, repeats: int = 5,
             tb.append(time.perf_counter() - t)
         return min(ta), min(tb)
 
-    out = {}
+    out = {"threads": _threads(), "load_average": os.getloadavg()[0]}
     for key, make in (("google-plus-small", lambda: make_preset("google-plus-small")),
                       (f"google-plus ({scale})", lambda: make_preset("google-plus", nodes=SCALES[scale]))):
         ds = make()
@@ -613,19 +613,26 @@ def pernode_cost(scale: str = "small", *, iterations: int = 5, repeats: int = 5,
     return out
 
 
+def _data_rows(result: dict) -> dict:
+    """The per-data-set rows of :func:`pernode_cost`'s result (without its threads and load)."""
+    return {k: v for k, v in result.items() if isinstance(v, dict)}
+
+
 def format_pernode(result: dict) -> str:
     lines = ["Per-node evaluation (issue 23): its extra cost per iteration in test passes (X_test w), the bar "
-             "being 1: node sums inside the f(w) pass + the per-node scores and summaries.", "",
+             "being 1: node sums inside the f(w) pass + the per-node scores and summaries (negative where the "
+             "compiled error count costs less than the pooled error alone did). "
+             f"{result['threads']} threads, load average {result['load_average']:.1f} on {os.cpu_count()} CPUs.", "",
              "| data | K (untested) | test pass s (X w s) | node sums in f(w) s | per-node scores s | "
              "extra in test passes |", "|---|---:|---:|---:|---:|---:|"]
-    for key, r in result.items():
+    for key, r in _data_rows(result).items():
         lines.append(f"| {key} | {r['nodes']:,} ({r['untested']:,}) | {r['test_pass_seconds']:.6f} "
                      f"({r['train_pass_seconds']:.6f}) | {r['sums_extra_seconds']:.6f} | "
                      f"{r['evaluate_extra_seconds']:.6f} | {r['extra_over_test_pass']:.2f} |")
     lines += ["", "The same through whole iterations (records included), with and without the per-node evaluation:",
               "", "| data | algorithm | s/it with | s/it without | ratio | extra in test passes |",
               "|---|---|---:|---:|---:|---:|"]
-    for key, r in result.items():
+    for key, r in _data_rows(result).items():
         for name, a in r["algorithms"].items():
             lines.append(f"| {key} | {name} | {a['iteration_with_seconds']:.5f} | {a['iteration_without_seconds']:.5f} | "
                          f"{a['ratio']:.3f} | {a['extra_in_test_passes']:+.2f} |")
@@ -680,7 +687,7 @@ def softmax_cost(source: str = "google-plus-small", *, classes: int = SOFTMAX_CL
         return tuple(float(np.min(np.diff(c))) for c in clocks)
 
     out = {"source": source, "n": ds.n, "d": ds.d, "nnz": int(ds.X.nnz), "nodes": ds.n_nodes, "classes": C,
-           "bar": SOFTMAX_BAR * C, "threads": _threads(), "algorithms": {}}
+           "bar": SOFTMAX_BAR * C, "threads": _threads(), "load_average": os.getloadavg()[0], "algorithms": {}}
     for label, name, hyper in SOFTMAX_ALGORITHMS:
         b, m = per_iteration_pair(name, hyper)
         out["algorithms"][label] = {"binary_seconds": b, "softmax_seconds": m, "ratio": m / b,
@@ -691,7 +698,8 @@ def softmax_cost(source: str = "google-plus-small", *, classes: int = SOFTMAX_CL
 
 def format_softmax(r: dict) -> str:
     lines = [f"Softmax (C = {r['classes']}) against binary labels on the same rows: {r['source']}, n = {r['n']:,}, "
-             f"d = {r['d']:,}, nnz = {r['nnz']:,}, K = {r['nodes']:,}, {r['threads']} threads; the bar (issue 22) is "
+             f"d = {r['d']:,}, nnz = {r['nnz']:,}, K = {r['nodes']:,}, {r['threads']} threads (load average "
+             f"{r['load_average']:.1f} on {os.cpu_count()} CPUs); the bar (issue 22) is "
              f"softmax ≤ {SOFTMAX_BAR} × C = {r['bar']:g} × binary per iteration.", "",
              "| algorithm | binary s/it | softmax s/it | softmax ÷ binary | ÷ (1.5 C) | bar met |",
              "|---|---:|---:|---:|---:|---|"]

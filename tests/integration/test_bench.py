@@ -83,6 +83,7 @@ def test_softmax_figure_is_self_consistent():
 
     r = bench.softmax_cost(iterations=1, repeats=1)
     assert r["classes"] == 10 and r["bar"] == 15 and r["n"] == 50_000
+    assert f"{r['threads']} threads (load average {r['load_average']:.1f}" in bench.format_softmax(r)
     assert set(r["algorithms"]) == {label for label, _, _ in bench.SOFTMAX_ALGORITHMS}
     text = bench.format_softmax(r)
     for label, a in r["algorithms"].items():
@@ -100,9 +101,10 @@ def test_pernode_figure_is_self_consistent():
     from fedviz import bench
 
     r = bench.pernode_cost("small", iterations=1, repeats=1)
-    assert set(r) == {"google-plus-small", "google-plus (small)"}
+    assert set(r) == {"google-plus-small", "google-plus (small)", "threads", "load_average"}
     text = bench.format_pernode(r)
-    for key, row in r.items():
+    assert f"{r['threads']} threads, load average {r['load_average']:.1f}" in text
+    for key, row in ((k, v) for k, v in r.items() if isinstance(v, dict)):
         assert row["test_pass_seconds"] > 0 and row["sums_extra_seconds"] >= 0
         assert math.isclose(row["extra_over_test_pass"],
                             (row["sums_extra_seconds"] + row["evaluate_extra_seconds"]) / row["test_pass_seconds"],
