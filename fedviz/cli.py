@@ -419,6 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--personal", action="store_true",
                    help="the exact Local models of every node (issue 23) on google-plus at --scale, against "
                         "one gradient pass")
+    p.add_argument("--softmax", action="store_true",
+                   help="one iteration of FSVRG, GD and FedAvg with 10 classes (softmax) against binary labels on "
+                        "google-plus-small's rows (issue 22's bar: at most 1.5 × C × the binary iteration)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
 

@@ -144,6 +144,10 @@ class Algorithm:
         self.w.setflags(write=False)
         self._z: np.ndarray | None = None
         self._g: np.ndarray | None = None
+        self._node_sums: np.ndarray | None = None
+        #: Set by the runner when it scores every node (issue 23): the pass that computes f(w) then
+        #: also sums each node's losses (:meth:`node_loss_sums`), at one addition per row.
+        self.node_sums = False
         self._cache_w: np.ndarray | None = None
         self.iteration = 0
         self.rounds = 0
@@ -278,7 +282,7 @@ class Algorithm:
 
     def _validate_cache(self) -> None:
         if self._cache_w is not self.w:
-            self._cache_w, self._z, self._g = self.w, None, None
+            self._cache_w, self._z, self._g, self._node_sums = self.w, None, None, None
 
     def gradient(self) -> np.ndarray:
         """∇f(w) for the current w, computed at most once per iteration (not counted as work:
@@ -289,8 +293,18 @@ class Algorithm:
         """(f(w), ∇f(w)) for the current w, from one fused pass, cached like :meth:`gradient`."""
         z = self.margins()
         if self._g is None:
-            self._f, self._g, self._train_error = self.problem.value_grad_error(self.w, z)
+            if self.node_sums:
+                self._f, self._g, self._train_error, self._node_sums = self.problem.value_grad_error(
+                    self.w, z, node_sums=True)
+            else:
+                self._f, self._g, self._train_error = self.problem.value_grad_error(self.w, z)
         return self._f, self._g
+
+    def node_loss_sums(self) -> np.ndarray | None:
+        """Each node's Σ_{i ∈ P_k} φ_i at the current w when the pass of :meth:`objective_and_gradient`
+        computed them (:attr:`node_sums`), else None."""
+        self._validate_cache()
+        return self._node_sums
 
     def train_error(self) -> float:
         """The training error at the current w, a by-product of :meth:`objective_and_gradient`."""

@@ -178,7 +178,7 @@ class FSVRG(Algorithm):
         # from the pass that accepted it, so the runner does not recompute them.
         self.w = w
         self.set_margins(accepted[1])
-        self._f, self._g, self._train_error = accepted[2:]
+        self._f, self._g, self._train_error, self._node_sums = accepted[2:]
 
     def _check_trial(self):
         """The safeguard's round 1: f and ∇f at the trial point, then accept it or go back.
@@ -193,12 +193,12 @@ class FSVRG(Algorithm):
         if self._trial is None:  # the first iteration: w0 is accepted unseen
             z = self.margins()
             f, g = self.objective_and_gradient()
-            return self.w, z, g, self.hk, (self.w, z, f, g, self.train_error())
+            return self.w, z, g, self.hk, (self.w, z, f, g, self.train_error(), self.node_loss_sums())
         pb = self.problem
         trial = self._trial
         z = pb.matvec(trial)
-        f, g, err = pb.value_grad_error(trial, z)
+        f, g, err, *sums = pb.value_grad_error(trial, z, node_sums=self.node_sums)
         if f <= self._accepted[2]:
-            return trial, z, g, self.hk, (trial, z, f, g, err)
-        w, z, _, g, _ = self._accepted
+            return trial, z, g, self.hk, (trial, z, f, g, err, sums[0] if sums else None)
+        w, z, _, g, _, _ = self._accepted
         return w, z, g, self.hk / 2, self._accepted

@@ -11,6 +11,8 @@ and the metrics use):
 
 - :meth:`Loss.value_deriv`: Σ_i φ_i, the derivatives ∂φ_i/∂z_i shaped like the margins and
   the training error count, in one call;
+- :meth:`Loss.value_deriv_nodes`: the same and each node's Σ_{i ∈ P_k} φ_i from the same loss
+  values (the per-node own losses of issue 23 at one addition per row);
 - :meth:`Loss.errors`: the misclassified count (the sign of the margin for C = 1);
 - :meth:`Loss.curvature` / :meth:`Loss.curvature_product` / :meth:`Loss.curvature_diagonal`:
   the per-example Hessian blocks ∇²φ_i (C × C; for C = 1 the scalar φ'') as an operator, for
@@ -76,6 +78,16 @@ class Loss:
         errors = self.errors(z, y)
         return float(np.sum(self.value(z, y))), self.deriv(z, y), errors
 
+    def value_deriv_nodes(self, z, y, offsets) -> tuple[float, np.ndarray, int | None, np.ndarray]:
+        """:meth:`value_deriv` and the per-node sums Σ_{i ∈ P_k} φ_i of the contiguous row ranges
+        ``offsets[k]:offsets[k+1]`` (the nodes' rows, eq. (6)) from the same loss values: the
+        per-node own losses of issue 23 at the cost of one addition per row.  The total, the
+        derivatives and the error count are :meth:`value_deriv`'s, bit for bit."""
+        errors = self.errors(z, y)
+        v = self.value(z, y)
+        total = float(np.sum(v))
+        return total, self.deriv(z, y), errors, segment_sums(v, offsets)
+
     def curvature(self, z, y, divisor: float | None = None):
         """The Hessian blocks ∇²φ_i(z_i) (divided by ``divisor`` if given) as an operator for
         :meth:`curvature_product`: for C = 1 the vector φ''(z) (/ divisor)."""
@@ -121,6 +133,20 @@ class Logistic(Loss):
             _logistic_value_deriv(z, y, d, parts, carries, errs)
             return math.fsum(np.concatenate([parts, carries])), d, int(errs.sum())
         return super().value_deriv(z, y)
+
+    def value_deriv_nodes(self, z, y, offsets):
+        if np.ndim(z) == 1 and np.ndim(y) == 1 and len(z) >= 50_000:
+            z = np.ascontiguousarray(z, dtype=np.float64)
+            y = np.ascontiguousarray(y, dtype=np.float64)
+            offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+            d = np.empty_like(z)
+            chunks = -(-z.size // _CHUNK)
+            parts, carries, errs = np.empty(chunks), np.empty(chunks), np.empty(chunks, dtype=np.int64)
+            sums = np.zeros(offsets.size - 1)
+            _logistic_value_deriv_nodes(z, y, d, parts, carries, errs, offsets, sums,
+                                        np.empty((chunks, 2)), np.empty((chunks, 2), dtype=np.int64))
+            return math.fsum(np.concatenate([parts, carries])), d, int(errs.sum()), sums
+        return super().value_deriv_nodes(z, y, offsets)
 
     def deriv2(self, z, y):
         s = expit(y * z)
@@ -253,13 +279,26 @@ class Softmax(Loss):
         return int(np.count_nonzero(np.argmax(z, axis=1) != self._codes(y)))
 
     def value_deriv(self, z, y):
-        lse = self._logsumexp(z)
-        rows, codes = np.arange(len(z)), self._codes(y)
-        total = float(np.sum(lse - z[rows, codes]))
-        d = np.exp(z - lse[:, None])
-        errors = self.errors(z, y)
-        d[rows, codes] -= 1.0
+        total, d, errors, _ = self._fused(z, y, None)
         return total, d, errors
+
+    def value_deriv_nodes(self, z, y, offsets):
+        total, d, errors, v = self._fused(z, y, True)
+        return total, d, errors, segment_sums(v, offsets)
+
+    @staticmethod
+    def _fused(z, y, keep_values):
+        """One compiled pass over the n × C margins: Σ φ_i, p_i − e_{y_i}, the argmax errors and
+        (``keep_values``) the vector of φ_i; on every core from :data:`PARALLEL_ELEMENTS` margins."""
+        z = np.ascontiguousarray(z, dtype=np.float64)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        n = z.shape[0]
+        d = np.empty_like(z)
+        v = np.empty(n if keep_values else 0)
+        chunks = max(1, -(-n // _SOFTMAX_CHUNK))
+        parts, errs = np.empty(chunks), np.empty(chunks, dtype=np.int64)
+        _SOFTMAX_KERNELS[z.size >= PARALLEL_ELEMENTS](z, y, d, v, parts, errs)
+        return math.fsum(parts), d, int(errs.sum()), v
 
     def curvature(self, z, y, divisor: float | None = None):
         """(p, divisor): the blocks diag(p_i) − p_i p_iᵀ, kept as the probabilities."""
@@ -287,6 +326,17 @@ class Softmax(Loss):
 _CHUNK = 1 << 15
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _logistic_term(zi, yi):
+    """(log(1 + exp(−y z)), −y σ(−y z), [sign error]) of one example, stably (see the kernels below)."""
+    t = yi * zi
+    e = math.exp(-abs(t))
+    u = 1.0 + e
+    v = u - 1.0
+    term = max(-t, 0.0) + (math.log(u) * (e / v) if v != 0.0 else e)
+    return term, -yi * ((e if t >= 0 else 1.0) / u), (zi > 0) != (yi > 0)
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _logistic_value_deriv(z, y, d, parts, carries, errs):
     """Σ log(1 + exp(−y z)), d = −y σ(−y z) and the count of sign errors, fused: one read
@@ -304,21 +354,139 @@ def _logistic_value_deriv(z, y, d, parts, carries, errs):
         carry = 0.0  # Neumaier's compensation: the sum is exact to a few ulps at any length
         errors = 0
         for i in range(k * _CHUNK, min(n, (k + 1) * _CHUNK)):
-            zi = z[i]
-            yi = y[i]
-            t = yi * zi
-            errors += (zi > 0) != (yi > 0)
-            e = math.exp(-abs(t))
-            u = 1.0 + e
-            v = u - 1.0
-            term = max(-t, 0.0) + (math.log(u) * (e / v) if v != 0.0 else e)
+            term, di, wrong = _logistic_term(z[i], y[i])
+            errors += wrong
             s = total + term
             carry += (total - s) + term if abs(total) >= abs(term) else (term - s) + total
             total = s
-            d[i] = -yi * ((e if t >= 0 else 1.0) / u)
+            d[i] = di
         parts[k] = total
         carries[k] = carry
         errs[k] = errors
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _logistic_value_deriv_nodes(z, y, d, parts, carries, errs, offsets, sums, edge, edge_node):
+    """:func:`_logistic_value_deriv` (the same chunks, terms and sums: the same total, bit for bit)
+    that also adds each term into its node's sum ``sums[k]`` (rows ``offsets[k]:offsets[k+1]``;
+    ``sums`` zero on entry).  A node inside one chunk is summed there; a node cut by a chunk
+    boundary leaves its pieces in ``edge`` (at most one at each end of a chunk, ``edge_node`` its
+    node, −1 for none), added in chunk order after the parallel loop: deterministic whatever the
+    thread count."""
+    n = z.size
+    K = offsets.size - 1
+    for k in numba.prange(parts.size):
+        a = k * _CHUNK
+        b = min(n, a + _CHUNK)
+        node = np.searchsorted(offsets, a, side="right") - 1  # offsets[node] <= a < offsets[node + 1]
+        end = offsets[node + 1]
+        edge_node[k, 0] = node
+        edge_node[k, 1] = -1
+        edge[k, 0] = 0.0
+        edge[k, 1] = 0.0
+        first = True
+        acc = 0.0
+        total = 0.0
+        carry = 0.0
+        errors = 0
+        for i in range(a, b):
+            term, di, wrong = _logistic_term(z[i], y[i])
+            errors += wrong
+            s = total + term
+            carry += (total - s) + term if abs(total) >= abs(term) else (term - s) + total
+            total = s
+            d[i] = di
+            acc += term
+            if i + 1 == end:  # the node's last row
+                if first:
+                    edge[k, 0] = acc  # it may have begun in an earlier chunk
+                    first = False
+                else:
+                    sums[node] = acc
+                acc = 0.0
+                node += 1
+                while node < K and offsets[node + 1] == offsets[node]:
+                    node += 1  # a node without rows sums to 0
+                if node < K:
+                    end = offsets[node + 1]
+        if node < K and offsets[node] < b < end:  # the node goes on in the next chunk
+            if first:
+                edge[k, 0] = acc
+            else:
+                edge[k, 1] = acc
+                edge_node[k, 1] = node
+        parts[k] = total
+        carries[k] = carry
+        errs[k] = errors
+    for k in range(parts.size):
+        sums[edge_node[k, 0]] += edge[k, 0]
+        if edge_node[k, 1] >= 0:
+            sums[edge_node[k, 1]] += edge[k, 1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _segment_sums(v, offsets, out):
+    for k in range(offsets.size - 1):
+        s = 0.0
+        for i in range(offsets[k], offsets[k + 1]):
+            s += v[i]
+        out[k] = s
+
+
+def segment_sums(v, offsets) -> np.ndarray:
+    """out[k] = Σ v[offsets[k]:offsets[k+1]] (0 for an empty range), in row order."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    out = np.empty(offsets.size - 1)
+    _segment_sums(np.ascontiguousarray(v, dtype=np.float64), offsets, out)
+    return out
+
+
+
+#: Margins (n × C) from which the softmax pass runs on every core: below it the thread pool's start
+#: costs more than it saves (and a small run never starts numba's threads).
+PARALLEL_ELEMENTS = 50_000
+#: Rows per chunk of the softmax pass: fixed, so the partial sums and f(w) do not depend on the threads.
+_SOFTMAX_CHUNK = 1 << 12
+
+
+def _softmax_value_deriv_py(z, y, d, v, parts, errs):
+    """Per example i (class code y_i, margins z_i ∈ R^C): φ_i = log Σ_c exp(z_ic) − z_{i,y_i} with the
+    largest margin m subtracted first, d_i = softmax(z_i) − e_{y_i}, and [argmax z_i ≠ y_i] (a tie
+    predicts the lowest code, as numpy's argmax); chunk k's sum of φ_i to ``parts[k]``, its error
+    count to ``errs[k]``, φ_i to ``v[i]`` when ``v`` has n entries."""
+    n, C = z.shape
+    keep = v.size == n
+    for k in numba.prange(parts.size):
+        total = 0.0
+        errors = 0
+        for i in range(k * _SOFTMAX_CHUNK, min(n, (k + 1) * _SOFTMAX_CHUNK)):
+            m = z[i, 0]
+            arg = 0
+            for c in range(1, C):
+                if z[i, c] > m:
+                    m = z[i, c]
+                    arg = c
+            s = 0.0
+            for c in range(C):
+                e = math.exp(z[i, c] - m)
+                d[i, c] = e
+                s += e
+            yi = int(y[i])
+            term = m + math.log(s) - z[i, yi]
+            inv = 1.0 / s
+            for c in range(C):
+                d[i, c] *= inv
+            d[i, yi] -= 1.0
+            if keep:
+                v[i] = term
+            total += term
+            errors += arg != yi
+        parts[k] = total
+        errs[k] = errors
+
+
+_SOFTMAX_KERNELS = (numba.njit(cache=True, nogil=True, error_model="numpy")(_softmax_value_deriv_py),
+                    numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")(_softmax_value_deriv_py))
 
 
 #: The losses of binary and regression data (one output per example, C = 1).

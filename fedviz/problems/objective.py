@@ -177,12 +177,16 @@ class Problem:
         f, g, _ = self.value_grad_error(w, z)
         return f, g
 
-    def value_grad_error(self, w: np.ndarray, z: np.ndarray | None = None):
-        """f(w), ∇f(w) and the training error (:attr:`error_metric`) together."""
+    def value_grad_error(self, w: np.ndarray, z: np.ndarray | None = None, node_sums: bool = False):
+        """f(w), ∇f(w) and the training error (:attr:`error_metric`) together; with ``node_sums``
+        also each node's Σ_{i ∈ P_k} φ_i (eq. (6) times n_k) from the same loss values."""
         z = self.matvec(w) if z is None else z
         # The loss's derivatives are shaped like the margins and its error count is the sign's
         # (C = 1); the rest is the same for every C with the model flat.
-        total, d, errors = self.loss.value_deriv(z, self.y)
+        if node_sums:
+            total, d, errors, sums = self.loss.value_deriv_nodes(z, self.y, self.data.offsets)
+        else:
+            total, d, errors = self.loss.value_deriv(z, self.y)
         f = total / self.n + 0.5 * self.lam * float(w @ w)
         d /= self.n
         g = self.rmatvec(d)
@@ -191,7 +195,7 @@ class Problem:
             train = errors / self.n if self.n else float("nan")
         else:  # the squared loss counts no sign errors: the metric of the labels, as train_error
             train = self._error(z, self.y)
-        return f, g, train
+        return (f, g, train, sums) if node_sums else (f, g, train)
 
     def curvature(self, w: np.ndarray, z: np.ndarray | None = None):
         """The per-example Hessian blocks D with ∇²f(w) = Xᵀ D X / n + λI (the loss's

@@ -13,6 +13,13 @@ row-major, :class:`~fedviz.problems.objective.Problem`): the gradient is Xᵀ φ
 Hessian products go through the loss's per-example curvature blocks
 (:meth:`~fedviz.problems.losses.Loss.curvature_product`) and the preconditioner is their
 diagonals' Xᵀ-weighted sums.  For C = 1 every one of these is the binary operation it was.
+
+For C > 1 the diagonal preconditioner fails (softmax's Hessian is only λ along W + u1ᵀ, which
+it cannot see): FedProx's Synthetic(1, 1) took 1,281 Hessian products.  So a softmax problem
+whose model is small (dC ≤ :data:`DENSE_MAX_SIZE`, n (dC)² ≤ :data:`DENSE_MAX_WORK`: every
+multiclass file and generator fedviz ships) solves each Newton system exactly with the dense
+Hessian (:func:`_dense_newton_direction`; Synthetic in 11 Newton steps and no CG), and a larger
+one runs CG preconditioned by each feature's C × C diagonal block (:class:`_BlockPreconditioner`).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numba
 import numpy as np
+import scipy.linalg as sla
 
 from ..errors import FedvizError
 from .objective import Problem
@@ -39,6 +48,8 @@ class Optimum:
     newton_iterations: int
     hessian_products: int
     seconds: float
+    #: Newton steps whose system was solved with the dense Hessian (softmax with a small model dC).
+    dense_hessians: int = 0
 
 
 _CACHE: "OrderedDict[tuple, Optimum]" = OrderedDict()
@@ -61,10 +72,10 @@ def solve(problem: Problem, *, gtol: float = 1e-10, max_iter: int = 100, use_cac
         _CACHE.move_to_end(key)
         return _CACHE[key]
     start = time.perf_counter()
-    w, its, hvs, f, gnorm = _newton_cg(problem, gtol=gtol, max_iter=max_iter)
+    w, its, hvs, f, gnorm, dense = _newton_cg(problem, gtol=gtol, max_iter=max_iter)
     opt = Optimum(w=w, objective=f, grad_norm=gnorm, test_error=problem.test_error(w),
                   train_error=problem.train_error(w), newton_iterations=its, hessian_products=hvs,
-                  seconds=time.perf_counter() - start)
+                  seconds=time.perf_counter() - start, dense_hessians=dense)
     w.setflags(write=False)
     if use_cache:
         _CACHE[key] = opt
@@ -78,6 +89,7 @@ def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
     w = problem.zero_model()
     z = np.zeros(problem.margin_shape)
     hvs = 0
+    dense = 0
     # X with squared entries, for the diagonal preconditioner (same pattern, new values).
     Xsq_T = type(X)((X.data * X.data, X.indices, X.indptr), shape=X.shape).T
     f = problem.value(w, z)
@@ -85,15 +97,22 @@ def _newton_cg(problem: Problem, *, gtol: float, max_iter: int):
         g = problem.rmatvec(loss.deriv(z, y) / n) + lam * w
         gnorm = float(np.linalg.norm(g))
         if gnorm <= gtol:
-            return w, it, hvs, f, gnorm
+            return w, it, hvs, f, gnorm, dense
         if it == max_iter:
             break
         D = loss.curvature(z, y, divisor=n)
-        # Forcing term min(0.5, sqrt‖g‖)‖g‖ gives superlinear convergence (Nocedal & Wright, Thm 7.2).
-        M = (Xsq_T @ loss.curvature_diagonal(D)).reshape(problem.size) + lam
-        p, used = _cg(lambda v: problem.rmatvec(loss.curvature_product(D, problem.matvec(v))) + lam * v, -g, M,
-                      tol=min(0.5, np.sqrt(gnorm)) * gnorm, max_iter=max(50, 2 * problem.size))
-        hvs += used
+        if problem.n_classes > 1 and _dense_ok(problem):
+            p = _dense_newton_direction(problem, D, g)
+            dense += 1
+        else:
+            # Forcing term min(0.5, sqrt‖g‖)‖g‖ gives superlinear convergence (Nocedal & Wright, Thm 7.2).
+            if problem.n_classes > 1:
+                M = _BlockPreconditioner(problem, D)
+            else:
+                M = (Xsq_T @ loss.curvature_diagonal(D)).reshape(problem.size) + lam
+            p, used = _cg(lambda v: problem.rmatvec(loss.curvature_product(D, problem.matvec(v))) + lam * v, -g, M,
+                          tol=min(0.5, np.sqrt(gnorm)) * gnorm, max_iter=max(50, 2 * problem.size))
+            hvs += used
         Xp = problem.matvec(p)
         slope = float(g @ p)
         t = 1.0
@@ -119,7 +138,7 @@ def _cg(hessp, b, M, *, tol: float, max_iter: int):
     preconditioner M, stopped at ‖Hx − b‖ ≤ tol (the true residual, not the M-norm)."""
     x = np.zeros_like(b)
     r = b.copy()
-    zv = r / M
+    zv = M.solve(r) if isinstance(M, _BlockPreconditioner) else r / M
     p = zv.copy()
     rz = float(r @ zv)
     for k in range(max_iter):
@@ -129,8 +148,86 @@ def _cg(hessp, b, M, *, tol: float, max_iter: int):
         alpha = rz / float(p @ Hp)
         x += alpha * p
         r -= alpha * Hp
-        zv = r / M
+        zv = M.solve(r) if isinstance(M, _BlockPreconditioner) else r / M
         rz_new = float(r @ zv)
         p = zv + (rz_new / rz) * p
         rz = rz_new
     return x, max_iter
+
+
+class _BlockPreconditioner:
+    """CG's preconditioner for C > 1: the Hessian's diagonal block of each feature's C weights,
+    B_j = Σ_i x_ij² (diag p_i − p_i p_iᵀ) / n + λI (C × C), inverted once per Newton step.
+
+    It keeps what the diagonal loses: a softmax Hessian is only λ along W + u1ᵀ (adding one vector
+    to every class's weights changes no probability), and the diagonal preconditioner, blind to
+    that, made the system worse conditioned than none (dna.scale at w = 0: 1.3e4 against 6.1e3);
+    the blocks give 500.  Building them costs nnz · C² multiply-adds, applying them d C².
+    """
+
+    def __init__(self, problem, D):
+        P, divisor = D
+        X = problem.X
+        d, C = problem.d, problem.n_classes
+        B = np.zeros((d, C, C))
+        _block_diag(X.indptr, X.indices, X.data, np.ascontiguousarray(P), B)
+        B /= divisor
+        B += problem.lam * np.eye(C)
+        self.inv = np.linalg.inv(B)
+        self.d, self.C = d, C
+
+    def solve(self, r):
+        R = r.reshape(self.d, self.C)
+        return np.einsum("jce,je->jc", self.inv, R).reshape(-1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _block_diag(indptr, indices, data, P, B):
+    """B[j] += x_ij² (diag p_i − p_i p_iᵀ) over the nonzeros x_ij of the CSR rows (P: n × C)."""
+    C = P.shape[1]
+    for i in range(indptr.size - 1):
+        for q in range(indptr[i], indptr[i + 1]):
+            j = indices[q]
+            a2 = data[q] * data[q]
+            for c in range(C):
+                pc = a2 * P[i, c]
+                B[j, c, c] += pc
+                for e in range(C):
+                    B[j, c, e] -= pc * P[i, e]
+
+
+#: The dense Newton system of a softmax problem: at most this many unknowns dC (its Hessian in
+#: 8 (dC)² bytes: 72 MB at 3,000) …
+DENSE_MAX_SIZE = 3000
+#: … and at most this many multiply-adds to form it (n (dC)²: FedProx's Synthetic, n = 7,909 and
+#: dC = 610, takes 2.9e9, about a second in BLAS).
+DENSE_MAX_WORK = 2e10
+#: Rows per slab of the dense Hessian (bounds the n × dC scratch of x_i ⊗ p_i).
+_DENSE_ROWS = 2048
+
+
+def _dense_ok(problem) -> bool:
+    """Whether the Newton steps of ``problem`` (C > 1) solve with the dense Hessian (see the module)."""
+    return problem.size <= DENSE_MAX_SIZE and problem.n * problem.size ** 2 <= DENSE_MAX_WORK
+
+
+def _dense_newton_direction(problem, D, g):
+    """The Newton step −∇²f(w)⁻¹ ∇f(w) for softmax, solved exactly: the dense Hessian
+    Σ_i (x_i x_iᵀ) ⊗ (diag p_i − p_i p_iᵀ) / n + λI (rows j·C + c, the model's order), formed as
+    the class-diagonal blocks X_rᵀ diag(p_c) X_r minus Y_rᵀ Y_r with the rows x_i ⊗ p_i of Y_r, over
+    slabs of rows, then Cholesky (positive definite: λ > 0)."""
+    P, divisor = D
+    X = problem.X
+    d, C, n = problem.d, problem.n_classes, problem.n
+    H = np.zeros((d, C, d, C))
+    for a in range(0, n, _DENSE_ROWS):
+        Xr = X[a:a + _DENSE_ROWS].toarray()
+        Pr = P[a:a + _DENSE_ROWS]
+        for c in range(C):
+            H[:, c, :, c] += Xr.T @ (Xr * Pr[:, c:c + 1])
+        Y = (Xr[:, :, None] * Pr[:, None, :]).reshape(Xr.shape[0], d * C)
+        H.reshape(d * C, d * C)[...] -= Y.T @ Y
+    H = H.reshape(d * C, d * C)
+    H /= divisor
+    H[np.diag_indices_from(H)] += problem.lam
+    return -sla.cho_solve(sla.cho_factor(H, lower=True), g)

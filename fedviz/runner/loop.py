@@ -145,6 +145,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     elif personal_target is not None:
         raise ParameterError("personal_target", f"an array of shape {np.shape(personal_target)}",
                              f"only for an algorithm with a model per node (Ditto, APFL), not {cls.title}")
+    algo.node_sums = nodes.wants_node_sums  # the nodes' own losses from the pass that computes f(w)
     first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes, unseen)
     objectives = [first.objective]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
@@ -228,8 +229,9 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         obj, g = algo.objective_and_gradient()
         grad_norm = float(np.linalg.norm(g))
         # One test pass: the pooled test error (Problem.test_error's number) and every node's
-        # come from the same margins; the own losses from the training margins z.
-        test_err, per_node, scores = nodes.evaluate(w, z, nodes.test_margins(w), algo.iteration)
+        # come from the same margins; the own losses from the pass that computed f(w).
+        test_err, per_node, scores = nodes.evaluate(w, z, nodes.test_margins(w), algo.iteration,
+                                                    algo.node_loss_sums())
         # The held-out nodes: the same model on their test rows (one product with those rows).
         per_node, scores = unseen.add(w, per_node, scores) if unseen is not None else \
             ({**per_node, "nodes_unseen": 0.0}, scores)

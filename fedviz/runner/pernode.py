@@ -7,7 +7,11 @@ all test rows.  A pooled figure hides the nodes a model serves badly (Section 4.
 single model errs 26.4% on google-plus-small while each author's own majority label errs
 17.3%).  This module scores each node separately from margins the loop computes anyway,
 so the evaluation costs no pass over X or X_test beyond the one the pooled test error
-already takes: only ``np.bincount`` over the rows.
+already takes: each node's error count comes from one compiled pass over the test margins
+(which also gives the pooled count), each node's loss sum from the pass that computes f(w)
+(one addition per row inside the loss kernel, :meth:`Loss.value_deriv_nodes
+<fedviz.problems.losses.Loss.value_deriv_nodes>`), and the summaries from one compiled call.
+``python -m fedviz bench --pernode`` measures the extra in test passes (issue 23's bar: ≤ 1).
 
 For node k, with T_k its test rows (``ds.test_nodes == k``) and P_k its training rows:
 
@@ -50,6 +54,7 @@ import numba
 import numpy as np
 
 from ..problems._compiled import LOSS_CODES, LOGISTIC, SQUARED
+from ..problems.losses import segment_sums
 
 #: The statistics of a per-node vector that every record keeps (see the module docstring).
 STATS = ("mean", "std", "p10", "p50", "p90", "worst10", "min", "max")
@@ -82,17 +87,58 @@ def summarize(values: np.ndarray) -> dict[str, float]:
 
     A node whose value is NaN (no test rows) or ±inf is left out of every statistic; the caller
     counts the untested nodes.  (A non-finite loss means the model diverged: the record's
-    objective says so already.)
+    objective says so already.)  One compiled call (:func:`_summaries`): at K = 500 nodes numpy's
+    percentile, partition and reductions cost about a test pass of google-plus-small by themselves.
     """
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return {s: math.nan for s in STATS}
-    p10, p50, p90 = np.percentile(v, (10.0, 50.0, 90.0), method=PERCENTILE_METHOD)
-    m = worst_count(v.size)
-    worst = np.partition(v, v.size - m)[v.size - m:]   # the m largest, in O(K)
-    return {"mean": float(v.mean()), "std": float(v.std()), "p10": float(p10), "p50": float(p50),
-            "p90": float(p90), "worst10": float(worst.mean()), "min": float(v.min()), "max": float(v.max())}
+    v = np.ascontiguousarray(values, dtype=np.float64).reshape(1, -1)
+    out = np.empty((1, len(STATS)))
+    _summaries(v, out)
+    return dict(zip(STATS, out[0].tolist()))
+
+
+@numba.njit(cache=True, nogil=True)
+def _summaries(values, out):
+    """out[r] = the statistics :data:`STATS` (in that order) of the finite entries of ``values[r]``:
+    the mean (their sum in ascending order / K_t), the population standard deviation (two passes),
+    numpy's "linear" percentiles (h = (K_t − 1)·q/100 with q/100 a float as numpy takes it, and its
+    interpolation a + (b − a)·γ, or b − (b − a)·(1 − γ) when γ ≥ ½, so equal to
+    ``numpy.percentile`` bit for bit), the mean of the ⌈K_t/10⌉ largest, the minimum and the maximum."""
+    for r in range(values.shape[0]):
+        row = values[r]
+        buf = np.empty(row.size)
+        m = 0
+        for x in row:
+            if np.isfinite(x):
+                buf[m] = x
+                m += 1
+        if m == 0:
+            out[r, :] = np.nan
+            continue
+        v = np.sort(buf[:m])
+        total = 0.0
+        for x in v:
+            total += x
+        mean = total / m
+        sq = 0.0
+        for x in v:
+            sq += (x - mean) * (x - mean)
+        out[r, 0] = mean
+        out[r, 1] = np.sqrt(sq / m)
+        for j, q in enumerate((10.0, 50.0, 90.0)):
+            h = (m - 1) * (q / 100.0)
+            lo = int(np.floor(h))
+            hi = min(lo + 1, m - 1)
+            g = h - lo
+            a, b = v[lo], v[hi]
+            diff = b - a
+            out[r, 2 + j] = b - diff * (1.0 - g) if g >= 0.5 else a + diff * g
+        top = max(1, -(-m // 10))
+        worst = 0.0
+        for i in range(m - top, m):
+            worst += v[i]
+        out[r, 5] = worst / top
+        out[r, 6] = v[0]
+        out[r, 7] = v[m - 1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,8 +160,13 @@ class NodeEvaluator:
     """Scores every node of one problem from the margins the iteration loop has anyway.
 
     Built once per run (the node ids of the test rows and the row counts are fixed); each call
-    to :meth:`evaluate` costs O(n + n_test) arithmetic and no product with X or X_test.
+    to :meth:`evaluate` costs O(n_test + K log K) arithmetic given the nodes' loss sums (else
+    O(n) more) and no product with X or X_test.
     """
+
+    #: The loop has the algorithm sum each node's losses in the pass that computes f(w)
+    #: (:attr:`Algorithm.node_sums <fedviz.algorithms.base.Algorithm.node_sums>`).
+    wants_node_sums = True
 
     def __init__(self, problem):
         ds = problem.data
@@ -134,6 +185,9 @@ class NodeEvaluator:
         # node first): each node's rows are the slice _test_offsets[k]:_test_offsets[k+1].
         self._test_offsets = (np.searchsorted(tn, np.arange(self.K + 1), side="left").astype(np.int64)
                               if tn.size and np.all(tn[1:] >= tn[:-1]) else None)
+        # The segments of the compiled error count: the rows of no node, then node 0, …, node K − 1.
+        self._test_segments = (np.concatenate([[0], self._test_offsets]).astype(np.int64)
+                               if self._test_offsets is not None else None)
         self._row_node = ds.node_of_row
         self._offsets = np.ascontiguousarray(ds.offsets, dtype=np.int64)
         self._sizes = ds.node_sizes.astype(np.float64)
@@ -154,17 +208,36 @@ class NodeEvaluator:
 
     def node_test_error(self, z_test: np.ndarray) -> np.ndarray:
         """e_k for every node (NaN where T_k is empty), from the test margins."""
+        return self.test_errors(z_test)[0]
+
+    def test_errors(self, z_test: np.ndarray) -> tuple[np.ndarray, float]:
+        """(e_k for every node, the pooled test error) from the test margins.
+
+        Test rows grouped by node (as :meth:`FederatedDataset.from_assignment
+        <fedviz.data.dataset.FederatedDataset.from_assignment>` leaves them): one compiled pass
+        counts every node's errors and those of the rows of no node; the pooled error is their
+        total over n_test, the number ``Problem.test_error`` gives (a count over n_test either way;
+        for the mean squared error, whose sum depends on its order, ``Problem.test_error``'s own).
+        """
         K = self.K
-        if not self.tested.any():
-            return np.full(K, math.nan)
+        if self.y_test.size == 0:
+            return np.full(K, math.nan), math.nan
         mse = self.problem.error_metric == "mse"
-        if self._test_offsets is not None and z_test.ndim == 1:  # one compiled pass over the grouped rows
-            sums = np.empty(K)
-            _node_error_sums(np.ascontiguousarray(z_test, dtype=np.float64), self.y_test, self._test_offsets, mse, sums)
+        if self._test_segments is not None:
+            sums = np.empty(K + 1)  # [rows of no node, node 0, …, node K − 1]
+            z = np.ascontiguousarray(z_test, dtype=np.float64)
+            if z.ndim == 2:
+                _ARGMAX_SUMS[z.size >= PARALLEL_ROWS](z, self.y_test, self._test_segments, sums)
+            else:
+                _ERROR_SUMS[z.size >= PARALLEL_ROWS](z, self.y_test, self._test_segments, mse, sums)
             out = np.full(K, math.nan)
-            np.divide(sums, self.test_counts, out=out, where=self.tested)
-            return out
+            np.divide(sums[1:], self.test_counts, out=out, where=self.tested)
+            pooled = self.pooled_test_error(z_test) if mse else float(sums.sum()) / self.y_test.size
+            return out, pooled
         y = self.y_test
+        pooled = self.pooled_test_error(z_test)
+        if not self.tested.any():
+            return np.full(K, math.nan), pooled
         if not self._all_assigned:
             z_test, y = z_test[self._assigned], y[self._assigned]
         if z_test.ndim == 2:  # C > 1 classes: the argmax error (a tie predicts the lowest code), as the pooled one
@@ -176,34 +249,43 @@ class NodeEvaluator:
         sums = np.bincount(self._test_node, weights=per_row, minlength=K)
         out = np.full(K, math.nan)
         np.divide(sums, self.test_counts, out=out, where=self.tested)
-        return out
+        return out, pooled
 
-    def node_loss(self, w: np.ndarray, z: np.ndarray) -> np.ndarray:
+    def node_loss(self, w: np.ndarray, z: np.ndarray, sums: np.ndarray | None = None) -> np.ndarray:
         """F_k(w) of eq. (6) for every node, from the training margins z = X w.
 
-        A node's rows are contiguous (``offsets``): one compiled pass sums each node's losses on
-        every core, the cost of one elementwise loss over the n margins and no more.  (numpy's
-        ``loss.value`` and ``bincount`` took about three test passes at paper scale.)
+        ``sums``: each node's Σ_{i ∈ P_k} φ_i when the pass that computed f(w) summed them too
+        (:meth:`Algorithm.node_loss_sums <fedviz.algorithms.base.Algorithm.node_loss_sums>`: one
+        addition per row inside the loss kernel, the way the loop scores a run).  Without them, a
+        node's rows being contiguous (``offsets``), one compiled pass sums each node's losses.
         """
         p = self.problem
-        code = LOSS_CODES.get(p.loss.name)
-        if code is None:  # a loss the kernel does not know: numpy, same sums
-            sums = np.bincount(self._row_node, weights=p.loss.value(z, p.y), minlength=self.K)
-        else:
-            sums = np.empty(self.K)
-            _node_loss_sums(np.ascontiguousarray(z, dtype=np.float64), p.y, self._offsets, code,
-                            float(getattr(p.loss, "gamma", 1.0)), sums)
+        if sums is None:
+            code = LOSS_CODES.get(p.loss.name)
+            if code is None:  # a loss the kernel does not know (softmax): its values, summed per node
+                sums = segment_sums(p.loss.value(z, p.y), self._offsets)
+            else:
+                sums = np.empty(self.K)
+                _node_loss_sums(np.ascontiguousarray(z, dtype=np.float64), p.y, self._offsets, code,
+                                float(getattr(p.loss, "gamma", 1.0)), sums)
         return sums / self._sizes + 0.5 * p.lam * float(w @ w)
 
-    def evaluate(self, w: np.ndarray, z: np.ndarray, z_test: np.ndarray, iteration: int = 0):
-        """(pooled test error, the record's per-node fields :data:`FIELDS`, :class:`NodeScores`)."""
-        err = self.node_test_error(z_test)
-        loss = self.node_loss(w, z)
-        fields = {f"node_error_{k}": v for k, v in summarize(err).items()}
-        fields.update({f"node_loss_{k}": v for k, v in summarize(loss).items()})
+    def evaluate(self, w: np.ndarray, z: np.ndarray, z_test: np.ndarray, iteration: int = 0,
+                 loss_sums: np.ndarray | None = None):
+        """(pooled test error, the record's per-node fields :data:`FIELDS`, :class:`NodeScores`).
+
+        ``loss_sums``: the nodes' loss sums of the pass that computed f(w) (:meth:`node_loss`).
+        """
+        err, pooled = self.test_errors(z_test)
+        loss = self.node_loss(w, z, loss_sums)
+        both = np.empty((2, self.K))
+        both[0], both[1] = err, loss
+        stats = np.empty((2, len(STATS)))
+        _summaries(both, stats)
+        fields = dict(zip(FIELDS, stats.ravel().tolist()))
         fields["nodes_untested"] = float(self.untested)
         scores = NodeScores(iteration, err.astype(np.float32), loss.astype(np.float32))
-        return self.pooled_test_error(z_test), fields, scores
+        return pooled, fields, scores
 
 
 def _node_loss_sums_py(z, y, offsets, code, gamma, out):
@@ -246,6 +328,24 @@ def _node_error_sums_py(z, y, offsets, mse, out):
         out[k] = s
 
 
+def _node_argmax_sums_py(z, y, offsets, out):
+    """out[k] = Σ over the test rows offsets[k]:offsets[k+1] of [argmax_c z_ic ≠ y_i] (n × C margins;
+    a tie predicts the lowest code, as numpy's argmax)."""
+    C = z.shape[1]
+    for k in numba.prange(offsets.size - 1):
+        s = 0.0
+        for i in range(offsets[k], offsets[k + 1]):
+            m = z[i, 0]
+            arg = 0
+            for c in range(1, C):
+                if z[i, c] > m:
+                    m = z[i, c]
+                    arg = c
+            if arg != int(y[i]):
+                s += 1.0
+        out[k] = s
+
+
 #: Rows from which the per-node sums run on every core: below it the thread pool's start costs more
 #: than it saves, and a small run never starts numba's threads (they would take the name and the
 #: low priority of the run worker that started them; :mod:`fedviz.problems.losses` uses the same).
@@ -255,14 +355,11 @@ _serial = numba.njit(cache=True, nogil=True, error_model="numpy")
 _parallel = numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 _LOSS_SUMS = (_serial(_node_loss_sums_py), _parallel(_node_loss_sums_py))
 _ERROR_SUMS = (_serial(_node_error_sums_py), _parallel(_node_error_sums_py))
+_ARGMAX_SUMS = (_serial(_node_argmax_sums_py), _parallel(_node_argmax_sums_py))
 
 
 def _node_loss_sums(z, y, offsets, code, gamma, out):
     _LOSS_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, code, gamma, out)
-
-
-def _node_error_sums(z, y, offsets, mse, out):
-    _ERROR_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, mse, out)
 
 
 class UnseenEvaluator:

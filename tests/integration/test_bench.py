@@ -74,3 +74,43 @@ def test_experiment_figure_is_present_and_self_consistent():
     assert "| local cluster, 2 workers |" in text and f"{r['overhead_percent']:+.1f}%" in text
     assert f"{b['task']:,}" in text and "N·c" in text
     assert json.loads(json.dumps(r)) == r, "the figure is plain JSON (the command's --json prints it)"
+
+
+def test_softmax_figure_is_self_consistent():
+    """The softmax figure (issue 22's bar): the same rows with 10 class codes against the binary labels; every
+    derived figure follows from the measured ones and the table prints them (no time is asserted)."""
+    from fedviz import bench
+
+    r = bench.softmax_cost(iterations=1, repeats=1)
+    assert r["classes"] == 10 and r["bar"] == 15 and r["n"] == 50_000
+    assert f"{r['threads']} threads (load average {r['load_average']:.1f}" in bench.format_softmax(r)
+    assert set(r["algorithms"]) == {label for label, _, _ in bench.SOFTMAX_ALGORITHMS}
+    text = bench.format_softmax(r)
+    for label, a in r["algorithms"].items():
+        assert a["binary_seconds"] > 0 and a["softmax_seconds"] > 0
+        assert math.isclose(a["ratio"], a["softmax_seconds"] / a["binary_seconds"], rel_tol=1e-12)
+        assert math.isclose(a["ratio_over_bar"], a["ratio"] / 15, rel_tol=1e-12)
+        assert (f"| {label} | {a['binary_seconds']:.4f} | {a['softmax_seconds']:.4f} | {a['ratio']:.2f} | "
+                f"{a['ratio_over_bar']:.2f} | {'yes' if a['ratio_over_bar'] <= 1 else 'no'} |") in text
+    assert json.loads(json.dumps(r)) == r
+
+
+def test_pernode_figure_is_self_consistent():
+    """The per-node figure (issue 23's bar: at most one test pass): the extra in test passes is the node sums'
+    extra plus the per-node scores' over the test pass, and the table prints it (no time is asserted)."""
+    from fedviz import bench
+
+    r = bench.pernode_cost("small", iterations=1, repeats=1)
+    assert set(r) == {"google-plus-small", "google-plus (small)", "threads", "load_average"}
+    text = bench.format_pernode(r)
+    assert f"{r['threads']} threads, load average {r['load_average']:.1f}" in text
+    for key, row in ((k, v) for k, v in r.items() if isinstance(v, dict)):
+        assert row["test_pass_seconds"] > 0 and row["sums_extra_seconds"] >= 0
+        assert math.isclose(row["extra_over_test_pass"],
+                            (row["sums_extra_seconds"] + row["evaluate_extra_seconds"]) / row["test_pass_seconds"],
+                            rel_tol=1e-12)
+        assert f"| {row['extra_over_test_pass']:.2f} |" in text and key in text
+        for a in row["algorithms"].values():
+            assert math.isclose(a["ratio"], a["iteration_with_seconds"] / a["iteration_without_seconds"], rel_tol=1e-12)
+            assert math.isclose(a["extra_in_test_passes"], (a["iteration_with_seconds"] - a["iteration_without_seconds"])
+                                / row["test_pass_seconds"], rel_tol=1e-12)

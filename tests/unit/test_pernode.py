@@ -279,3 +279,84 @@ def test_many_classes_score_every_node_by_argmax_and_its_softmax_loss():
         own = ds.node_slice(k)
         losses = [np.log(np.sum(np.exp(z[i]))) - z[i, int(ds.y[i])] for i in range(own.start, own.stop)]
         assert scores.loss[k] == pytest.approx(np.mean(losses) + 0.5 * problem.lam * float(w @ w), rel=1e-6)
+
+
+# -- the fused sums (the bar of issue 23: no more than one test pass) ----------------------------------
+@pytest.mark.parametrize("K", [1, 2, 37, 4000])
+def test_node_sums_of_the_fused_logistic_pass_are_each_nodes_losses(K):
+    """Above 50,000 rows the logistic pass runs in fixed chunks on every core; its node sums (nodes cut by
+    the chunks included) are each node's Σ log(1 + e^(−y z)) by math.fsum, and its total, derivatives and
+    error count are value_deriv's, bit for bit."""
+    from fedviz.problems.losses import Logistic
+
+    rng = np.random.default_rng(K)
+    n = 140_001
+    z, y = rng.normal(scale=2.0, size=n), rng.choice([-1.0, 1.0], size=n)
+    z[::11] = 0.0
+    off = np.concatenate([[0], np.sort(rng.choice(np.arange(1, n), size=K - 1, replace=False)), [n]])
+    total, d, errors, sums = Logistic().value_deriv_nodes(z, y, off)
+    t0, d0, e0 = Logistic().value_deriv(z, y)
+    assert total == t0 and errors == e0 and np.array_equal(d, d0)
+    phi = np.logaddexp(0.0, -y * z)
+    want = np.array([math.fsum(phi[off[k]:off[k + 1]]) for k in range(K)])
+    np.testing.assert_allclose(sums, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "softmax"])
+def test_the_loops_node_losses_come_from_the_objective_pass_and_equal_a_plain_loop(loss):
+    """The record's F_k are those of the pass that computed f(w) (GD, and FSVRG whose safeguard keeps the
+    accepted point's pass): equal to the evaluator's own sums and to a plain loop over each node's rows."""
+    from fedviz.runner import iterate
+
+    rng = np.random.default_rng(3)
+    K, d = 9, 6
+    sizes = rng.integers(1, 12, size=K)
+    n = int(sizes.sum())
+    X = sp.random(n, d, density=0.6, random_state=3, format="csr")
+    y = rng.integers(0, 3, size=n).astype(float) if loss == "softmax" else rng.choice([-1.0, 1.0], size=n)
+    ds = FederatedDataset.from_assignment(X, y, np.repeat(np.arange(K), sizes))
+    p = Problem(ds, loss, lam=0.05)
+    from fedviz.algorithms import get_algorithm
+    for name in ("gd", "fsvrg"):  # FSVRG's safeguard (on by default) keeps its accepted point's pass
+        *_, rec = iterate(p, name, iterations=2)
+        algo = get_algorithm(name)(p, seed=0)
+        algo.node_sums = True
+        algo.step()
+        algo.step()
+        z = algo.margins()
+        algo.objective_and_gradient()
+        sums = algo.node_loss_sums()
+        assert sums is not None
+        ev = NodeEvaluator(p)
+        own = ev.node_loss(algo.w, z, sums)
+        np.testing.assert_allclose(own, ev.node_loss(algo.w, z), rtol=1e-13)
+        np.testing.assert_allclose(rec.nodes.loss, own, rtol=1e-6)  # the record's float32 vector
+        W = algo.w.reshape(d, -1)
+        Z = X.toarray() @ W
+        for k in range(K):
+            rows = range(*ds.offsets[k:k + 2])
+            if loss == "softmax":
+                phi = [np.log(np.sum(np.exp(Z[i]))) - Z[i, int(y[i])] for i in rows]
+            else:
+                phi = [np.log1p(np.exp(-y[i] * Z[i, 0])) for i in rows]
+            assert sums[k] == pytest.approx(sum(phi), rel=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 10, 11, 64, 500, 1001])
+def test_compiled_summary_is_numpy_on_random_vectors(k):
+    rng = np.random.default_rng(k)
+    v = rng.uniform(size=k) * rng.choice([1.0, 1e-3, 1e3])
+    if k > 3:
+        v[rng.choice(k, size=k // 4, replace=False)] = rng.choice([np.nan, np.inf], size=k // 4)
+    s = summarize(v)
+    kept = v[np.isfinite(v)]
+    if kept.size == 0:
+        assert all(math.isnan(x) for x in s.values())
+        return
+    for q in (10, 50, 90):
+        assert s[f"p{q}"] == np.percentile(kept, q, method="linear")
+    assert s["min"] == kept.min() and s["max"] == kept.max()
+    assert s["mean"] == pytest.approx(kept.mean(), rel=1e-14)
+    assert s["std"] == pytest.approx(kept.std(), rel=1e-12, abs=1e-300)
+    m = worst_count(kept.size)
+    assert s["worst10"] == pytest.approx(np.sort(kept)[-m:].mean(), rel=1e-14)
