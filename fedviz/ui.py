@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -230,6 +231,49 @@ def load_baselines(spec: DataSpec) -> dict:
     # From a built data set they cost one pass over the labels: no slot needed for that.
     return _under_cap(lambda: cache.built(spec, baselines=True) or cache.built(spec), "build the data set",
                       lambda: cache.baselines(spec, owner=owner))
+
+
+#: Personalisation reports kept for the whole server (a class opening one lesson computes it once), by
+#: content: (data spec, loss, λ, PersonaliseConfig).  Kept without their models (every node's v_k: at
+#: paper scale hundreds of MB); what a page draws is the per-node errors, a few K-vectors.
+MAX_PERSONAL = 8
+_PERSONAL: dict = {}
+_PERSONAL_LOCK = threading.Lock()
+
+
+def personal_ready(spec: DataSpec, loss: str, lam: float | None, config) -> bool:
+    """Whether :func:`load_personal` of these arguments is at hand (costs nothing)."""
+    with _PERSONAL_LOCK:
+        return (spec, loss, lam, config) in _PERSONAL
+
+
+def load_personal(spec: DataSpec, loss: str, lam: float | None, config):
+    """The :class:`~fedviz.personal.report.PersonalReport` of ``config`` (a frozen
+    :class:`~fedviz.personal.report.PersonaliseConfig`) on the session's data set: the data set, the
+    problem and w* through the shared caches (each under the run cap), then the personalised models
+    (:func:`fedviz.personal.personalise`, from that w*) in one of the server's run slots.  Kept
+    without its models (:data:`MAX_PERSONAL` reports, least recently used out)."""
+    from .personal import personalise
+
+    key = (spec, loss, lam, config)
+    with _PERSONAL_LOCK:
+        if key in _PERSONAL:
+            _PERSONAL[key] = _PERSONAL.pop(key)  # most recently used last
+            return _PERSONAL[key]
+    problem = load_problem(spec, loss, lam)
+    w = load_optimum(spec, loss, lam)["w"]
+
+    def make():
+        with _PERSONAL_LOCK:  # another page computed it while this one waited for its slot
+            kept = _PERSONAL.get(key)
+        return kept if kept is not None else replace(personalise(problem, config, w_star=w), models={})
+
+    slim = _under_cap(lambda: personal_ready(spec, loss, lam, config), "compute the personalised models", make)
+    with _PERSONAL_LOCK:
+        _PERSONAL[key] = slim
+        while len(_PERSONAL) > MAX_PERSONAL:
+            _PERSONAL.pop(next(iter(_PERSONAL)))
+    return slim
 
 
 def session_id() -> str:
