@@ -33,7 +33,8 @@ def add_parser(sub, add_data_arguments, func) -> None:
                         "(default 0, 1e-5 … 100 in half decades, inf)")
     for flag, name in FLAGS.items():
         param = PARAMS[name]
-        p.add_argument(flag, metavar="X", help=f"{param.help} Allowed: {param.range_text()}.")
+        text = f"{param.help} Allowed: {param.range_text()}."
+        p.add_argument(flag, metavar="X", help=text.replace("%", "%%"))  # argparse formats help with %
     p.add_argument("--json", action="store_true", help="print one JSON object (every node's errors included)")
     p.set_defaults(func=func)
 
@@ -91,14 +92,24 @@ def main(args, problem, config) -> int:
     """Personalise ``problem`` with ``config`` (:func:`config_from_args`) and print the report."""
     from .personal.report import format_table, personalise
 
+    from .errors import ParameterError
+
     ds = problem.data
-    report = personalise(problem, config)
+    try:
+        report = personalise(problem, config)
+    except ParameterError as e:  # name the option the user typed, not the field
+        flag = {name: flag for flag, name in FLAGS.items()}.get(e.name)
+        if flag is None:
+            raise
+        raise ParameterError(flag, e.value, e.allowed) from e
     if args.json:
         print(json.dumps(report.to_dict()))
         return 0
     print(f"{ds.meta.get('source') or args.data}: K = {report.nodes:,} nodes, λ = {report.lam:.4g}, "
           f"{problem.loss.name} loss; the nodes' test errors, each node's test rows scored by that node's model")
     print(format_table(report))
+    if report.sentence():
+        print(report.sentence())
     print()
     print(format_path(report))
     c = report.checks
@@ -106,6 +117,10 @@ def main(args, problem, config) -> int:
         print(f"\nExact Ditto at λ_D = 0 (solved from w*) and Local (solved from 0): objectives F_k differ by at most "
               f"{c['ditto0_minus_local']:.1e}; at λ_D = {c['ditto_limit_lambda']:.0e}, Ditto and the global model "
               f"by at most {c['ditto_limit_minus_global']:.1e}.")
+    worse = int(c.get("finetune_nodes_worse", 0))
+    if worse:
+        print(f"Fine-tuning raised the own loss F_k of {worse:,} of {report.nodes:,} nodes above the global model's: "
+              f"a step too large for them (gradient descent descends at steps below 2/L_k) or minibatch noise.")
     if report.untested == report.nodes:
         print("No node has test rows (the test set belongs to no node): every per-node test error is n/a.")
     elif report.untested:

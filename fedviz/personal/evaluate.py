@@ -108,16 +108,17 @@ class PersonalEvaluator:
         """F_k(v_k), eq. (6), for every node, from the slot values (``solver``: the problem's
         :class:`~fedviz.algorithms.dane.LocalNewton`, whose block matrix gives every node's margins)."""
         pb = self.problem
-        z = solver._B(models.slots)
-        data_term = solver._rows(pb.loss.value(z, pb.y) * solver.row_weight)
-        return data_term + 0.5 * pb.lam * models.sq_norms()
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverged model's loss is inf, said by the caller
+            z = solver._B(models.slots)
+            data_term = solver._rows(pb.loss.value(z, pb.y) * solver.row_weight)
+            return data_term + 0.5 * pb.lam * models.sq_norms()
 
     def majority_errors(self) -> np.ndarray:
         """Each node's test error when it predicts its own majority training label (NaN without
-        test rows; NaN everywhere for regression targets, which have no majority)."""
+        test rows; NaN everywhere for real-valued targets, scored by squared error, which have no majority)."""
         ds = self.problem.data
         K = ds.n_nodes
-        if ds.task != "classification":
+        if self.problem.error_metric != "error":
             return np.full(K, math.nan)
         known = self.test_node >= 0
         pred = node_majority_labels(ds)[self.test_node[known]]

@@ -110,40 +110,60 @@ class PersonalModels:
         if K * size > DENSE_LIMIT:
             raise ParameterError("models", f"{K:,} × {size:,}",
                                  f"at most {DENSE_LIMIT:,} values as one dense array; read one node with .node(k)")
-        V = self.scale[:, None] * self.off[None, :]
-        node = np.repeat(np.arange(K), np.diff(self.ptr))
-        V[node, self.index] = self.slots
+        return self.rows(0, K)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """The models of nodes ``start … stop − 1`` as a dense (stop − start) × dC block."""
+        start, stop = max(0, int(start)), min(self.n_nodes, int(stop))
+        V = self.scale[start:stop, None] * self.off[None, :]
+        a, b = self.ptr[start], self.ptr[stop] if stop > start else self.ptr[start]
+        node = np.repeat(np.arange(stop - start), np.diff(self.ptr[start:stop + 1]))
+        V[node, self.index[a:b]] = self.slots[a:b]
         return V
+
+    def distance_to_dense(self, V: np.ndarray, chunk: int = 256) -> np.ndarray:
+        """‖V[k] − v_k‖ for a K × dC array of models (e.g. an iterative Ditto run's personal models
+        against the exact ones), ``chunk`` nodes at a time."""
+        V = np.asarray(V)
+        if V.shape != (self.n_nodes, self.size):
+            raise ParameterError("V", f"shape {V.shape}", f"K × dC = {self.n_nodes} × {self.size}")
+        out = np.empty(self.n_nodes)
+        for s in range(0, self.n_nodes, chunk):
+            e = min(self.n_nodes, s + chunk)
+            out[s:e] = np.linalg.norm(V[s:e] - self.rows(s, e), axis=1)
+        return out
+
+    def _seg(self, x: np.ndarray) -> np.ndarray:
+        """Per-node sums of a slot-space vector (0 on a node without support)."""
+        return _segment_sums(x, self.ptr)
 
     def sq_norms(self) -> np.ndarray:
         """‖v_k‖² for every node, without forming the models."""
-        seg = np.add.reduceat(self.slots ** 2, self.ptr[:-1]) if self.slots.size else np.zeros(self.n_nodes)
-        seg = np.where(np.diff(self.ptr) > 0, seg, 0.0)
-        off_on = np.add.reduceat(self.off[self.index] ** 2, self.ptr[:-1]) if self.slots.size else seg
-        off_on = np.where(np.diff(self.ptr) > 0, off_on, 0.0)
-        return seg + self.scale ** 2 * (float(self.off @ self.off) - off_on)
+        off_on = self._seg(self.off[self.index] ** 2)
+        return self._seg(self.slots ** 2) + self.scale ** 2 * (float(self.off @ self.off) - off_on)
 
     def distance_to(self, other: "PersonalModels") -> np.ndarray:
-        """‖v_k − u_k‖ for every node, on the same problem (e.g. an iterative Ditto run against the exact one)."""
+        """‖v_k − u_k‖ for every node, on the same problem (e.g. exact Ditto at two λ_D)."""
         if other.ptr.shape != self.ptr.shape or other.off.shape != self.off.shape:
             raise ParameterError("other", other.name, "models of the same problem")
-        diff = PersonalModels(f"{self.name}-{other.name}", self.slots - other.slots, self.off, self.scale,
-                              self.index, self.ptr, self.C)
-        # Off the supports the difference is (s_k·off − t_k·off'), not one vector times a scale:
-        # ‖a s − b t‖² = s²‖a‖² − 2st aᵀb + t²‖b‖², each over the coordinates off S_k.
+        # Off the supports the difference is s_k·a − t_k·b, not one vector times a scale:
+        # ‖s a − t b‖² = s²‖a‖² − 2st aᵀb + t²‖b‖², each over the coordinates off S_k.
         a, b = self.off, other.off
-        on = np.diff(self.ptr) > 0
 
         def off_support(x, y):
-            total = float(x @ y)
-            if not self.slots.size:
-                return np.full(self.n_nodes, total)
-            return total - np.where(on, np.add.reduceat(x[self.index] * y[self.index], self.ptr[:-1]), 0.0)
+            return float(x @ y) - self._seg(x[self.index] * y[self.index])
 
         s, t = self.scale, other.scale
         outside = s * s * off_support(a, a) - 2 * s * t * off_support(a, b) + t * t * off_support(b, b)
-        inside = np.where(on, np.add.reduceat(diff.slots ** 2, self.ptr[:-1]), 0.0) if self.slots.size else 0.0
+        inside = self._seg((self.slots - other.slots) ** 2)
         return np.sqrt(np.maximum(inside + outside, 0.0))
+
+
+def _segment_sums(x: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """out[k] = x[ptr[k]:ptr[k+1]].sum(), 0 for an empty segment (also the last)."""
+    out = np.add.reduceat(np.append(x, 0.0), ptr[:-1]) if ptr.size > 1 else np.zeros(0)
+    out[ptr[:-1] == ptr[1:]] = 0.0
+    return out
 
 
 class Personaliser:
@@ -229,11 +249,16 @@ class Personaliser:
     def finetune(self, w: np.ndarray, steps: int, step: float | np.ndarray | None = None,
                  batch: int | None = None, seed: int = 0) -> PersonalModels:
         """From w, ``steps`` local steps on every F_k (see :func:`finetune_models`)."""
-        pb, loc = self.problem, self.solver
+        pb = self.problem
         w = _flat(pb, w, "w")
         steps = int(steps)
         h = default_finetune_step(pb) if step is None else np.broadcast_to(
             np.asarray(step, dtype=np.float64), (self.K,))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._finetune(w, steps, h, batch, seed, step)
+
+    def _finetune(self, w, steps, h, batch, seed, step):
+        pb, loc = self.problem, self.solver
         ds = pb.data
         v = w[self.index].copy()
         h_slots = np.repeat(h, np.diff(self.ptr))
@@ -263,7 +288,11 @@ class Personaliser:
                     Z = Bb @ v.reshape(-1, C)
                     g = (Bb.T @ (pb.loss.deriv(Z, y[rows]) / batch)).reshape(-1)
                 v = v - h_slots * (g + lam * v)
-        return self.models("finetune", v, w, (1.0 - h * lam) ** steps)
+        scale = (1.0 - h * lam) ** steps
+        if not (np.all(np.isfinite(v)) and np.all(np.isfinite(scale))):
+            raise ParameterError("finetune_step", step, "a step at which fine-tuning stays finite: "
+                                 "at most about 2/L_k on node k (the default 1/L_k is safe)")
+        return self.models("finetune", v, w, scale)
 
     def apfl(self, alpha: float, w: np.ndarray, local: PersonalModels | None = None) -> PersonalModels:
         """α v_k + (1 − α) w with v_k the Local model (see the module docstring for why)."""

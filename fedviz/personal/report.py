@@ -139,7 +139,8 @@ class PersonalReport:
         ``ditto0_minus_local``: max_k |F_k(v_k(0)) − F_k(v_k^Local)|, Ditto at λ_D = 0 solved from w*
         against Local solved from 0; ``ditto_limit_minus_global``: max_k |F_k(v_k(λ_D)) − F_k(w)| at
         λ_D = ``ditto_limit_lambda`` (:data:`LIMIT_LAMBDA`; the gap is of order ‖∇F_k(w)‖²/λ_D);
-        ``residual``: the largest ‖∇Φ_k‖/‖∇Φ_k(start)‖ any exact solve left.
+        ``residual``: the largest ‖∇Φ_k‖/‖∇Φ_k(start)‖ any exact solve left;  ``finetune_nodes_worse``
+        (with ``finetune``): the nodes whose own loss F_k fine-tuning raised above the global model's.
     seconds : {method: float}            wall time of each column (``path``: the whole λ path)
     """
 
@@ -165,6 +166,25 @@ class PersonalReport:
     unassigned_rows: int
     checks: Mapping[str, float] = field(default_factory=dict)
     seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def sentence(self) -> str:
+        """One sentence on what the table shows: the global model's pooled and worst-10% test error, and
+        the personalised method that serves the worst 10% of nodes best with its two figures ('' when
+        no node has test rows)."""
+        g = self.summaries.get("global")
+        personal = [m for m in ("local", "finetune", "ditto", "apfl") if m in self.methods
+                    and math.isfinite(self.summaries[m]["worst10"])]
+        if g is None or not math.isfinite(g["worst10"]):
+            return ""
+        text = (f"The global model errs {_pct(g['pooled'])} over the nodes' test rows and "
+                f"{_pct(g['worst10'])} on its worst 10% of nodes")
+        if personal:
+            best = min(personal, key=lambda m: (self.summaries[m]["worst10"], personal.index(m)))
+            b = self.summaries[best]
+            name = TITLES[best] + (f" (λ_D = {_lam_text(self.ditto_lambda)})" if best == "ditto" else "")
+            text += (f"; {name} serves the worst 10% best of the personalised models: {_pct(b['worst10'])} "
+                     f"there, {_pct(b['pooled'])} pooled")
+        return text + "."
 
     def table(self) -> list[dict]:
         """One row per method: ``method``, ``title`` and the summary's keys."""
@@ -213,7 +233,9 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
 
     ``w_star``: the global model the methods start from and the Ditto path ends at; default the
     problem's own optimum w* (:func:`fedviz.problems.optimum.solve`).  Pass the federation's model
-    to score held-out nodes as new clients.  ``check_stop`` is called between the solver's
+    to score held-out nodes as new clients, on a problem built from their rows with the federation's
+    λ (``Problem(held_out, loss, lam=federation.lam)``: the default λ = 1/n would be their own n's).
+    With ``methods=("global", "finetune")`` nothing else is solved.  ``check_stop`` is called between the solver's
     large operations (a page's Stop).
     """
     from ..problems.optimum import solve
@@ -225,7 +247,7 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
     if w_star is None:
         w = np.array(solve(pb).w)
     else:
-        w = np.asarray(w_star, dtype=np.float64)
+        w = np.array(w_star, dtype=np.float64)  # a copy: the report's is read-only, the caller's stays as it was
         if w.shape != (pb.size,):
             raise ParameterError("w_star", f"shape {w.shape}", f"a flat model of length dC = {pb.size}")
         if not np.all(np.isfinite(w)):
@@ -252,7 +274,7 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
     score("global", glob)
     seconds["global"] = time.perf_counter() - t
 
-    # The λ path (Ditto), which holds Local at λ_D = 0; Local itself is solved once either way.
+    # Local, for its column, APFL's mixture and the check that Ditto at λ_D = 0 is Local.
     residual = 0.0
     local = None
     if {"local", "apfl"} & set(methods) or ("ditto" in methods):
@@ -263,52 +285,67 @@ def personalise(problem: Problem, config: PersonaliseConfig | None = None, w_sta
         if "local" in methods:
             score("local", local)
     lams = np.array(config.lambdas, dtype=np.float64)
-    path_err = np.full((0, pb.data.n_nodes), math.nan)
+    K = pb.data.n_nodes
+    path_err = np.full((0, K), math.nan)
     path_loss = path_err
-    path_models: list[PersonalModels] = []
+    path_summaries: tuple = ()
     checks: dict[str, float] = {}
+    best_lambda = ditto_lambda = math.nan
     if "ditto" in methods:
         t = time.perf_counter()
+        path_err, path_loss = np.empty((lams.size, K)), np.empty((lams.size, K))
+        summaries_at = []
+        # Only the models still needed are kept (at the paper's scale one is 13M values): the first
+        # (λ_D = 0 for the check, and the column when no node is tested), the best so far for the
+        # worst 10% (ties: the smaller λ_D) and the configured λ_D's.
+        first = best = chosen = None
+        best_worst = math.inf
         prev = None  # the path starts at w*; each λ_D warm-starts the next larger one
-        for lam_d in lams:
+        for i, lam_d in enumerate(lams):
             m = solver.ditto(lam_d, w, start=prev)
             if lam_d < math.inf:
                 residual = max(residual, solver.residual)
-            path_models.append(m)
+            path_err[i], path_loss[i] = ev.errors(m), ev.losses(m, solver.solver)
+            summaries_at.append(_summary(path_err[i], ev.pooled(path_err[i])))
+            worst_i = summaries_at[-1]["worst10"]
+            if i == 0:
+                first = m
+            if worst_i < best_worst:
+                best, best_worst, best_lambda = m, worst_i, float(lam_d)
+            if config.ditto_lambda is not None and lam_d == config.ditto_lambda:
+                chosen = m
             prev = m
-        path_err = np.array([ev.errors(m) for m in path_models])
-        path_loss = np.array([ev.losses(m, solver.solver) for m in path_models])
+        path_summaries = tuple(summaries_at)
         seconds["path"] = time.perf_counter() - t
         # The two ends of the path, measured (issue 23's acceptance): Ditto(0) solved from w* against
         # Local solved from 0, and Ditto at λ_D = LIMIT_LAMBDA against the global model.
         local_loss = ev.losses(local, solver.solver)
-        zero = path_models[0] if lams[0] == 0.0 else solver.ditto(0.0, w)
-        checks["ditto0_minus_local"] = float(np.max(np.abs(ev.losses(zero, solver.solver) - local_loss)))
+        zero_loss = path_loss[0] if lams[0] == 0.0 else ev.losses(solver.ditto(0.0, w), solver.solver)
+        checks["ditto0_minus_local"] = float(np.max(np.abs(zero_loss - local_loss)))
         limit = solver.ditto(LIMIT_LAMBDA, w)
         residual = max(residual, solver.residual)
         checks["ditto_limit_lambda"] = LIMIT_LAMBDA
         checks["ditto_limit_minus_global"] = float(np.max(np.abs(ev.losses(limit, solver.solver)
                                                                  - losses["global"])))
-    checks["residual"] = residual
-    path_summaries = tuple(_summary(e, ev.pooled(e)) for e in path_err)
-    worst = np.array([s["worst10"] for s in path_summaries])
-    best_lambda = float(lams[int(np.nanargmin(worst))]) if worst.size and np.any(np.isfinite(worst)) else math.nan
-    ditto_lambda = math.nan
-    if "ditto" in methods:
         if config.ditto_lambda is not None:
             ditto_lambda = config.ditto_lambda
-            hit = np.flatnonzero(lams == ditto_lambda)
-            m = path_models[hit[0]] if hit.size else solver.ditto(ditto_lambda, w, start=local)
-        else:
-            ditto_lambda = float(lams[0]) if math.isnan(best_lambda) else best_lambda
-            m = path_models[int(np.flatnonzero(lams == ditto_lambda)[0])]
+            m = chosen if chosen is not None else solver.ditto(ditto_lambda, w, start=local)
+        elif best is not None:
+            ditto_lambda, m = best_lambda, best
+        else:  # no node has test rows: the column is the path's first model
+            ditto_lambda, m = float(lams[0]), first
         score("ditto", m)
+    checks["residual"] = residual
 
     if "finetune" in methods:
         t = time.perf_counter()
         score("finetune", solver.finetune(w, config.finetune_steps, config.finetune_step,
                                           config.finetune_batch, config.seed))
         seconds["finetune"] = time.perf_counter() - t
+        # Plain gradient descent at h_k < 2/L_k never raises F_k; a node where it rose took too large
+        # a step (or, with minibatches, the noise of one): counted, for the sentence that says so.
+        gl, ft = losses["global"], losses["finetune"]
+        checks["finetune_nodes_worse"] = float(np.count_nonzero(~(ft <= gl + 1e-12 * (1.0 + np.abs(gl)))))
     if "apfl" in methods:
         score("apfl", solver.apfl(config.apfl_alpha, w, local))
 
@@ -353,6 +390,10 @@ def format_table(report: PersonalReport, percent: bool = True) -> str:
     lines = ["  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
 
 
 def _lam_text(x: float) -> str:

@@ -244,6 +244,9 @@ def test_own_losses_are_each_nodes_objective():
     other = s.ditto(0.1, w)
     assert np.allclose(m.distance_to(other), np.linalg.norm(V - other.dense(), axis=1))
     assert np.allclose(m.node(2), V[2])
+    assert np.array_equal(m.rows(2, 5), V[2:5])
+    W = other.dense() + 0.01
+    assert np.allclose(m.distance_to_dense(W, chunk=4), np.linalg.norm(V - W, axis=1))
 
 
 def test_softmax_local_and_ditto_against_scikit_learn_and_lbfgs():
@@ -276,7 +279,6 @@ def test_the_report_summarises_every_method_and_picks_the_lambda_for_the_worst_t
     r = personalise(pb, cfg)
     assert r.methods == ("majority", "global", "local", "finetune", "ditto", "apfl")
     assert list(r.lambdas) == [0.0, 0.01, 0.1, 1.0, math.inf]
-    ev = PersonalEvaluator(pb)
     for m in r.methods:
         e = r.errors[m]
         s = r.summaries[m]
@@ -304,7 +306,7 @@ def test_a_given_global_model_is_the_start_of_every_method():
     w = np.random.default_rng(3).normal(size=pb.d)
     r = personalise(pb, PersonaliseConfig(lambdas=(0.0, math.inf), methods=("global", "finetune")), w_star=w)
     assert r.methods == ("global", "finetune")
-    assert np.array_equal(r.w, w)
+    assert np.array_equal(r.w, w) and w.flags.writeable  # the caller's model is left writable
     assert np.allclose(r.errors["global"], _dense_errors(pb, np.tile(w, (pb.data.n_nodes, 1))), equal_nan=True)
     assert np.allclose(r.models["finetune"].dense(), finetune_models(pb, w, 5).dense())
     assert r.path_errors.shape == (0, pb.data.n_nodes)
@@ -329,3 +331,93 @@ def test_the_dense_view_is_refused_when_too_large(monkeypatch):
     monkeypatch.setattr(m, "DENSE_LIMIT", 10)
     with pytest.raises(ParameterError, match="node"):
         local_models(pb).dense()
+
+
+def test_a_chosen_ditto_lambda_off_the_grid_is_solved_for_the_column():
+    pb = _problem()
+    w = solve(pb).w
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, math.inf), ditto_lambda=0.05, methods=("ditto",)))
+    assert r.ditto_lambda == 0.05
+    assert np.allclose(r.models["ditto"].dense(), ditto_models(pb, 0.05, w).dense(), atol=1e-7)
+    assert r.methods == ("ditto",) and set(r.errors) == {"ditto"}
+
+
+def test_regression_targets_are_scored_by_squared_error_and_have_no_majority():
+    pb = _problem("squared")
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, 1.0, math.inf), finetune_steps=2))
+    assert np.all(np.isnan(r.errors["majority"]))
+    V = r.models["local"].dense()
+    ds = pb.data
+    Xt = ds.X_test.toarray()
+    for k in range(ds.n_nodes - 1):
+        rows = ds.test_nodes == k
+        assert r.errors["local"][k] == pytest.approx(np.mean((Xt[rows] @ V[k] - ds.y_test[rows]) ** 2))
+
+
+def test_the_stop_check_is_called_between_groups_of_nodes():
+    pb = _problem()
+    calls = []
+    Personaliser(pb, check_stop=lambda: calls.append(1)).local()
+    assert len(calls) >= 2
+
+
+def test_the_sentence_names_the_global_figures_and_the_best_personal_method_for_the_worst_tenth():
+    pb = _problem()
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, 0.1, math.inf), finetune_steps=1))
+    g = r.summaries["global"]
+    text = r.sentence()
+    assert f"errs {100 * g['pooled']:.2f}% over the nodes' test rows and {100 * g['worst10']:.2f}%" in text
+    worst = {m: r.summaries[m]["worst10"] for m in ("local", "finetune", "ditto", "apfl")}
+    best = min(worst, key=worst.get)
+    from fedviz.personal import TITLES
+    assert f"; {TITLES[best]}" in text and f"{100 * worst[best]:.2f}% there" in text
+    assert personalise(pb, PersonaliseConfig(methods=("global",))).sentence().count(";") == 0
+
+
+def test_a_test_set_of_no_node_leaves_every_node_untested_and_says_so():
+    ds = _data()
+    ds = FederatedDataset.from_assignment(ds.X, ds.y, ds.node_of_row, X_test=ds.X_test, y_test=ds.y_test,
+                                          test_nodes=np.full(ds.y_test.size, -1))
+    pb = Problem(ds, "logistic", 0.02)
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0, 1.0, math.inf)))
+    assert r.untested == pb.data.n_nodes and r.unassigned_rows == ds.y_test.size and r.scored_rows == 0
+    assert all(np.all(np.isnan(r.errors[m])) for m in r.methods)
+    assert math.isnan(r.best_lambda) and r.ditto_lambda == 0.0 and r.sentence() == ""
+    assert all(math.isnan(r.summaries[m]["pooled"]) for m in r.methods)
+
+
+def test_a_finetuning_step_that_overflows_is_refused_by_name():
+    pb = _problem()
+    w = solve(pb).w
+    with pytest.raises(ParameterError) as e:
+        finetune_models(pb, w, steps=400, step=1e3)
+    assert e.value.name == "finetune_step" and "2/L_k" in e.value.allowed
+
+
+def test_nodes_whose_loss_finetuning_raised_are_counted():
+    pb = _problem()
+    safe = personalise(pb, PersonaliseConfig(lambdas=(0.0,), finetune_steps=20, methods=("finetune",)))
+    assert safe.checks["finetune_nodes_worse"] == 0  # GD at 1/L_k descends on every node
+    big = 5.0 / pb.node_smoothness.min()
+    r = personalise(pb, PersonaliseConfig(lambdas=(0.0,), finetune_steps=20, finetune_step=big, methods=("finetune",)))
+    Fw = np.array([_F(pb, k, r.w)[0] for k in range(pb.data.n_nodes)])
+    worse = np.sum(r.losses["finetune"] > Fw + 1e-12)
+    assert worse > 0 and r.checks["finetune_nodes_worse"] == worse
+
+
+def test_a_node_whose_rows_hold_no_feature_has_an_empty_support():
+    ds = _data()
+    X = ds.X.tolil()
+    last = ds.node_slice(ds.n_nodes - 1)
+    X[last.start:last.stop, :] = 0.0
+    ds = FederatedDataset.from_assignment(X.tocsr(), ds.y, ds.node_of_row, X_test=ds.X_test, y_test=ds.y_test,
+                                          test_nodes=ds.test_nodes)
+    pb = Problem(ds, "logistic", 0.02)
+    assert ds.support.sizes[-1] == 0
+    w = solve(pb).w
+    m = ditto_models(pb, 0.1, w)
+    V = m.dense()
+    assert np.allclose(V[-1], 0.1 / (0.02 + 0.1) * w)  # F_k is the regulariser alone there
+    assert np.allclose(m.sq_norms(), (V ** 2).sum(axis=1))
+    other = local_models(pb)
+    assert np.allclose(m.distance_to(other), np.linalg.norm(V - other.dense(), axis=1))
