@@ -47,7 +47,9 @@ with left:
                               help=PARAMS["finetune_step"].help)
     alpha = st.slider("APFL α", 0.0, 1.0, value=0.5, step=0.05, key="pers-alpha", help=PARAMS["apfl_alpha"].help)
     grid = PersonaliseConfig().lambdas
-    ditto = st.selectbox("Ditto's λ_D (the Ditto box)", [BEST] + [lam_text(x) for x in grid], key="pers-ditto",
+    # ∞ is not offered: Ditto there is the global model, which has its own box.
+    ditto = st.selectbox("Ditto's λ_D (the Ditto box)", [BEST] + [lam_text(x) for x in grid if math.isfinite(x)],
+                         key="pers-ditto",
                          help="Any λ_D of the path drawn below; by default the one whose worst 10% of nodes fare "
                               "best (chosen on the test rows: how far Ditto can go, not a tuned model).")
     try:
@@ -58,7 +60,7 @@ with left:
             except ValueError:
                 raise FedvizError(f"fine-tuning step h: {step_text!r} is not a number; allowed: "
                                   f"{PARAMS['finetune_step'].range_text()}, or blank for 1/L_k") from None
-        lam_d = None if ditto == BEST else (math.inf if ditto == "∞" else float(ditto))
+        lam_d = None if ditto == BEST else float(ditto)
         pconfig = PersonaliseConfig(finetune_steps=int(steps), finetune_step=step, apfl_alpha=float(alpha),
                                     ditto_lambda=lam_d)
     except FedvizError as e:
