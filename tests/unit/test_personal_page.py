@@ -176,3 +176,31 @@ def test_no_tested_node_is_said_not_drawn():
     text = finding(report)
     assert text.startswith("No node has test rows (the test set's ") and "separate test file" in text
     assert f"{ds.y_test.size:,} rows" in text
+
+
+def test_the_lesson_s_numbers_are_the_computation_s(case):
+    """Learn › Start here, "Why one model is not enough": every number of its sentence is the recount's
+    on the lesson's own setup (google-plus-small, the page's defaults), to its one decimal."""
+    from fedviz.learn.tour import PERSONAL_FINDINGS, lesson
+
+    name, ds, problem, report = case
+    if name != "google-plus-small":
+        pytest.skip("the lesson's data only")
+    item = lesson("personalisation")
+    assert item.config == RunConfig() and item.page == "pages/personalise.py"
+    counts = row_counts(ds)
+    measured = {"global": pooled(np.asarray(report.errors["global"]), counts),
+                "global_worst10": worst10(np.asarray(report.errors["global"])),
+                "majority": pooled(np.asarray(report.errors["majority"]), counts),
+                "local": pooled(np.asarray(report.errors["local"]), counts),
+                "finetune": pooled(np.asarray(report.errors["finetune"]), counts),
+                "finetune_worst10": worst10(np.asarray(report.errors["finetune"])),
+                "ditto": pooled(np.asarray(report.errors["ditto"]), counts)}
+    assert set(measured) == set(PERSONAL_FINDINGS)
+    for key, value in PERSONAL_FINDINGS.items():
+        assert value == pytest.approx(100 * measured[key], abs=0.051), key
+        assert f"{value}%" in item.sentence, key
+    # What the sentence says of them: the majority beats w*, and a model per author beats the majority.
+    assert measured["majority"] < measured["global"]
+    assert max(measured["local"], measured["finetune"], measured["ditto"]) < measured["majority"]
+    assert report.config.finetune_steps == 5  # "fine-tuned for five steps"
