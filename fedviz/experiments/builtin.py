@@ -508,5 +508,5 @@ BUILTINS_CLAIMS["personalisation-dirichlet"] = PERSONAL_CLAIM
 BUILTINS["personalisation-dirichlet"] = Builtin(
     "personalisation-dirichlet", "Personalisation gain against Dirichlet α", PERSONAL_CLAIM,
     "Li et al. (2021), Ditto; Hsu, Qi and Brown (2019), Dirichlet label skew", _personal_dirichlet,
-    _judge_personal, "the full sweep: α over 0.1, 0.3, 1, 10, 1000 on 3 seeds (the small scale runs 0.1, 1 and "
-    "1000 on 2)")
+    _judge_personal, "the full sweep: α over 0.1, 0.3, 1, 10, 1000, FedAvg for 30 iterations, 3 seeds (the small "
+    "scale runs 0.1, 1 and 1000, 15 iterations, 2 seeds)")
