@@ -68,7 +68,7 @@ LESSONS: tuple[Lesson, ...] = (
            "FSVRG still ends lowest in f − f*. Between two rounds FSVRG makes a whole pass over every node's own "
            "data, GD a single gradient step, and CoCoA+ a step shrunk by σ' = K for sparse data. Rounds are what "
            "federated optimization pays for (Section 1.2)."),
-    Lesson("personalisation", "Why one model is not enough", "pages/personalise.py",
+    Lesson("personalisation", "Personalisation: why one model is not enough", "pages/personalise.py",
            f"Press **Compute**. On google-plus-small the one global model w* errs on {_F['global']}% of the test "
            f"posts, and on {_F['global_worst10']}% for the 10% of authors it serves worst; each author's own "
            f"majority label errs {_F['majority']}% (Section 4.1 stops there: 17.14% against 26.27%). A model per "

@@ -95,7 +95,7 @@ def distribution_figure(report: PersonalReport, *, regression: bool = False, hei
                     hovertemplate="pooled " + labels["hover"] + "<extra></extra>")
     names.append("pooled (every test row counts once)")
     fig.update_layout(title="Test error per node, each node scored by its own model", yaxis_title=labels["axis"],
-                      yaxis_tickformat=labels["tickformat"], boxmode="overlay", **_LAYOUT)
+                      yaxis_tickformat=None if regression else ".0%", boxmode="overlay", **_LAYOUT)
     legend_below(fig, names, height=height, width=width)
     if not regression:
         fig.update_yaxes(range=[-0.02, 1.02])
@@ -146,8 +146,13 @@ def path_figure(report: PersonalReport, *, regression: bool = False, height: int
     if not regression:
         top = np.concatenate([col("p90"), col("worst10"), col("pooled")])
         top = top[np.isfinite(top)]
-        fig.update_yaxes(range=[0.0, min(1.0, float(top.max()) if top.size else 1.0) * 1.04 + 0.005])
+        # Room above the highest line for the best λ_D's label.
+        fig.update_yaxes(range=[0.0, min(1.0, float(top.max()) if top.size else 1.0) * 1.15 + 0.005])
     return fig
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def finding(report: PersonalReport, *, regression: bool = False) -> str:
@@ -161,10 +166,12 @@ def finding(report: PersonalReport, *, regression: bool = False) -> str:
     K = report.nodes
     tested = K - report.untested
     if tested == 0:
-        why = (f"the test set's {report.unassigned_rows:,} rows belong to no node: a separate test file"
+        why = (f"the test set's {report.unassigned_rows:,} rows belong to no node: a separate test file, or a "
+               "preset split into other nodes, whose test rows stay with the generator's own nodes"
                if report.unassigned_rows else "the test set is empty")
-        return (f"No node has test rows ({why}), so no model can be scored node by node. On Data, choose a "
-                "test fraction above 0 and no test file: each node's own rows are then split.")
+        return (f"No node has test rows ({why}), so no model can be scored node by node. On Data, keep a preset's "
+                "own nodes, or split a file without a test file (a test fraction above 0): each node's own rows "
+                "are then split.")
     pooled = {m: float(report.summaries[m]["pooled"]) for m in report.methods}
     worst = {m: float(report.summaries[m]["worst10"]) for m in report.methods}
     best = min((m for m in report.methods if math.isfinite(pooled[m])), key=lambda m: pooled[m], default=None)
@@ -177,10 +184,10 @@ def finding(report: PersonalReport, *, regression: bool = False) -> str:
                      f"{fmt(g)}.")
     elif math.isfinite(g):
         gap = (g - pooled[best]) * scale
-        parts.append(f"{method_label(report, best)} has the lowest pooled test error, {fmt(pooled[best])}: "
+        parts.append(f"{_cap(method_label(report, best))} has the lowest pooled test error, {fmt(pooled[best])}: "
                      f"{gap:.1f}{unit} below the global model w*'s {fmt(g)}.")
     else:
-        parts.append(f"{method_label(report, best)} has the lowest pooled test error, {fmt(pooled[best])}.")
+        parts.append(f"{_cap(method_label(report, best))} has the lowest pooled test error, {fmt(pooled[best])}.")
     m = worst_count(tested)
     wbest = min((x for x in report.methods if math.isfinite(worst[x])), key=lambda x: worst[x])
     who = f"the worst 10% of nodes ({m:,} of {tested:,})"

@@ -90,7 +90,8 @@ def test_the_sentence_names_the_method_the_recount_finds_with_its_numbers(case):
         assert text.startswith("No personalised model beats the global model")
     else:
         head = text.split(". ")[0]
-        assert head.startswith(method_label(report, best) + " has the lowest pooled test error")
+        label = method_label(report, best)
+        assert head.startswith(label[0].upper() + label[1:] + " has the lowest pooled test error")
         got = _numbers(head)
         assert got == pytest.approx([100 * p[best], 100 * (p["global"] - p[best]), 100 * p["global"]], abs=0.051)
     second = text.split(". ")[1]
