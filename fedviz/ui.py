@@ -323,6 +323,10 @@ def session_ended(session_id: str) -> None:
     upload, a link's preset) leave the caches with their problems and optima."""
     gone = cache.release(session_id)
     if gone:
+        let_go = set(gone)
+        with _PERSONAL_LOCK:  # their personalisation reports too (an upload's spec holds its bytes)
+            for key in [k for k in _PERSONAL if k[0] in let_go]:
+                del _PERSONAL[key]
         log.info("session ended: %d data set(s) let go", len(gone))
 
 

@@ -91,3 +91,22 @@ def test_a_separate_test_file_is_said_and_nothing_is_drawn():
     _compute(at)
     assert "No node has test rows" in _said(at) and "separate test file" in _said(at)
     assert not at.get("plotly_chart") and not at.table
+
+
+def test_a_closed_tab_s_reports_leave_with_its_data_set():
+    """An upload's spec holds its bytes: the reports computed on it go when the last session that asked for
+    the data set ends (fedviz.ui.session_ended), as the data set does; another session's stay."""
+    from fedviz import ui
+    from fedviz.runner import cache
+
+    mine, theirs = DataSpec(source=(DATA / "heart_scale").read_bytes(), name="heart"), TINY
+    cache.dataset(mine, owner="tab-1")
+    cache.dataset(theirs, owner="tab-2")
+    keys = [(mine, "logistic", None, PersonaliseConfig()), (theirs, "logistic", None, PersonaliseConfig())]
+    with ui._PERSONAL_LOCK:
+        for k in keys:
+            ui._PERSONAL[k] = object()
+    ui.session_ended("tab-1")
+    assert not ui.personal_ready(*keys[0]) and ui.personal_ready(*keys[1])
+    ui.session_ended("tab-2")
+    assert not ui.personal_ready(*keys[1])
