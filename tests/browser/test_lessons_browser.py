@@ -165,6 +165,7 @@ def _(page, item, seen):
     page.get_by_role("button").filter(has_text=re.compile("Compute")).click()
     page.get_by_text("has the lowest pooled test error").first.wait_for(timeout=RUN_TIMEOUT)
     idle(page)
+    page.get_by_text("unweighted mean", exact=True).first.wait_for()  # the table's header
     rows = {r[0]: (float(r[1].rstrip("%")), float(r[5].rstrip("%"))) for r in _table(page, "method")[1:]}
     # The sentence's numbers are the table's, to its one decimal.
     assert abs(rows["global model w*"][0] - PERSONAL_FINDINGS["global"]) < 0.06, rows
