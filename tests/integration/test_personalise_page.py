@@ -99,7 +99,9 @@ def test_a_closed_tab_s_reports_leave_with_its_data_set():
     from fedviz import ui
     from fedviz.runner import cache
 
-    mine, theirs = DataSpec(source=(DATA / "heart_scale").read_bytes(), name="heart"), TINY
+    # Specs no other test's session asked for (AppTest sessions keep theirs).
+    mine = DataSpec(source=(DATA / "heart_scale").read_bytes(), name="heart")
+    theirs = DataSpec(source="preset:identical-nodes", seed=987)
     cache.dataset(mine, owner="tab-1")
     cache.dataset(theirs, owner="tab-2")
     keys = [(mine, "logistic", None, PersonaliseConfig()), (theirs, "logistic", None, PersonaliseConfig())]
