@@ -155,11 +155,22 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _ties(report: PersonalReport, values: dict, method: str) -> str:
+    """' (tied with Local, APFL mixture (α = 0.5) and Ditto (λ_D = 0))': the other methods whose value
+    equals ``method``'s."""
+    same = [method_label(report, m) for m in report.methods if m != method and values[m] == values[method]]
+    if not same:
+        return ""
+    return f" (tied with {same[0] if len(same) == 1 else ', '.join(same[:-1]) + ' and ' + same[-1]})"
+
+
 def finding(report: PersonalReport, *, regression: bool = False) -> str:
     """What the two figures show, in one or two sentences computed from ``report``: the method with
     the lowest pooled test error and its distance from the global model's, the method whose worst
     10% of nodes fare best (a personalised one or the global model), and the λ_D of Ditto's path
-    that serves them best.  Ties go to the method listed first (:data:`~fedviz.personal.report.METHODS`)."""
+    that serves them best with their mean there.  Ties go to the method listed first
+    (:data:`~fedviz.personal.report.METHODS`), and a tie with the global model is said.  On real
+    targets (``regression``) the error is the test MSE."""
     fmt = _fmt(regression)
     unit = "" if regression else " points"
     scale = 1.0 if regression else 100.0
@@ -172,35 +183,39 @@ def finding(report: PersonalReport, *, regression: bool = False) -> str:
         return (f"No node has test rows ({why}), so no model can be scored node by node. On Data, keep a preset's "
                 "own nodes, or split a file without a test file (a test fraction above 0): each node's own rows "
                 "are then split.")
+    noun = "test MSE" if regression else "test error"
     pooled = {m: float(report.summaries[m]["pooled"]) for m in report.methods}
     worst = {m: float(report.summaries[m]["worst10"]) for m in report.methods}
     best = min((m for m in report.methods if math.isfinite(pooled[m])), key=lambda m: pooled[m], default=None)
     if best is None:
-        return "No method has a pooled test error on these nodes."
+        return f"No method has a pooled {noun} on these nodes."
     parts = []
     g = pooled.get("global", math.nan)
     if best == "global":
-        parts.append(f"No personalised model beats the global model here: w* has the lowest pooled test error, "
-                     f"{fmt(g)}.")
+        parts.append(f"No personalised model beats the global model here: w* has the lowest pooled {noun}, "
+                     f"{fmt(g)}{_ties(report, pooled, 'global')}.")
     elif math.isfinite(g):
         gap = (g - pooled[best]) * scale
-        parts.append(f"{_cap(method_label(report, best))} has the lowest pooled test error, {fmt(pooled[best])}: "
+        parts.append(f"{_cap(method_label(report, best))} has the lowest pooled {noun}, {fmt(pooled[best])}: "
                      f"{gap:.1f}{unit} below the global model w*'s {fmt(g)}.")
     else:
-        parts.append(f"{_cap(method_label(report, best))} has the lowest pooled test error, {fmt(pooled[best])}.")
+        parts.append(f"{_cap(method_label(report, best))} has the lowest pooled {noun}, {fmt(pooled[best])}.")
     m = worst_count(tested)
     wbest = min((x for x in report.methods if math.isfinite(worst[x])), key=lambda x: worst[x])
     who = f"the worst 10% of nodes ({m:,} of {tested:,})"
     if wbest == "global":
-        parts.append(f"For {who} no personalised model does better either: w*'s worst-10% mean, "
-                     f"{fmt(worst['global'])}, is the lowest.")
+        either = " either" if best == "global" else ""
+        parts.append(f"For {who} no personalised model does better{either}: w*'s worst-10% mean, "
+                     f"{fmt(worst['global'])}, is the lowest{_ties(report, worst, 'global')}.")
     else:
         against = f" against {fmt(worst['global'])} under w*" if "global" in worst else ""
-        parts.append(f"{who[0].upper()}{who[1:]} are served best by a personalised model, "
+        parts.append(f"{_cap(who)} are served best by a personalised model, "
                      f"{method_label(report, wbest)}: {fmt(worst[wbest])} on average{against}.")
     if report.path_summaries and not math.isnan(report.best_lambda):
         ends = {0.0: " (Local)", math.inf: " (the global model)"}.get(report.best_lambda, "")
-        parts.append(f"Along Ditto's path their mean is lowest at λ_D = {lam_text(report.best_lambda)}{ends}.")
+        at = int(np.flatnonzero(np.asarray(report.lambdas) == report.best_lambda)[0])
+        parts.append(f"Along Ditto's path their mean is lowest at λ_D = {lam_text(report.best_lambda)}{ends}, "
+                     f"{fmt(float(report.path_summaries[at]['worst10']))}.")
     note = untested_sentence(report.untested, K, report.unassigned_rows)
     return " ".join(parts + ([note] if note else []))
 

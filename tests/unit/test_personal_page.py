@@ -98,14 +98,19 @@ def test_the_sentence_names_the_method_the_recount_finds_with_its_numbers(case):
     K = int(np.count_nonzero(counts))
     assert f"({math.ceil(K / 10):,} of {K:,})" in text
     if wbest == "global":
-        assert "no personalised model does better either" in text
+        assert "no personalised model does better" in text
+        tied = [method_label(report, m) for m in report.methods if m != "global" and w[m] == w["global"]]
+        joined = tied[0] if len(tied) == 1 else ", ".join(tied[:-1]) + " and " + tied[-1] if tied else ""
+        assert (f"(tied with {joined})" in text) == bool(tied)
     else:
         assert f"served best by a personalised model, {method_label(report, wbest)}:" in text
         assert _numbers(text.split("served best")[1])[:2] == pytest.approx([100 * w[wbest], 100 * w["global"]],
                                                                           abs=0.051)
     # The λ_D the path marks: the first of the grid whose recounted worst-10% mean is lowest.
     path = [worst10(np.asarray(e)) for e in report.path_errors]
-    assert f"lowest at λ_D = {lam_text(report.lambdas[int(np.argmin(path))])}" in text
+    at = int(np.argmin(path))
+    assert f"lowest at λ_D = {lam_text(report.lambdas[at])}" in text
+    assert _numbers(text.split("Along Ditto's path")[1])[0] == pytest.approx(100 * path[at], abs=0.051)
     assert second  # a second sentence is there
 
 
@@ -168,6 +173,26 @@ def test_the_table_is_the_recount_in_percent(case):
         expect = [pooled(e, counts), t.mean(), t.std(), np.percentile(t, 10), worst10(e), t.min()]
         got = [float(rows[c][i].rstrip("%")) / 100 for c in list(rows)[1:]]
         assert got == pytest.approx(expect, abs=5.1e-5)
+
+
+def test_ties_with_the_global_model_are_said_and_mse_is_named_on_real_targets(tmp_path):
+    """Real targets (ridge regression): the sentence speaks of the test MSE, and where Ditto's best λ_D is ∞
+    its column ties with w*, which the sentence says (recounted here: equal worst-10% means)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5))
+    y = X @ np.arange(5.0) + rng.normal(size=400)
+    path = tmp_path / "reg.txt"
+    path.write_text("".join(f"{t:.4f} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x)) + "\n"
+                            for x, t in zip(X, y)))
+    ds = build(DataSpec(source=str(path), task="regression", nodes=8))
+    report = personalise(Problem(ds, "squared", None), PersonaliseConfig(lambdas=(0.0, 1e-2, 1.0, math.inf)))
+    text = finding(report, regression=True)
+    assert "pooled test MSE" in text and not re.search(r"\d\.\d%", text)  # numbers, not rates
+    w = {m: worst10(np.asarray(report.errors[m])) for m in report.methods if m != "majority"}
+    tied = [m for m in w if m != "global" and w[m] == w["global"]]
+    if min(w, key=lambda m: (w[m], report.methods.index(m))) == "global":
+        assert ("tied with" in text.split("For the worst 10%")[1].split(". ")[0]) == bool(tied)
+    assert summary_rows(report, regression=True)["pooled"][0] == "n/a"  # no majority label of a real target
 
 
 def test_no_tested_node_is_said_not_drawn():
