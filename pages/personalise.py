@@ -2,13 +2,14 @@
 
 import math
 
+import numpy as np
 import streamlit as st
 
 from fedviz import ui
 from fedviz.errors import FedvizError
 from fedviz.markup import escape
 from fedviz.personal import PARAMS, PersonaliseConfig
-from fedviz.plots.personal import distribution_figure, finding, lam_text, path_figure, summary_rows
+from fedviz.plots.personal import distribution_figure, finding, lam_text, no_test_rows, path_figure, summary_rows
 from fedviz.problems.losses import loss_for
 
 ui.through_navigation()
@@ -65,8 +66,10 @@ with left:
                                     ditto_lambda=lam_d)
     except FedvizError as e:
         st.error(escape(str(e)))
+    # Without a test row on any node there is nothing to score: said at once, nothing solved.
+    untestable = ds is not None and not np.any(np.asarray(ds.test_nodes) >= 0)
     ready = ds is not None and pconfig is not None and ui.personal_ready(config.data, loss, config.lam, pconfig)
-    go = st.button(":material/calculate: Compute", type="primary", disabled=pconfig is None or ds is None,
+    go = st.button(":material/calculate: Compute", type="primary", disabled=pconfig is None or ds is None or untestable,
                    width="stretch", help="Solves every node's models exactly (Newton per node) and Ditto at "
                                          f"{len(grid)} values of λ_D; seconds on google-plus-small.")
 
@@ -82,7 +85,9 @@ with right:
         report = ui.load_personal(*last)
         st.warning("The settings on the left changed since the last Compute: below are the models of the settings "
                    "computed last. Press **Compute** to update them.", icon=":material/update:")
-    if report is None:
+    if untestable:
+        st.info(no_test_rows(int(np.asarray(ds.test_nodes).size)), icon=":material/info:")
+    elif report is None:
         st.info("Press **Compute**: every node's Local, fine-tuned, Ditto and APFL models, solved exactly, and "
                 "Ditto's path from Local to the global model.")
     else:

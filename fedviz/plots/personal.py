@@ -155,6 +155,16 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def no_test_rows(unassigned_rows: int) -> str:
+    """Why no node can be scored when no test row belongs to a node, and what to do on Data."""
+    why = (f"the test set's {unassigned_rows:,} rows belong to no node: a separate test file, or a preset split "
+           "into other nodes, whose test rows stay with the generator's own nodes"
+           if unassigned_rows else "the test set is empty")
+    return (f"No node has test rows ({why}), so no model can be scored node by node. On Data, keep a preset's "
+            "own nodes, or split a file without a test file (a test fraction above 0): each node's own rows are "
+            "then split.")
+
+
 def _ties(report: PersonalReport, values: dict, method: str) -> str:
     """' (tied with Local, APFL mixture (α = 0.5) and Ditto (λ_D = 0))': the other methods whose value
     equals ``method``'s."""
@@ -177,12 +187,7 @@ def finding(report: PersonalReport, *, regression: bool = False) -> str:
     K = report.nodes
     tested = K - report.untested
     if tested == 0:
-        why = (f"the test set's {report.unassigned_rows:,} rows belong to no node: a separate test file, or a "
-               "preset split into other nodes, whose test rows stay with the generator's own nodes"
-               if report.unassigned_rows else "the test set is empty")
-        return (f"No node has test rows ({why}), so no model can be scored node by node. On Data, keep a preset's "
-                "own nodes, or split a file without a test file (a test fraction above 0): each node's own rows "
-                "are then split.")
+        return no_test_rows(report.unassigned_rows)
     noun = "test MSE" if regression else "test error"
     pooled = {m: float(report.summaries[m]["pooled"]) for m in report.methods}
     worst = {m: float(report.summaries[m]["worst10"]) for m in report.methods}
@@ -220,5 +225,5 @@ def finding(report: PersonalReport, *, regression: bool = False) -> str:
     return " ".join(parts + ([note] if note else []))
 
 
-__all__ = ["COLOURS", "PERSONAL", "TABLE_COLUMNS", "distribution_figure", "finding", "lam_text", "method_label",
+__all__ = ["COLOURS", "PERSONAL", "TABLE_COLUMNS", "distribution_figure", "finding", "lam_text", "method_label", "no_test_rows",
            "path_figure", "summary_rows"]

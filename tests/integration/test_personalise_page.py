@@ -85,11 +85,18 @@ def test_many_classes_compute_with_softmax():
     assert "pooled test error" in _said(at)
 
 
-def test_a_separate_test_file_is_said_and_nothing_is_drawn():
-    spec = DataSpec(source=str(DATA / "heart_scale"), test=str(DATA / "heart_scale"), nodes=4)
+@pytest.mark.parametrize("spec", [
+    DataSpec(source=str(DATA / "heart_scale"), test=str(DATA / "heart_scale"), nodes=4),
+    DataSpec(source="preset:identical-nodes", partition="iid", nodes=5)], ids=["test-file", "re-partitioned-preset"])
+def test_no_test_row_on_any_node_is_said_at_once_and_nothing_is_solved(spec):
+    """A separate test file, or a preset split into other nodes (its test rows stay with the generator's):
+    the page says so with the remedy before anything is solved, and Compute is off."""
+    ds = build(spec)
+    assert not (ds.test_nodes >= 0).any()  # the premise, from the data set itself
     at = open_page("pages/personalise.py", RunConfig(data=spec), timeout=600)
-    _compute(at)
-    assert "No node has test rows" in _said(at) and "separate test file" in _said(at)
+    info = " ".join(plain(i.value) for i in at.info)
+    assert f"No node has test rows (the test set's {ds.y_test.size:,} rows belong to no node" in info
+    assert next(b for b in at.button if "Compute" in b.label).disabled
     assert not at.get("plotly_chart") and not at.table
 
 
