@@ -20,6 +20,7 @@ TOOLS = [
     st.Page("pages/data.py", title="Data", icon=":material/dataset:"),
     st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/personalise.py", title="Personalise", icon=":material/person_search:"),
     st.Page("pages/experiments.py", title="Experiments", icon=":material/grid_view:"),
 ]
 # The Learn section: the paper's ideas, each page a live, computed view (one entry per page).

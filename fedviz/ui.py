@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -232,6 +233,49 @@ def load_baselines(spec: DataSpec) -> dict:
                       lambda: cache.baselines(spec, owner=owner))
 
 
+#: Personalisation reports kept for the whole server (a class opening one lesson computes it once), by
+#: content: (data spec, loss, λ, PersonaliseConfig).  Kept without their models (every node's v_k: at
+#: paper scale hundreds of MB); what a page draws is the per-node errors, a few K-vectors.
+MAX_PERSONAL = 8
+_PERSONAL: dict = {}
+_PERSONAL_LOCK = threading.Lock()
+
+
+def personal_ready(spec: DataSpec, loss: str, lam: float | None, config) -> bool:
+    """Whether :func:`load_personal` of these arguments is at hand (costs nothing)."""
+    with _PERSONAL_LOCK:
+        return (spec, loss, lam, config) in _PERSONAL
+
+
+def load_personal(spec: DataSpec, loss: str, lam: float | None, config):
+    """The :class:`~fedviz.personal.report.PersonalReport` of ``config`` (a frozen
+    :class:`~fedviz.personal.report.PersonaliseConfig`) on the session's data set: the data set, the
+    problem and w* through the shared caches (each under the run cap), then the personalised models
+    (:func:`fedviz.personal.personalise`, from that w*) in one of the server's run slots.  Kept
+    without its models (:data:`MAX_PERSONAL` reports, least recently used out)."""
+    from .personal import personalise
+
+    key = (spec, loss, lam, config)
+    with _PERSONAL_LOCK:
+        if key in _PERSONAL:
+            _PERSONAL[key] = _PERSONAL.pop(key)  # most recently used last
+            return _PERSONAL[key]
+    problem = load_problem(spec, loss, lam)
+    w = load_optimum(spec, loss, lam)["w"]
+
+    def make():
+        with _PERSONAL_LOCK:  # another page computed it while this one waited for its slot
+            kept = _PERSONAL.get(key)
+        return kept if kept is not None else replace(personalise(problem, config, w_star=w), models={})
+
+    slim = _under_cap(lambda: personal_ready(spec, loss, lam, config), "compute the personalised models", make)
+    with _PERSONAL_LOCK:
+        _PERSONAL[key] = slim
+        while len(_PERSONAL) > MAX_PERSONAL:
+            _PERSONAL.pop(next(iter(_PERSONAL)))
+    return slim
+
+
 def session_id() -> str:
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -279,6 +323,10 @@ def session_ended(session_id: str) -> None:
     upload, a link's preset) leave the caches with their problems and optima."""
     gone = cache.release(session_id)
     if gone:
+        let_go = set(gone)
+        with _PERSONAL_LOCK:  # their personalisation reports too (an upload's spec holds its bytes)
+            for key in [k for k in _PERSONAL if k[0] in let_go]:
+                del _PERSONAL[key]
         log.info("session ended: %d data set(s) let go", len(gone))
 
 

@@ -128,9 +128,30 @@ def test_the_link_survives_navigation_between_pages():
     at.number_input(key="data-part-nodes").set_value(50).run()
     before = dict(at.query_params)
     assert before["partition"].startswith("shards") and before["nodes"] == "50"
-    for page in ("pages/run.py", "pages/compare.py", "pages/home.py", "pages/data.py"):
+    for page in ("pages/run.py", "pages/compare.py", "pages/personalise.py", "pages/home.py", "pages/data.py"):
         at.switch_page(page)
         at.run()
         assert not at.exception, (page, at.exception)
         assert dict(at.query_params) == before, page
     assert at.number_input(key="data-part-nodes").value == 50
+
+
+#: Presets whose personalised models take minutes at their own scale (the paper's 10,000 authors): opened,
+#: not computed, here; the bench times Local at that scale.  Softmax presets are opened only too: their
+#: exact solves took 3.5 minutes on fedprox-synthetic-10 (30 nodes, C = 10) on this 2-core machine;
+#: tests/integration/test_personalise_page.py computes the page on dna.scale (C = 3).
+PERSONAL_OPEN_ONLY = ("google-plus",)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_opens_the_personalise_page_and_computes(name):
+    """Each preset of the registry: the page opens without an error, and (the paper-scale preset aside)
+    Compute draws the boxes, the table and the path, or says why it cannot, never a traceback."""
+    at = _page("pages/personalise.py", RunConfig(data=DataSpec(source=f"preset:{name}")))
+    assert not at.error, [plain(e.value) for e in at.error]
+    if name in PERSONAL_OPEN_ONLY or any(" classes" in c.value for c in at.caption):
+        return
+    next(b for b in at.button if "Compute" in b.label).click().run(timeout=600)
+    assert not at.exception, at.exception
+    assert not at.error, [plain(e.value) for e in at.error]
+    assert len(at.get("plotly_chart")) == 2 and len(at.table) == 1

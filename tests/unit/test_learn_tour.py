@@ -34,7 +34,7 @@ def test_the_brief_s_lessons_open_the_pages_it_names():
     assert why.page == "pages/run.py"
     assert [s.name for s in why.config.specs()] == ["fsvrg", "gd", "cocoa-plus"]
     assert why.config.data == DEFAULT_DATA and DEFAULT_DATA.source == "preset:google-plus-small"
-    assert lesson("personalisation").page == "pages/data.py"
+    assert lesson("personalisation").page == "pages/personalise.py"
     assert lesson("non-iid").config.data.partition == "reshuffle"
     pages = {x.page for x in LESSONS}
     assert {"pages/learn_properties.py", "pages/learn_efficiency.py", "pages/learn_drift.py",

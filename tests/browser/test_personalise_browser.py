@@ -1,0 +1,61 @@
+"""The Personalise page in real headless Chromium against ``streamlit run app.py`` (helpers from
+``live_server``): opened from the sidebar, Compute on google-plus-small, and what Plotly drew checked
+against the table the page shows (one box per method, the pooled diamonds, the λ_D path's ends).
+
+FEDVIZ_SCREENSHOTS=DIR keeps personalise.png.
+"""
+
+import re
+
+import pytest
+
+from live_server import StreamlitServer, browser_page, idle, screenshot
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("personalise")
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
+        yield s.url
+
+
+def _figures(page) -> list[list[dict]]:
+    return page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(el =>
+        (el._fullData || []).map(t => ({name: t.name, type: t.type, x: t.x ? Array.from(t.x) : [],
+                                         y: t.y ? Array.from(t.y) : []})))""")
+
+
+def _table(page) -> list[list[str]]:
+    return page.evaluate("""() => {
+        for (const t of document.querySelectorAll('table')) {
+            const head = Array.from(t.querySelectorAll('thead th')).map(x => x.innerText.trim()).filter(x => x);
+            if (head[0] !== 'method') continue;
+            return Array.from(t.querySelectorAll('tbody tr')).map(
+                r => Array.from(r.querySelectorAll('td')).map(x => x.innerText.trim()));
+        }
+        return null;
+    }""")
+
+
+def test_compute_draws_every_method_and_the_path(server, browser):
+    with browser_page(browser, timeout_ms=120_000) as page:
+        page.goto(server + "/personalise")
+        page.get_by_role("button").filter(has_text=re.compile("Compute")).click()
+        page.get_by_text("has the lowest pooled test error").first.wait_for(timeout=300_000)
+        idle(page)
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length == 2 && "
+                               "Array.from(document.querySelectorAll('.js-plotly-plot')).every(e => e._fullData)")
+        screenshot(page, "personalise", height=1900)
+        rows = _table(page)
+        methods = [r[0] for r in rows]
+        assert methods[:3] == ["per-node majority", "global model w*", "Local"], methods
+        boxes, path = _figures(page)
+        assert [t["name"] for t in boxes if t["type"] == "box"] == methods
+        diamonds = next(t for t in boxes if t["type"] == "scatter")
+        # The diamonds are the table's pooled column (percent, two decimals).
+        assert [round(100 * y, 2) for y in diamonds["y"]] == pytest.approx(
+            [float(r[1].rstrip("%")) for r in rows], abs=0.006)
+        pooled = next(t for t in path if t["name"] == "pooled")
+        # The path runs from Local (its first point) to w* (its last): the table's two rows.
+        assert round(100 * pooled["y"][0], 2) == pytest.approx(float(rows[2][1].rstrip("%")), abs=0.006)
+        assert round(100 * pooled["y"][-1], 2) == pytest.approx(float(rows[1][1].rstrip("%")), abs=0.006)
