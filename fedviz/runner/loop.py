@@ -31,6 +31,7 @@ import numpy as np
 
 from ..algorithms import get_algorithm
 from ..algorithms.base import Algorithm, StopRequested
+from ..problems.dissimilarity import local_dissimilarity
 from ..problems.objective import Problem
 from . import pernode
 from .health import Watch, assess
@@ -48,6 +49,8 @@ class IterationRecord:
     node's test error (``node_error_*``, over the nodes with test rows; the pooled value is
     ``test_error``) and own loss F_k (``node_loss_*``; the pooled value is ``objective``), and
     count the nodes without test rows (``nodes_untested``); NaN in records written before them.
+    ``dissimilarity`` is FedProx's (1/K) Σ_k ‖∇F_k(w) − ∇f(w)‖²
+    (:func:`~fedviz.problems.dissimilarity.local_dissimilarity`), NaN unless the run asked for it.
     ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`)
     in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
     """
@@ -67,6 +70,7 @@ class IterationRecord:
     seconds: float
     status: str
     message: str = ""
+    dissimilarity: float = math.nan
     node_error_mean: float = math.nan
     node_error_std: float = math.nan
     node_error_p10: float = math.nan
@@ -98,8 +102,11 @@ assert FIELDS[-len(pernode.FIELDS):] == pernode.FIELDS, "the record's per-node f
 def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: int,
             hyper: Mapping | None = None, seed: int = 0, w0: np.ndarray | None = None,
             f_star: float | None = None, stop: Callable[[], bool] | None = None,
-            label: str | None = None) -> Iterator[IterationRecord]:
+            label: str | None = None, dissimilarity: bool = False) -> Iterator[IterationRecord]:
     """Run ``iterations`` outer iterations, yielding the start and then every iteration.
+
+    ``dissimilarity``: also record FedProx's gradient dissimilarity at every iteration (one more
+    full gradient per record, :mod:`fedviz.problems.dissimilarity`); it never changes the run.
 
     Hyperparameter errors are raised before the first record (refused before the run
     starts); after that nothing is raised: the last record's status says how it ended.
@@ -114,7 +121,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     # yield (another algorithm's turn, a slow consumer) the start is moved forward.
     start = time.perf_counter()
     nodes = pernode.NodeEvaluator(problem)
-    first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes)
+    first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes, dissimilarity)
     objectives = [first.objective]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
     paused = time.perf_counter()
@@ -127,16 +134,18 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
                 raise StopRequested()
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 algo.step()
-            rec = _record(algo, label, f_star, start, "running", nodes)
+            rec = _record(algo, label, f_star, start, "running", nodes, dissimilarity)
         except StopRequested:
-            yield _final(algo, label, f_star, start, nodes, "stopped", f"stopped by the user after {t - 1} iterations")
+            yield _final(algo, label, f_star, start, nodes, "stopped", f"stopped by the user after {t - 1} iterations",
+                         dissimilarity)
             return
         except (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError) as e:
-            yield _final(algo, label, f_star, start, nodes, "diverged", _diverged_text(cls, algo, t, str(e)))
+            yield _final(algo, label, f_star, start, nodes, "diverged", _diverged_text(cls, algo, t, str(e)),
+                         dissimilarity)
             return
         except Exception as e:  # noqa: BLE001 - a run never raises; the record says why
             log.exception("run of %s failed", label)
-            yield _final(algo, label, f_star, start, nodes, "failed", f"{type(e).__name__}: {e}")
+            yield _final(algo, label, f_star, start, nodes, "failed", f"{type(e).__name__}: {e}", dissimilarity)
             return
         objectives.append(rec.objective)
         verdict = watch.add(rec.objective)  # O(1); the oscillation tests read the whole curve once, at the end
@@ -183,10 +192,11 @@ def _diverged_text(cls, algo, t: int | None, what: str) -> str:
 
 
 def _record(algo: Algorithm, label: str, f_star: float, start: float, status: str,
-            nodes: pernode.NodeEvaluator) -> IterationRecord:
+            nodes: pernode.NodeEvaluator, dissimilarity: bool = False) -> IterationRecord:
     p = algo.problem
     w = algo.w
     scores = None
+    dissim = math.nan
     if not np.all(np.isfinite(w)):
         nan = float("nan")
         obj = grad_norm = test_err = train_err = nan
@@ -199,17 +209,19 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         # come from the same margins; the own losses from the training margins z.
         test_err, per_node, scores = nodes.evaluate(w, z, nodes.test_margins(w), algo.iteration)
         train_err = algo.train_error()
+        if dissimilarity:
+            dissim = local_dissimilarity(p, w, z=z)
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
         test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,
         vectors_up=algo.vectors_up, vectors_down=algo.vectors_down, grad_evals=algo.grad_evals,
         passes=algo.grad_evals / p.n, seconds=time.perf_counter() - start, status=status,
-        nodes=scores, **per_node)
+        dissimilarity=dissim, nodes=scores, **per_node)
 
 
-def _final(algo, label, f_star, start, nodes, status, message) -> IterationRecord:
+def _final(algo, label, f_star, start, nodes, status, message, dissimilarity=False) -> IterationRecord:
     try:
-        rec = _record(algo, label, f_star, start, status, nodes)
+        rec = _record(algo, label, f_star, start, status, nodes, dissimilarity)
     except Exception:  # noqa: BLE001 - metrics of a broken state are NaN, not an exception
         nan = float("nan")
         rec = IterationRecord(label, algo.iteration, nan, nan, nan, nan, nan, algo.rounds, algo.vectors_up,
