@@ -128,10 +128,10 @@ BAD_TOML = [
     (f'name = "x"\ndata = "{DATA / "heart_scale"}"\n[[algorithm]]\nname = "gd"\n', "preset"),
     ('name = "x"\ndata = "preset:iid"\ntest = "/etc/hosts"\n[[algorithm]]\nname = "gd"\n', "preset"),
     # Issue 20: a value out of its parameter's range is named with the range before anything launches.
-    ('name = "x"\ndata = "preset:fedprox-synthetic"\n[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\n'
+    ('name = "x"\ndata = "preset:fedprox-synthetic-binary"\n[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\n'
      'values = [1000000000]\n', "axis 'nodes'.values[0].nodes=1000000000 is out of range: allowed integer in "
      "[1, 1000000]"),
-    ('name = "x"\ndata = "preset:fedprox-synthetic"\nnodes = 1000000000\n[[algorithm]]\nname = "gd"\n',
+    ('name = "x"\ndata = "preset:fedprox-synthetic-binary"\nnodes = 1000000000\n[[algorithm]]\nname = "gd"\n',
      "nodes=1000000000 is out of range: allowed integer in [1, 1000000]"),
 ]
 
@@ -247,7 +247,7 @@ def test_a_stored_builtin_shows_its_verdict_and_the_report_carries_it(held):
 
 def test_stop_then_resume_from_the_page():
     at = _page()
-    toml = ('name = "page stop"\ndata = "preset:fedprox-synthetic"\niterations = 100\nseeds = 3\n'
+    toml = ('name = "page stop"\ndata = "preset:fedprox-synthetic-binary"\niterations = 100\nseeds = 3\n'
             '[[algorithm]]\nname = "fsvrg"\n')
     at.text_area(key="exp-toml").set_value(toml).run()
     at.button(key="exp-launch-toml").click().run()
@@ -337,7 +337,7 @@ def test_failed_cells_show_their_reasons_counted_and_no_resume_that_cannot_help(
     from fedviz.data.build import DataSpec
     from fedviz.experiments import Arm, Axis, Experiment
 
-    exp = Experiment("all failed", DataSpec("preset:fedprox-synthetic"), (Arm.of("gd"),),
+    exp = Experiment("all failed", DataSpec("preset:fedprox-synthetic-binary"), (Arm.of("gd"),),
                      (Axis.of("lam", (0.1, 0.01)),), seeds=tuple(range(5)), iterations=3)
     reason = "parameter nodes=1000000000 is out of range: allowed integer in [1, 1000000]"
     info = _store_by_hand(exp, status="failed", message=reason)
@@ -419,7 +419,7 @@ def test_another_visitors_experiment_cannot_be_replaced_from_the_page():
     get_manager().store.delete_experiment(info.id)
 
 
-SLOW = ('name = "visitor a grid"\ndata = "preset:fedprox-synthetic"\niterations = 100\nseeds = 3\n'
+SLOW = ('name = "visitor a grid"\ndata = "preset:fedprox-synthetic-binary"\niterations = 100\nseeds = 3\n'
         '[[algorithm]]\nname = "fsvrg"\n')
 
 
