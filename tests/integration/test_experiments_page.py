@@ -64,7 +64,7 @@ def test_every_builtin_card_renders_with_its_claim_scale_and_run_button():
 def test_define_launch_watch_and_reopen_a_tiny_experiment():
     at = _page()
     name = "page tiny"
-    at.selectbox(key="exp-preset").set_value("fedprox-synthetic").run()
+    at.selectbox(key="exp-preset").set_value("fedprox-synthetic-binary").run()
     at.text_input(key="exp-preset-options").set_value("n_nodes=5").run()
     at.multiselect(key="exp-algorithms").set_value(["gd", "fedavg"]).run()
     at.selectbox(key="exp-step-gd").set_value("grid").run()
