@@ -172,8 +172,15 @@ def protocol_figure(results: Results, settings: Sequence[Sequence[int]] | None =
     Traces' ``meta`` name the line, setting, row (its record column) and part."""
     chosen = _settings(results, settings)[:6]  # six columns at most: a row of a paper's figure
     cols = max(1, len(chosen))
+    params = {a.label: a.param for a in results.experiment.arms}
+
+    def title(setting) -> str:  # a grid line's value differs by setting: each column names its own
+        steps = [f"{arm} {params.get(arm) or 'value'} = {step:g}" for arm in results.arms
+                 if (step := results.best_step(arm, setting)) is not None]
+        return results.setting_label(setting) + (f"<br><sup>{'; '.join(steps)}</sup>" if steps else "")
+
     fig = make_subplots(rows=len(PROTOCOL_ROWS), cols=cols, shared_xaxes=True, horizontal_spacing=0.05,
-                        vertical_spacing=0.06, column_titles=[results.setting_label(s) for s in chosen] or [""])
+                        vertical_spacing=0.06, column_titles=[title(s) for s in chosen] or [""])
     looks = arm_styles(results)
     ys: dict[str, list] = {m: [] for m, _ in PROTOCOL_ROWS}
     for j, setting in enumerate(chosen):
@@ -195,7 +202,7 @@ def protocol_figure(results: Results, settings: Sequence[Sequence[int]] | None =
                 fig.add_trace(go.Scatter(x=it, y=hi, mode="lines", line=dict(width=0, color=color), fill="tonexty",
                                          fillcolor=_alpha(color, 0.2), hoverinfo="skip", showlegend=False,
                                          legendgroup=arm, meta={**meta, "part": "max"}), row=i + 1, col=j + 1)
-                fig.add_trace(go.Scatter(x=it, y=med, mode="lines", name=arm + _step_text(step) * (j == 0),
+                fig.add_trace(go.Scatter(x=it, y=med, mode="lines", name=arm,
                                          legendgroup=arm, showlegend=i == 0 and j == 0, line=looks[arm].line(),
                                          meta={**meta, "part": "median"},
                                          hovertemplate=f"{arm}{_step_text(step)}<br>round %{{x}}<br>median "
