@@ -547,3 +547,43 @@ def test_an_experiment_another_process_runs_offers_no_resume():
         assert any(c.value.startswith("Running in another process on this history (the command line, or another "
                                       "server)") for c in at.caption)
         other.delete_experiment(info.id)
+
+
+def test_the_fedprox_builtin_offers_and_draws_its_dissimilarity_curve():
+    """fedprox-figure2 records the gradient dissimilarity: the Curves tab offers it, and drawing it is the
+    stored values' median over seeds (an experiment that did not record it: tests/unit/test_protocol_figure.py)."""
+    import dataclasses
+
+    import numpy as np
+
+    b = BUILTINS["fedprox-figure2"]
+    exp = b.experiment("small")
+    store = get_manager().store
+    info = store.open_experiment(exp.name, exp.as_json())
+    for c in exp.cells():
+        recs = [dataclasses.replace(r, dissimilarity=10.0 * (1 + c.setting[0]) * (1 + c.seed % 7) / (r.iteration + 1))
+                for r in _records(0.1 * (1 + c.seed % 7))]
+        store.save_cell(info.id, key=c.key, setting=c.setting, arm=c.arm, step=c.step, seed=c.seed, label=c.label,
+                        algorithm=c.job.algorithms[0].name, hyper={}, config={}, status="done", records=recs)
+    store.finish_experiment(info.id, "done")
+    at = _page()
+    at.selectbox(key="exp-open").set_value(exp.name).run()
+    from fedviz.plots.experiments import CURVES
+
+    assert CURVES["dissimilarity"] in at.selectbox(key="exp-curve").options
+    at.selectbox(key="exp-curve").set_value("dissimilarity").run()
+    assert not at.exception, at.exception
+    assert not _errors(at), _errors(at)
+    import plotly.io as pio
+
+    fig = pio.from_json(at.get("plotly_chart")[0].proto.spec)
+    traces = [t for t in fig.data if (t.meta or {}).get("part") == "median"]
+    first = next(t for t in traces if list(t.meta["setting"]) == [0] and t.meta["arm"] == "FedAvg")
+    seeds = [s for s in exp.seeds]
+    want = np.median([10.0 * (1 + s % 7) / (np.arange(3) + 1) for s in seeds], axis=0)
+    y = first.y
+    if isinstance(y, dict):  # Plotly's typed-array encoding
+        import base64
+
+        y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
+    np.testing.assert_allclose(np.asarray(y, dtype=float), want, rtol=1e-12)
