@@ -80,3 +80,16 @@ def test_the_report_and_the_curve_choice_show_it_only_when_recorded(stored):
     info = store.open_experiment(plain.name, plain.as_json())
     store.finish_experiment(info.id, "done")
     assert "dissimilarity" not in E.curve_choices(load(store, "proto"))
+
+
+def test_toml_asks_for_it_with_a_boolean_and_it_reaches_every_cell():
+    from fedviz.errors import ParameterError
+    from fedviz.experiments.spec import from_json, from_toml
+
+    head = 'name = "d"\ndata = "preset:fedprox-synthetic?nodes=4"\nloss = "softmax"\n[[algorithm]]\nname = "fedavg"\n'
+    exp = from_toml("dissimilarity = true\n" + head)
+    assert exp.dissimilarity and all(c.job.dissimilarity for c in exp.cells())
+    assert from_json(exp.as_json()).dissimilarity  # stored and read back
+    assert not from_toml(head).dissimilarity and not any(c.job.dissimilarity for c in from_toml(head).cells())
+    with pytest.raises(ParameterError, match=r"experiment\.dissimilarity.*true or false"):
+        from_toml("dissimilarity = 1\n" + head)
