@@ -241,7 +241,7 @@ def check_preset_loss(source: str, loss: str, multiclass_losses) -> None:
     variant = BINARY_VARIANTS.get(name)
     hint = (f"preset {name!r} holds {config.n_classes} classes, as Li et al. built it (it was binarised in "
             f"earlier fedviz)" + (f"; its binarised variant is preset:{variant}" if variant else "")
-            + ", or add labels=binary")
+            + ", or set its option labels=binary")
     raise ParameterError("loss", loss, "'softmax' on these data", hint=hint)
 
 

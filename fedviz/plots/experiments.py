@@ -207,10 +207,10 @@ def protocol_figure(results: Results, settings: Sequence[Sequence[int]] | None =
                                          meta={**meta, "part": "median"},
                                          hovertemplate=f"{arm}{_step_text(step)}<br>round %{{x}}<br>median "
                                                        f"%{{y:.3g}}<extra></extra>"), row=i + 1, col=j + 1)
-    for i, (metric, title) in enumerate(PROTOCOL_ROWS):
+    for i, (metric, axis_title) in enumerate(PROTOCOL_ROWS):
         if metric in LOG_CURVES:
             fig.update_yaxes(**log_axis(ys[metric]), row=i + 1)
-        fig.update_yaxes(title_text=title, row=i + 1, col=1)
+        fig.update_yaxes(title_text=axis_title, row=i + 1, col=1)
     fig.update_xaxes(title_text="rounds", row=len(PROTOCOL_ROWS))
     n = len(results.experiment.seeds)
     fig.update_layout(height=220 * len(PROTOCOL_ROWS) + 140, **_LAYOUT)
