@@ -343,7 +343,7 @@ with ui.guard("Reading the experiment"):
                         "Cells"])
         with tabs[0]:
             c1, c2 = st.columns([1, 2])
-            curve = c1.selectbox("Curve", list(views.CURVES), format_func=views.CURVES.get,
+            curve = c1.selectbox("Curve", views.curve_choices(results), format_func=views.CURVES.get,
                                  key=ui.seeded("exp-curve", "suboptimality"))
             labels = {s: results.setting_label(s) for s in results.settings}
             shown = c2.multiselect("Settings", list(labels), format_func=labels.get, max_selections=views.MAX_FACETS,

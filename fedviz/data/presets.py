@@ -74,7 +74,8 @@ from .dataset import FederatedDataset
 from .synthetic import CONFIG_PARAMS, FedProxConfig, SyntheticConfig, generate
 
 __all__ = ["Preset", "PRESETS", "ALIASES", "PRESET_SPEC", "make_preset", "preset_config", "parse_preset_spec",
-           "format_preset_spec", "override_keys", "preset_params"]
+           "format_preset_spec", "override_keys", "preset_params", "PRESET_ALIASES", "BINARY_VARIANTS",
+           "check_preset_loss"]
 
 Config = SyntheticConfig | FedProxConfig
 
@@ -207,21 +208,43 @@ PRESETS: Mapping[str, Preset] = types.MappingProxyType({p.name: p for p in (
            "Every node holds an identical copy of the same data (property D of "
            "Section 3.1): 10 nodes × 300 training rows.", _identical_nodes),
     Preset("fedprox-synthetic",
-           "Synthetic(α, β) of Li et al. (2020, FedProx), Section 5.1: 30 devices, dense "
-           "x ∈ R^60 (+ a bias column), per-device softmax models; +1 iff the class is "
-           "among the first 5 of 10.  Override alpha and beta for more or less "
-           "heterogeneity.", FedProxConfig),
-    Preset("fedprox-synthetic-10",
-           "Synthetic(α, β) of Li et al. (2020, FedProx) as they built it: the same devices and draws as "
-           "fedprox-synthetic, labelled with the ten classes of each device's softmax model (softmax "
-           "regression; binarising halves the label heterogeneity).",
+           "Synthetic(α, β) of Li et al. (2020, FedProx), Section 5.1, as they built it: 30 devices, dense "
+           "x ∈ R^60 (+ a bias column), per-device softmax models, labelled with their ten classes (softmax "
+           "regression).  Override alpha and beta for more or less heterogeneity.",
            functools.partial(FedProxConfig, labels="classes")),
+    Preset("fedprox-synthetic-binary",
+           "fedprox-synthetic's devices and draws binarised: +1 iff the class is among the first 5 of 10 "
+           "(logistic regression; binarising halves the label heterogeneity).", FedProxConfig),
 )})
+
+
+#: Former names that still resolve, to the preset they name now.  ``fedprox-synthetic-10`` was the
+#: ten-class generator's name while the plain name was binarised (issue 22 swapped them: the plain
+#: name is what Li et al. built); histories written before are renamed by the store's migration.
+PRESET_ALIASES: Mapping[str, str] = types.MappingProxyType({"fedprox-synthetic-10": "fedprox-synthetic"})
+
+#: What to say to a binary loss on a preset that now has many classes: its binarised variant.
+BINARY_VARIANTS: Mapping[str, str] = types.MappingProxyType({"fedprox-synthetic": "fedprox-synthetic-binary"})
 
 
 # ---------------------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------------------
+def check_preset_loss(source: str, loss: str, multiclass_losses) -> None:
+    """Refuse a binary or regression ``loss`` on the preset ``source`` ("preset:name?…") when its labels
+    are class codes, naming the preset's binarised variant: a spec written when ``fedprox-synthetic``
+    was binarised then says what changed instead of failing on every cell."""
+    name, overrides = parse_preset_spec(source)
+    config = preset_config(name, **overrides)
+    if getattr(config, "labels", None) != "classes" or loss in multiclass_losses:
+        return
+    variant = BINARY_VARIANTS.get(name)
+    hint = (f"preset {name!r} holds {config.n_classes} classes, as Li et al. built it (it was binarised in "
+            f"earlier fedviz)" + (f"; its binarised variant is preset:{variant}" if variant else "")
+            + ", or set its option labels=binary")
+    raise ParameterError("loss", loss, "'softmax' on these data", hint=hint)
+
+
 def preset_config(name: str, **overrides) -> Config:
     """The config of preset ``name`` with ``overrides`` (text values are converted)."""
     return _preset(name).config(**overrides)
@@ -237,7 +260,7 @@ def make_preset(name: str, **overrides) -> FederatedDataset:
         keys) or a value out of range.
     """
     config = preset_config(name, **overrides)
-    return generate(config, name=name)
+    return generate(config, name=_preset(name).name)
 
 
 def parse_preset_spec(spec: str) -> tuple[str, dict[str, Any]]:
@@ -279,7 +302,7 @@ def preset_params(name: str) -> Mapping[str, Param]:
 # ---------------------------------------------------------------------------------------
 def _preset(name: str) -> Preset:
     try:
-        return PRESETS[name]
+        return PRESETS[PRESET_ALIASES.get(name, name)]
     except (KeyError, TypeError):
         raise ParameterError("preset", name, "one of " + ", ".join(PRESETS)) from None
 

@@ -271,6 +271,9 @@ class Experiment:
         ε of "rounds to reach f − f* ≤ ε".
     description, claim : str
         What it shows, and the published claim it checks (built-in experiments).
+    dissimilarity : bool
+        Record FedProx's gradient dissimilarity in every cell's records (one more full gradient per
+        iteration).  It changes what is recorded, not what is computed: no part of the grid's hash.
     """
 
     name: str
@@ -285,6 +288,7 @@ class Experiment:
     target: float = DEFAULT_TARGET
     description: str = ""
     claim: str = ""
+    dissimilarity: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -370,7 +374,7 @@ class Experiment:
                                   "values": self.setting_values(setting), "arm": arm.label,
                                   "step_mode": arm.step, "step": step, "source": "experiment"}
                         job = RunJob(problem, (spec,), self.iterations, seed, config, tune=arm.step == "tuned",
-                                     scales=scales)
+                                     scales=scales, dissimilarity=bool(self.dissimilarity))
                         out.append(Cell(cell_key(problem, spec, arm, step, seed, self.iterations), setting,
                                         arm.label, step, seed, job))
         return out
@@ -444,6 +448,8 @@ class Experiment:
                    for k, v in (("source", self.data.source), ("test", self.data.test)) if isinstance(v, bytes)}
         if uploads:
             out["uploads"] = uploads
+        if self.dissimilarity:  # only when asked: the as_json of every other grid is as before
+            out["dissimilarity"] = True
         return out
 
 
@@ -576,7 +582,8 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
         values = [0.01, 0.1, 1, 10, 100]
     """
     known = {"name", "data", "test", "partition", "nodes", "test_fraction", "split", "loss", "lam", "iterations",
-             "seeds", "data_seed", "target", "description", "claim", "algorithm", "axis", "bias", "positive"}
+             "seeds", "data_seed", "target", "description", "claim", "algorithm", "axis", "bias", "positive",
+             "dissimilarity"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise ParameterError(f"{where}.{unknown[0]}", doc[unknown[0]], "one of the keys " + ", ".join(sorted(known)))
@@ -616,7 +623,14 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
         seeds = list(range(seeds))
     return Experiment(doc["name"], data, tuple(arms), tuple(axes), tuple(seeds), doc.get("iterations", 30),
                       doc.get("loss", "logistic"), doc.get("lam"), doc.get("data_seed"),
-                      doc.get("target", DEFAULT_TARGET), doc.get("description", ""), doc.get("claim", ""))
+                      doc.get("target", DEFAULT_TARGET), doc.get("description", ""), doc.get("claim", ""),
+                      _flag(doc.get("dissimilarity", False), f"{where}.dissimilarity"))
+
+
+def _flag(value, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ParameterError(where, value, "true or false")
+    return value
 
 
 def from_toml(text: str, *, where: str = "experiment") -> Experiment:
@@ -641,7 +655,8 @@ def from_json(doc: Mapping[str, Any]) -> Experiment:
     axes = tuple(Axis(a["name"], tuple(a["values"]), tuple(a.get("labels", ()))) for a in doc.get("axes", ()))
     return Experiment(doc["name"], DataSpec(**data), arms, axes, tuple(doc.get("seeds", (0,))),
                       doc.get("iterations", 30), doc.get("loss", "logistic"), doc.get("lam"), doc.get("data_seed"),
-                      doc.get("target", DEFAULT_TARGET), doc.get("description", ""), doc.get("claim", ""))
+                      doc.get("target", DEFAULT_TARGET), doc.get("description", ""), doc.get("claim", ""),
+                      bool(doc.get("dissimilarity", False)))
 
 
 @contextmanager

@@ -6,6 +6,9 @@ Figure 2), made honest about chance: every line is the median over seeds with it
 band, never one lucky seed.
 
 * :func:`band_figure` — the curves of each setting, median and min–max over seeds;
+* :func:`protocol_figure` — FedProx's Figure 2 as Li et al. (2020) draw it, for an experiment that
+  records the gradient dissimilarity: training loss f(w), f − f* and the dissimilarity
+  (1/K) Σ_k ‖∇F_k(w) − ∇f(w)‖² over rounds, one column per setting;
 * :func:`axis_figure` — a final figure (f − f*, test error, rounds to reach ε) against the
   varied axis, one line per algorithm, min–max error bars;
 * :func:`heatmap_figure` — algorithm × setting, the median final figure (log colour for f − f*);
@@ -36,7 +39,10 @@ from .figures import _LAYOUT, _PALETTE, decade_text, log_axis
 from .styles import Style, run_styles
 
 #: The curves a band can show (record columns), and how each reads.
-CURVES = {"suboptimality": "f(w) − f*", "test_error": "test error", "objective": "objective f(w)"}
+CURVES = {"suboptimality": "f(w) − f*", "test_error": "test error", "objective": "objective f(w)",
+          "dissimilarity": "gradient dissimilarity (1/K) Σ_k ‖∇F_k − ∇f‖²"}
+#: The curves drawn on a log axis (positive quantities spanning decades).
+LOG_CURVES = ("suboptimality", "dissimilarity")
 #: The most settings drawn as facets of one figure (more: the caller picks which).
 MAX_FACETS = 12
 #: f − f* ≤ 0 (rounding at the optimum) cannot sit on a log axis: it is drawn at this floor.
@@ -124,7 +130,7 @@ def band_figure(results: Results, settings: Sequence[Sequence[int]] | None = Non
             if band is None:
                 continue
             it, med, lo, hi = band
-            if metric == "suboptimality":
+            if metric in LOG_CURVES:
                 med, lo, hi = _positive(med), _positive(lo), _positive(hi)
             ys += [lo, hi]
             color = colors[arm]
@@ -139,12 +145,78 @@ def band_figure(results: Results, settings: Sequence[Sequence[int]] | None = Non
                                      marker=dict(symbol=looks[arm].marker, size=6, color=color, maxdisplayed=12),
                                      hovertemplate=f"{arm}{_step_text(step)}<br>iteration %{{x}}<br>median "
                                                    f"%{{y:.3g}}<extra></extra>"), row=r, col=c)
-    if metric == "suboptimality":
+    if metric in LOG_CURVES:
         fig.update_yaxes(**log_axis(ys))
     fig.update_xaxes(title_text="iterations", row=rows)
     fig.update_yaxes(title_text=CURVES[metric], col=1)
     fig.update_layout(title=f"{CURVES[metric]}: median over seeds, band min–max "
                             f"({len(results.experiment.seeds)} seed{'s' * (len(results.experiment.seeds) > 1)})")
+    return fig
+
+
+def curve_choices(results: Results) -> list[str]:
+    """The curves :func:`band_figure` can draw for ``results``: the dissimilarity only where it was recorded."""
+    return [m for m in CURVES if m != "dissimilarity" or results.experiment.dissimilarity]
+
+
+#: The rows of :func:`protocol_figure`: (record column, axis title).
+PROTOCOL_ROWS = (("objective", "training loss f(w)"), ("suboptimality", "f(w) − f*"),
+                 ("dissimilarity", "(1/K) Σ_k ‖∇F_k − ∇f‖²"))
+
+
+def protocol_figure(results: Results, settings: Sequence[Sequence[int]] | None = None) -> go.Figure:
+    """Li et al. (2020, FedProx), Figure 2, on ``results``: one column per setting, rows the training
+    loss f(w) (their top row; here with the λ/2‖W‖² of eq. (1)), f − f* (log) and the gradient
+    dissimilarity (1/K) Σ_k ‖∇F_k(w) − ∇f(w)‖² (their bottom row, "variance of local gradients"; log),
+    each line's median over seeds with its min–max band, a grid line at its best value per setting.
+    Traces' ``meta`` name the line, setting, row (its record column) and part."""
+    chosen = _settings(results, settings)[:6]  # six columns at most: a row of a paper's figure
+    cols = max(1, len(chosen))
+    params = {a.label: a.param for a in results.experiment.arms}
+
+    def title(setting) -> str:  # a grid line's value differs by setting: each column names its own
+        steps = [f"{arm} {params.get(arm) or 'value'} = {step:g}" for arm in results.arms
+                 if (step := results.best_step(arm, setting)) is not None]
+        return results.setting_label(setting) + (f"<br><sup>{'; '.join(steps)}</sup>" if steps else "")
+
+    fig = make_subplots(rows=len(PROTOCOL_ROWS), cols=cols, shared_xaxes=True, horizontal_spacing=0.05,
+                        vertical_spacing=0.06, column_titles=[title(s) for s in chosen] or [""])
+    looks = arm_styles(results)
+    ys: dict[str, list] = {m: [] for m, _ in PROTOCOL_ROWS}
+    for j, setting in enumerate(chosen):
+        for arm in results.arms:
+            step = results.best_step(arm, setting)
+            for i, (metric, _) in enumerate(PROTOCOL_ROWS):
+                band = results.band(arm, setting, metric, step=step)
+                if band is None:
+                    continue
+                it, med, lo, hi = band
+                if metric in LOG_CURVES:
+                    med, lo, hi = _positive(med), _positive(lo), _positive(hi)
+                ys[metric] += [lo, hi]
+                color = looks[arm].color
+                meta = {"arm": arm, "setting": list(setting), "step": step, "row": metric}
+                fig.add_trace(go.Scatter(x=it, y=lo, mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
+                                         showlegend=False, legendgroup=arm, meta={**meta, "part": "min"}),
+                              row=i + 1, col=j + 1)
+                fig.add_trace(go.Scatter(x=it, y=hi, mode="lines", line=dict(width=0, color=color), fill="tonexty",
+                                         fillcolor=_alpha(color, 0.2), hoverinfo="skip", showlegend=False,
+                                         legendgroup=arm, meta={**meta, "part": "max"}), row=i + 1, col=j + 1)
+                fig.add_trace(go.Scatter(x=it, y=med, mode="lines", name=arm,
+                                         legendgroup=arm, showlegend=i == 0 and j == 0, line=looks[arm].line(),
+                                         meta={**meta, "part": "median"},
+                                         hovertemplate=f"{arm}{_step_text(step)}<br>round %{{x}}<br>median "
+                                                       f"%{{y:.3g}}<extra></extra>"), row=i + 1, col=j + 1)
+    for i, (metric, axis_title) in enumerate(PROTOCOL_ROWS):
+        if metric in LOG_CURVES:
+            fig.update_yaxes(**log_axis(ys[metric]), row=i + 1)
+        fig.update_yaxes(title_text=axis_title, row=i + 1, col=1)
+    fig.update_xaxes(title_text="rounds", row=len(PROTOCOL_ROWS))
+    n = len(results.experiment.seeds)
+    fig.update_layout(height=220 * len(PROTOCOL_ROWS) + 140, **_LAYOUT)
+    fig.update_layout(title=f"FedProx's Figure 2 protocol: median over {n} seed{'s' * (n > 1)}, band min–max",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0),
+                      margin=dict(l=70, r=20, t=120, b=40))
     return fig
 
 
@@ -448,6 +520,8 @@ def live_figure(snapshot, recent=(), *, setting_label=None, height: int = 360) -
 def figures(results: Results) -> dict[str, go.Figure]:
     """Every view of ``results`` by name (the page's tabs and the report's sections)."""
     out = {"curves": band_figure(results)}
+    if results.experiment.dissimilarity:
+        out["loss, f − f* and dissimilarity (FedProx's Figure 2)"] = protocol_figure(results)
     if results.experiment.axes:
         out["final vs axis"] = axis_figure(results, "suboptimality")
         out["test error vs axis"] = axis_figure(results, "test_error")
@@ -530,6 +604,7 @@ def _cell_text(v) -> str:
     return str(v)
 
 
-__all__ = ["CURVES", "FLOOR", "MAX_FACETS", "arm_colors", "arm_styles", "axis_figure", "axis_x", "band_figure", "figures",
+__all__ = ["CURVES", "FLOOR", "LOG_CURVES", "MAX_FACETS", "PROTOCOL_ROWS", "arm_colors", "arm_styles", "axis_figure",
+           "axis_x", "band_figure", "curve_choices", "figures", "protocol_figure",
            "grid_arms", "heatmap_figure", "heatmap_values", "live_figure", "progress", "report_html",
            "sensitivity_figure", "tuned_figure", "tuned_rows"]

@@ -282,7 +282,8 @@ class _Run:
         """One iteration of each algorithm in turn, so all curves grow together."""
         job, stop = self.job, self.stop
         gens = {e.label: iterate(problem, e.cls, iterations=job.iterations, hyper=e.hp, seed=job.seed,
-                                 f_star=f_star, stop=stop, label=e.label) for e in self.entries}
+                                 f_star=f_star, stop=stop, label=e.label, dissimilarity=job.dissimilarity)
+                for e in self.entries}
         active = list(gens)
         while active:
             for label in tuple(active):

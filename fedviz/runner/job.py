@@ -18,7 +18,8 @@ from ..algorithms.base import Algorithm
 from ..algorithms.spec import AlgorithmSpec
 from ..data.build import DataSpec
 from ..errors import ParameterError
-from ..problems.losses import make_loss
+from ..data.presets import check_preset_loss
+from ..problems.losses import MULTICLASS_LOSSES, make_loss
 from ..problems.objective import Problem
 from ..problems.optimum import Optimum
 from ..validation import check_int, check_real
@@ -52,6 +53,8 @@ class ProblemSpec:
         make_loss(self.loss)
         if self.lam is not None:
             check_real("lam", self.lam, low=0, low_open=True)
+        if self.data.is_preset:  # a binary loss on a preset of many classes: say which preset is binary
+            check_preset_loss(self.data.source, self.loss, MULTICLASS_LOSSES)
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ class RunJob:
         Hyperparameters set to ``factor`` × their derived default, resolved in the worker once
         the problem is built (a sweep's variants of a derived stepsize: the page never builds
         the problem to know the default).
+    dissimilarity : bool
+        Record FedProx's gradient dissimilarity at every iteration
+        (:mod:`fedviz.problems.dissimilarity`; one more full gradient per record).
     """
 
     make_problem: ProblemSpec | Callable[[], Problem]
@@ -95,6 +101,7 @@ class RunJob:
     f_star: float | None = None
     tune: bool = False
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    dissimilarity: bool = False
 
     def validate(self) -> "Job":
         """The validated job; raises :class:`ParameterError` naming the offending parameter."""
@@ -152,6 +159,7 @@ class Job:
     f_star: float | None
     tune: bool
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    dissimilarity: bool = False
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -200,7 +208,7 @@ class Job:
             raise ParameterError("config", type(job.config).__name__,
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
-                   bool(job.tune), MappingProxyType(scales))
+                   bool(job.tune), MappingProxyType(scales), bool(job.dissimilarity))
 
 
 def _spec(k: int, item) -> AlgorithmSpec:

@@ -32,6 +32,7 @@ import numpy as np
 from ..algorithms import get_algorithm
 from ..algorithms.base import Algorithm, StopRequested
 from ..errors import ParameterError
+from ..problems.dissimilarity import local_dissimilarity
 from ..problems.objective import Problem
 from . import pernode
 from .health import Watch, assess
@@ -53,6 +54,8 @@ class IterationRecord:
     nodes the data set holds out of training: ``nodes_unseen`` of them (0: none), the model's test
     error pooled over their test rows (``unseen_test_error``) and its distribution over them
     (``unseen_error_*``), and those without test rows (``unseen_untested``).
+    ``dissimilarity`` is FedProx's (1/K) Σ_k ‖∇F_k(w) − ∇f(w)‖²
+    (:func:`~fedviz.problems.dissimilarity.local_dissimilarity`), NaN unless the run asked for it.
     ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`)
     in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
     """
@@ -72,6 +75,7 @@ class IterationRecord:
     seconds: float
     status: str
     message: str = ""
+    dissimilarity: float = math.nan
     node_error_mean: float = math.nan
     node_error_std: float = math.nan
     node_error_p10: float = math.nan
@@ -117,11 +121,15 @@ assert FIELDS[-len(pernode.FIELDS):] == pernode.FIELDS, "the record's per-node f
 def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: int,
             hyper: Mapping | None = None, seed: int = 0, w0: np.ndarray | None = None,
             f_star: float | None = None, stop: Callable[[], bool] | None = None,
-            label: str | None = None, personal_target: np.ndarray | None = None) -> Iterator[IterationRecord]:
+            label: str | None = None, personal_target: np.ndarray | None = None,
+            dissimilarity: bool = False) -> Iterator[IterationRecord]:
     """Run ``iterations`` outer iterations, yielding the start and then every iteration.
 
     ``hyper`` is a mapping of hyperparameters, checked here, or the
     :class:`~fedviz.algorithms.base.Hyper` an edge validated (taken as it is).
+
+    ``dissimilarity``: also record FedProx's gradient dissimilarity at every iteration (one more
+    full gradient per record, :mod:`fedviz.problems.dissimilarity`); it never changes the run.
     Hyperparameter errors are raised before the first record (refused before the run
     starts); after that nothing is raised: the last record's status says how it ended.
     ``f_star`` defaults to NaN suboptimality when not given.  ``personal_target`` (K × d), for an
@@ -146,7 +154,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
         raise ParameterError("personal_target", f"an array of shape {np.shape(personal_target)}",
                              f"only for an algorithm with a model per node (Ditto, APFL), not {cls.title}")
     algo.node_sums = nodes.wants_node_sums  # the nodes' own losses from the pass that computes f(w)
-    first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes, unseen)
+    first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes, unseen, dissimilarity)
     objectives = [first.objective]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
     paused = time.perf_counter()
@@ -159,17 +167,18 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
                 raise StopRequested()
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 algo.step()
-            rec = _record(algo, label, f_star, start, "running", nodes, unseen)
+            rec = _record(algo, label, f_star, start, "running", nodes, unseen, dissimilarity)
         except StopRequested:
             yield _final(algo, label, f_star, start, nodes, unseen, "stopped",
-                         f"stopped by the user after {t - 1} iterations")
+                         f"stopped by the user after {t - 1} iterations", dissimilarity)
             return
         except (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError) as e:
-            yield _final(algo, label, f_star, start, nodes, unseen, "diverged", _diverged_text(cls, algo, t, str(e)))
+            yield _final(algo, label, f_star, start, nodes, unseen, "diverged", _diverged_text(cls, algo, t, str(e)),
+                         dissimilarity)
             return
         except Exception as e:  # noqa: BLE001 - a run never raises; the record says why
             log.exception("run of %s failed", label)
-            yield _final(algo, label, f_star, start, nodes, unseen, "failed", f"{type(e).__name__}: {e}")
+            yield _final(algo, label, f_star, start, nodes, unseen, "failed", f"{type(e).__name__}: {e}", dissimilarity)
             return
         objectives.append(rec.objective)
         verdict = watch.add(rec.objective)  # O(1); the oscillation tests read the whole curve once, at the end
@@ -216,10 +225,12 @@ def _diverged_text(cls, algo, t: int | None, what: str) -> str:
 
 
 def _record(algo: Algorithm, label: str, f_star: float, start: float, status: str,
-            nodes: pernode.NodeEvaluator, unseen: pernode.UnseenEvaluator | None = None) -> IterationRecord:
+            nodes: pernode.NodeEvaluator, unseen: pernode.UnseenEvaluator | None = None,
+            dissimilarity: bool = False) -> IterationRecord:
     p = algo.problem
     w = algo.w
     scores = None
+    dissim = math.nan
     if not np.all(np.isfinite(w)):
         nan = float("nan")
         obj = grad_norm = test_err = train_err = nan
@@ -236,6 +247,8 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         per_node, scores = unseen.add(w, per_node, scores) if unseen is not None else \
             ({**per_node, "nodes_unseen": 0.0}, scores)
         train_err = algo.train_error()
+        if dissimilarity:
+            dissim = local_dissimilarity(p, w, z=z)
     personal = getattr(nodes, "personal", None)
     if personal is not None:
         personal = personal.evaluate(algo.personal_models(), algo.iteration)
@@ -244,12 +257,12 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
         test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,
         vectors_up=algo.vectors_up, vectors_down=algo.vectors_down, grad_evals=algo.grad_evals,
         passes=algo.grad_evals / p.n, seconds=time.perf_counter() - start, status=status,
-        nodes=scores, personal=personal, **per_node)
+        dissimilarity=dissim, nodes=scores, personal=personal, **per_node)
 
 
-def _final(algo, label, f_star, start, nodes, unseen, status, message) -> IterationRecord:
+def _final(algo, label, f_star, start, nodes, unseen, status, message, dissimilarity=False) -> IterationRecord:
     try:
-        rec = _record(algo, label, f_star, start, status, nodes, unseen)
+        rec = _record(algo, label, f_star, start, status, nodes, unseen, dissimilarity)
     except Exception:  # noqa: BLE001 - metrics of a broken state are NaN, not an exception
         nan = float("nan")
         rec = IterationRecord(label, algo.iteration, nan, nan, nan, nan, nan, algo.rounds, algo.vectors_up,

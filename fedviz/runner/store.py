@@ -84,7 +84,7 @@ from .pernode import UNSEEN_FIELDS
 from .stamps import now, session_token
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: How often a store tells the others it is alive, and how long a silence (from another host,
 #: where its pid cannot be checked) makes it dead.  Long enough that a store busy writing
@@ -98,7 +98,7 @@ RUN_STATUSES = ("queued", "running", "done", "diverged", "stopped", "failed", "i
 
 #: The record fields stored as REAL (NULL ↔ NaN) and as INTEGER.
 FLOAT_FIELDS = ("objective", "suboptimality", "test_error", "train_error", "grad_norm", "passes",
-                "seconds", *PERNODE_FIELDS)
+                "seconds", "dissimilarity", *PERNODE_FIELDS)
 INT_FIELDS = ("iteration", "rounds", "vectors_up", "vectors_down", "grad_evals")
 #: The numeric record fields, in record order: the columns of :meth:`RunStore.columns`.
 NUMERIC_FIELDS = tuple(f for f in FIELDS if f in FLOAT_FIELDS or f in INT_FIELDS)
@@ -204,13 +204,46 @@ _SCHEMA_V5 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in PERN
 # Version 6: the unseen nodes' fields (issue 23, point 2; pernode.UNSEEN_FIELDS), NULL (NaN) before.
 _SCHEMA_V6 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in UNSEEN_FIELDS)
 
+
+#: (old, new) in order; see :func:`_renamed`.
+_PRESET_RENAMES = (('"preset:fedprox-synthetic"', '"preset:fedprox-synthetic-binary"'),
+                   ('"preset:fedprox-synthetic?', '"preset:fedprox-synthetic-binary?'),
+                   ('"preset:fedprox-synthetic-10"', '"preset:fedprox-synthetic"'),
+                   ('"preset:fedprox-synthetic-10?', '"preset:fedprox-synthetic?'))
+
+
+def _renamed(table: str, column: str) -> str:
+    """SQL that renames the FedProx presets inside the JSON of ``column`` (issue 22, point 6): the
+    binarised draw, stored as ``preset:fedprox-synthetic``, is now ``fedprox-synthetic-binary``, and the
+    ten-class one, stored as ``preset:fedprox-synthetic-10``, now has the plain name.  Binary first (its
+    patterns, the name followed by a quote or '?', never match the '-10' name).  A renamed experiment's
+    results read as before; its stored cell keys hashed the old name, so a resume runs its cells again."""
+    expr = column
+    for old, new in _PRESET_RENAMES:
+        expr = f"replace({expr}, '{old}', '{new}')"
+    return f"UPDATE {table} SET {column} = {expr}"
+
+
+def _rename_presets(text: str) -> str:
+    """:func:`_renamed` on a JSON text (an export written before version 7, imported)."""
+    for old, new in _PRESET_RENAMES:
+        text = text.replace(old, new)
+    return text
+
+
+# Version 7: FedProx's gradient dissimilarity in every record (NULL, read as NaN, where not
+# measured), and the FedProx presets' new names in the stored runs and experiments.
+_SCHEMA_V7 = ("ALTER TABLE records ADD COLUMN dissimilarity REAL;\n"
+              f"{_renamed('runs', 'config_json')};\n{_renamed('experiments', 'spec_json')};\n")
+
 #: version → the script that brings a database from version - 1 to version.
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6}
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6,
+               7: _SCHEMA_V7}
 
 # The record columns in IterationRecord order (checked against FIELDS by the tests).
 _RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",
                    "grad_norm", "rounds", "vectors_up", "vectors_down", "grad_evals", "passes", "seconds",
-                   "status", "message", *PERNODE_FIELDS)
+                   "status", "message", "dissimilarity", *PERNODE_FIELDS)
 # A record that repeats an iteration (the loop's final 'stopped'/'failed' record re-reports
 # the last completed iteration) replaces the stored one: the last word on an iteration wins.
 _INSERT_RECORD = (
@@ -628,9 +661,13 @@ class RunStore(ExperimentTables):
         with self._transaction() as c:
             for k, run in enumerate(doc.get("runs", [])):
                 try:
+                    config = run.get("config")
+                    if "dissimilarity" not in run.get("records", {}) and config is not None:
+                        # exported before schema 7: its preset names are the old ones (as the migration)
+                        config = from_json(_rename_presets(to_json(config)))
                     run_id = self._insert_run(
                         c, label=run["label"], algorithm=run["algorithm"], hyper=run.get("hyper"),
-                        config=run.get("config"), group_id=run.get("group_id"),
+                        config=config, group_id=run.get("group_id"),
                         dataset_fingerprint=run.get("dataset_fingerprint", ""),
                         dataset_summary=run.get("dataset_summary"),
                         f_star=decode_float(run.get("f_star")),
@@ -638,7 +675,7 @@ class RunStore(ExperimentTables):
                         finished=run.get("finished"))
                     cols = dict(run.get("records", {}))
                     n = len(cols["iteration"])
-                    for name in PERNODE_FIELDS:  # absent from exports written before them: NaN
+                    for name in ("dissimilarity", *PERNODE_FIELDS):  # absent from exports written before them: NaN
                         cols.setdefault(name, [None] * n)
                     for name in FLOAT_FIELDS:
                         cols[name] = [decode_float(v) for v in cols[name]]
@@ -721,7 +758,8 @@ def _record_row(run_id: int, r: IterationRecord) -> tuple:
     return (int(run_id), str(r.algorithm), int(r.iteration), float(r.objective), float(r.suboptimality),
             float(r.test_error), float(r.train_error), float(r.grad_norm), int(r.rounds),
             int(r.vectors_up), int(r.vectors_down), int(r.grad_evals), float(r.passes),
-            float(r.seconds), str(r.status), str(r.message), *(float(getattr(r, f)) for f in PERNODE_FIELDS))
+            float(r.seconds), str(r.status), str(r.message), float(r.dissimilarity),
+            *(float(getattr(r, f)) for f in PERNODE_FIELDS))
 
 
 def _row_record(row: tuple) -> IterationRecord:

@@ -17,7 +17,7 @@ SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 
 #: 2 settings × (FSVRG at 2 factors of its stepsize + a tuned FedAvg) × 2 seeds = 12 cells, long enough to watch.
 TOML = """name = "browser sweep"
-data = "preset:fedprox-synthetic"
+data = "preset:fedprox-synthetic-binary"
 iterations = 100
 seeds = 2
 target = 1e-3

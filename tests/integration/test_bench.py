@@ -34,7 +34,7 @@ def test_experiment_figure_is_present_and_self_consistent():
     from fedviz import bench
 
     cells = 4
-    r = bench.cluster_figure(source="preset:fedprox-synthetic?nodes=8", iterations=5, cells=cells)
+    r = bench.cluster_figure(source="preset:fedprox-synthetic-binary?nodes=8", iterations=5, cells=cells)
     rows = {"serial": r["serial"], "workers_1": r["workers_1"], "workers_2": r["workers_2"]}
     for name, row in rows.items():
         assert row["seconds"] > 0 and math.isfinite(row["seconds"]), name

@@ -54,10 +54,10 @@ COMPARED = ("iteration", "objective", "suboptimality", "test_error", "train_erro
             "vectors_up", "vectors_down", "grad_evals", "passes", "status", "message")
 
 #: A small grid: 2 settings of FedProx's α × 2 arms × 2 seeds, 10 iterations (cells of ~0.1 s).
-SMALL = Experiment("small", DataSpec(source="preset:fedprox-synthetic?nodes=8"), (Arm.of("fsvrg"), Arm.of("gd")),
+SMALL = Experiment("small", DataSpec(source="preset:fedprox-synthetic-binary?nodes=8"), (Arm.of("fsvrg"), Arm.of("gd")),
                    (Axis.of("data.alpha", [0.5, 1.0]),), seeds=(0, 1), iterations=10)
 #: Cells long enough to kill a worker or press Stop in the middle of one (FSVRG: ~2 s at one thread).
-LONG = Experiment("long", DataSpec(source="preset:fedprox-synthetic"), (Arm.of("fsvrg"), Arm.of("gd")),
+LONG = Experiment("long", DataSpec(source="preset:fedprox-synthetic-binary"), (Arm.of("fsvrg"), Arm.of("gd")),
                   seeds=(0, 1), iterations=150)
 #: An upload: the bytes of a LIBSVM file, scattered to the cluster once.
 HEART = DATA / "heart_scale"
@@ -493,7 +493,7 @@ def _records(handle, labels):
 
 
 def test_dask_executor_gives_the_thread_executors_records_and_stops(dask_cluster):
-    problem = ProblemSpec(DataSpec(source="preset:fedprox-synthetic?nodes=8", seed=3))
+    problem = ProblemSpec(DataSpec(source="preset:fedprox-synthetic-binary?nodes=8", seed=3))
     specs = (AlgorithmSpec.of("fsvrg", label="fsvrg"), AlgorithmSpec.of("gd", label="gd"))
     job = RunJob(problem, specs, iterations=10, seed=3, config={"source": "test"})
     results = {}
@@ -766,7 +766,7 @@ def test_experiment_out_writes_its_pngs_without_playwright_and_exits_0(dask_clus
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(NO_FEDVIZ.replace('"fedviz"', '"playwright"').replace('"fedviz."',
                                                                                                     '"playwright."'))
-    (tmp_path / "small.toml").write_text('name = "small out"\ndata = "preset:fedprox-synthetic?nodes=8"\n'
+    (tmp_path / "small.toml").write_text('name = "small out"\ndata = "preset:fedprox-synthetic-binary?nodes=8"\n'
                                          'iterations = 5\nseeds = [0, 1]\n\n[[algorithm]]\nname = "gd"\n\n'
                                          '[[axis]]\nkey = "data.alpha"\nvalues = [0.5, 1.0]\n')
     out = tmp_path / "out"

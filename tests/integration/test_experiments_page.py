@@ -64,7 +64,7 @@ def test_every_builtin_card_renders_with_its_claim_scale_and_run_button():
 def test_define_launch_watch_and_reopen_a_tiny_experiment():
     at = _page()
     name = "page tiny"
-    at.selectbox(key="exp-preset").set_value("fedprox-synthetic").run()
+    at.selectbox(key="exp-preset").set_value("fedprox-synthetic-binary").run()
     at.text_input(key="exp-preset-options").set_value("n_nodes=5").run()
     at.multiselect(key="exp-algorithms").set_value(["gd", "fedavg"]).run()
     at.selectbox(key="exp-step-gd").set_value("grid").run()
@@ -128,10 +128,10 @@ BAD_TOML = [
     (f'name = "x"\ndata = "{DATA / "heart_scale"}"\n[[algorithm]]\nname = "gd"\n', "preset"),
     ('name = "x"\ndata = "preset:iid"\ntest = "/etc/hosts"\n[[algorithm]]\nname = "gd"\n', "preset"),
     # Issue 20: a value out of its parameter's range is named with the range before anything launches.
-    ('name = "x"\ndata = "preset:fedprox-synthetic"\n[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\n'
+    ('name = "x"\ndata = "preset:fedprox-synthetic-binary"\n[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\n'
      'values = [1000000000]\n', "axis 'nodes'.values[0].nodes=1000000000 is out of range: allowed integer in "
      "[1, 1000000]"),
-    ('name = "x"\ndata = "preset:fedprox-synthetic"\nnodes = 1000000000\n[[algorithm]]\nname = "gd"\n',
+    ('name = "x"\ndata = "preset:fedprox-synthetic-binary"\nnodes = 1000000000\n[[algorithm]]\nname = "gd"\n',
      "nodes=1000000000 is out of range: allowed integer in [1, 1000000]"),
 ]
 
@@ -247,7 +247,7 @@ def test_a_stored_builtin_shows_its_verdict_and_the_report_carries_it(held):
 
 def test_stop_then_resume_from_the_page():
     at = _page()
-    toml = ('name = "page stop"\ndata = "preset:fedprox-synthetic"\niterations = 100\nseeds = 3\n'
+    toml = ('name = "page stop"\ndata = "preset:fedprox-synthetic-binary"\niterations = 100\nseeds = 3\n'
             '[[algorithm]]\nname = "fsvrg"\n')
     at.text_area(key="exp-toml").set_value(toml).run()
     at.button(key="exp-launch-toml").click().run()
@@ -337,7 +337,7 @@ def test_failed_cells_show_their_reasons_counted_and_no_resume_that_cannot_help(
     from fedviz.data.build import DataSpec
     from fedviz.experiments import Arm, Axis, Experiment
 
-    exp = Experiment("all failed", DataSpec("preset:fedprox-synthetic"), (Arm.of("gd"),),
+    exp = Experiment("all failed", DataSpec("preset:fedprox-synthetic-binary"), (Arm.of("gd"),),
                      (Axis.of("lam", (0.1, 0.01)),), seeds=tuple(range(5)), iterations=3)
     reason = "parameter nodes=1000000000 is out of range: allowed integer in [1, 1000000]"
     info = _store_by_hand(exp, status="failed", message=reason)
@@ -419,7 +419,7 @@ def test_another_visitors_experiment_cannot_be_replaced_from_the_page():
     get_manager().store.delete_experiment(info.id)
 
 
-SLOW = ('name = "visitor a grid"\ndata = "preset:fedprox-synthetic"\niterations = 100\nseeds = 3\n'
+SLOW = ('name = "visitor a grid"\ndata = "preset:fedprox-synthetic-binary"\niterations = 100\nseeds = 3\n'
         '[[algorithm]]\nname = "fsvrg"\n')
 
 
@@ -547,3 +547,43 @@ def test_an_experiment_another_process_runs_offers_no_resume():
         assert any(c.value.startswith("Running in another process on this history (the command line, or another "
                                       "server)") for c in at.caption)
         other.delete_experiment(info.id)
+
+
+def test_the_fedprox_builtin_offers_and_draws_its_dissimilarity_curve():
+    """fedprox-figure2 records the gradient dissimilarity: the Curves tab offers it, and drawing it is the
+    stored values' median over seeds (an experiment that did not record it: tests/unit/test_protocol_figure.py)."""
+    import dataclasses
+
+    import numpy as np
+
+    b = BUILTINS["fedprox-figure2"]
+    exp = b.experiment("small")
+    store = get_manager().store
+    info = store.open_experiment(exp.name, exp.as_json())
+    for c in exp.cells():
+        recs = [dataclasses.replace(r, dissimilarity=10.0 * (1 + c.setting[0]) * (1 + c.seed % 7) / (r.iteration + 1))
+                for r in _records(0.1 * (1 + c.seed % 7))]
+        store.save_cell(info.id, key=c.key, setting=c.setting, arm=c.arm, step=c.step, seed=c.seed, label=c.label,
+                        algorithm=c.job.algorithms[0].name, hyper={}, config={}, status="done", records=recs)
+    store.finish_experiment(info.id, "done")
+    at = _page()
+    at.selectbox(key="exp-open").set_value(exp.name).run()
+    from fedviz.plots.experiments import CURVES
+
+    assert CURVES["dissimilarity"] in at.selectbox(key="exp-curve").options
+    at.selectbox(key="exp-curve").set_value("dissimilarity").run()
+    assert not at.exception, at.exception
+    assert not _errors(at), _errors(at)
+    import plotly.io as pio
+
+    fig = pio.from_json(at.get("plotly_chart")[0].proto.spec)
+    traces = [t for t in fig.data if (t.meta or {}).get("part") == "median"]
+    first = next(t for t in traces if list(t.meta["setting"]) == [0] and t.meta["arm"] == "FedAvg")
+    seeds = [s for s in exp.seeds]
+    want = np.median([10.0 * (1 + s % 7) / (np.arange(3) + 1) for s in seeds], axis=0)
+    y = first.y
+    if isinstance(y, dict):  # Plotly's typed-array encoding
+        import base64
+
+        y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
+    np.testing.assert_allclose(np.asarray(y, dtype=float), want, rtol=1e-12)

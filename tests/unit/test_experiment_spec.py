@@ -16,7 +16,7 @@ from fedviz.experiments.results import CellResult, Results, load, summarise
 from fedviz.runner.loop import IterationRecord
 from fedviz.runner.store import RunStore
 
-BASE = DataSpec("preset:fedprox-synthetic?n_nodes=6", partition="dirichlet:alpha=1", nodes=6)
+BASE = DataSpec("preset:fedprox-synthetic-binary?n_nodes=6", partition="dirichlet:alpha=1", nodes=6)
 
 
 def _exp(**kw):
@@ -52,7 +52,8 @@ def test_settings_reach_the_data_spec_and_the_seed_seeds_data_and_algorithm():
 def test_a_generator_knob_changes_the_preset_and_the_data():
     e = _exp(axes=(Axis.of("data.beta", (0.0, 3.0)),), seeds=(0,))
     sources = sorted({c.job.make_problem.data.source for c in e.cells()})
-    assert sources == ["preset:fedprox-synthetic?n_nodes=6&beta=0.0", "preset:fedprox-synthetic?n_nodes=6&beta=3.0"]
+    assert sources == ["preset:fedprox-synthetic-binary?n_nodes=6&beta=0.0",
+                       "preset:fedprox-synthetic-binary?n_nodes=6&beta=3.0"]
     a, b = (build(DataSpec(s, seed=0)) for s in sources)
     assert a.fingerprint != b.fingerprint
 
@@ -107,7 +108,7 @@ def test_bad_axes_and_arms_name_what_is_wrong():
 
 TOML = """
 name = "toml-test"
-data = "preset:fedprox-synthetic?n_nodes=6"
+data = "preset:fedprox-synthetic-binary?n_nodes=6"
 partition = "dirichlet:alpha=1"
 nodes = 6
 iterations = 4
@@ -156,8 +157,8 @@ def test_bad_toml_names_the_key(text, match):
 def test_fedprox_synthetic_iid_gives_every_device_one_model_and_input_law():
     """Synthetic-IID (Li et al., 2020): one W, b for all devices and x ~ N(0, Σ): every device's
     inputs then have mean ≈ 0 and its label rate ≈ the pooled rate; the non-IID draw differs."""
-    iid = make_preset("fedprox-synthetic", iid=True, n_nodes=20, size_log_mean=6, size_log_sigma=0.1)
-    het = make_preset("fedprox-synthetic", n_nodes=20, size_log_mean=6, size_log_sigma=0.1, beta=1.0)
+    iid = make_preset("fedprox-synthetic-binary", iid=True, n_nodes=20, size_log_mean=6, size_log_sigma=0.1)
+    het = make_preset("fedprox-synthetic-binary", n_nodes=20, size_log_mean=6, size_log_sigma=0.1, beta=1.0)
     for ds, far in ((iid, False), (het, True)):
         X, y = ds.X.toarray()[:, :-1], ds.y
         nodes = ds.node_of_row
@@ -336,7 +337,8 @@ def test_synthetic_alpha_leaves_the_labels_as_they_are_and_beta_moves_them():
     """u_k ~ N(0, α²) is added to every entry of W_k and b_k, hence to every class's logit
     (the same shift, u_k (Σ_j x_j + 1)), which an argmax does not see; β moves the inputs."""
     base = dict(n_nodes=8, seed=3)
-    a0, a5 = make_preset("fedprox-synthetic", alpha=0.0, **base), make_preset("fedprox-synthetic", alpha=5.0, **base)
+    a0 = make_preset("fedprox-synthetic-binary", alpha=0.0, **base)
+    a5 = make_preset("fedprox-synthetic-binary", alpha=5.0, **base)
     assert np.array_equal(a0.y, a5.y) and (a0.X != a5.X).nnz == 0
-    b5 = make_preset("fedprox-synthetic", beta=5.0, **base)
+    b5 = make_preset("fedprox-synthetic-binary", beta=5.0, **base)
     assert not np.array_equal(a0.X.toarray(), b5.X.toarray())

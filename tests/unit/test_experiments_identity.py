@@ -169,7 +169,7 @@ def test_best_step_on_a_tie_takes_the_first_value_without_comparing_none():
     ('[[axis]]\nkey = "lam"\nvalues = [0.1, -1]\n', ["axis 'lam'.values[1].lam=-1", "> 0"]),
 ])
 def test_every_grid_value_is_checked_against_its_range_before_launch(text, words):
-    head = 'name = "x"\ndata = "preset:fedprox-synthetic"\n'
+    head = 'name = "x"\ndata = "preset:fedprox-synthetic-binary"\n'
     body = '[[algorithm]]\nname = "gd"\n'
     top, _, axis = text.partition("[[axis]]")
     doc = head + top + body + ("[[axis]]" + axis if axis else "")
@@ -276,7 +276,7 @@ def test_the_cli_refuses_an_out_of_range_grid_value_before_launch(tmp_path, monk
     """Issue 20: `nodes = [1000000000]` launched and failed in every cell; now exit 2, one sentence naming
     the axis, the value and the range, and nothing stored."""
     monkeypatch.setenv("FEDVIZ_DB", str(tmp_path / "runs.sqlite"))
-    (tmp_path / "big.toml").write_text('name = "too many nodes"\ndata = "preset:fedprox-synthetic"\n'
+    (tmp_path / "big.toml").write_text('name = "too many nodes"\ndata = "preset:fedprox-synthetic-binary"\n'
                                        '[[algorithm]]\nname = "gd"\n[[axis]]\nkey = "nodes"\nvalues = [1000000000]\n')
     assert cli.main(["experiment", str(tmp_path / "big.toml")]) == 2
     err = capsys.readouterr().err

@@ -284,7 +284,7 @@ def test_a_zig_zag_whose_envelopes_both_fall_is_ok():
 def dane_problem():
     """Li et al.'s Synthetic(1, 1) on 10 devices of ~30 rows: so few rows per node that with
     λ = 1/n a node's own minimiser is far from w*; DANE with μ = 0 overshoots at once."""
-    ds = make_preset("fedprox-synthetic", n_nodes=10, size_log_mean=2, size_log_sigma=0.5, size_offset=20)
+    ds = make_preset("fedprox-synthetic-binary", n_nodes=10, size_log_mean=2, size_log_sigma=0.5, size_offset=20)
     return Problem(ds, "logistic")
 
 

@@ -218,7 +218,7 @@ def test_iid_preset_is_balanced_with_one_word_distribution():
 
 # -- FedProx Synthetic(α, β) ---------------------------------------------------------------
 def test_fedprox_synthetic_is_dense_with_60_features_and_a_bias():
-    ds = make_preset("fedprox-synthetic")
+    ds = make_preset("fedprox-synthetic-binary")
     assert ds.n_nodes == 30 and ds.d == 61
     assert np.all(np.diff(ds.X.indptr) == 61)                   # dense rows
     assert np.all(ds.X[:, 60].toarray() == 1.0)

@@ -25,7 +25,7 @@ What is recorded (all float64 or int64 arrays, keys ``<group>/<case>/<figure>``)
 - ``problem/<data>/<loss>/…``: f, ∇f, the training error, a Hessian-vector product and the
   per-node gradients at a seeded point, on two larger sets whose products take the compiled
   paths (row blocks on every core; the fused logistic kernel for n ≥ 50,000): the full
-  ``google-plus-small`` (n = 50,000) and ``fedprox-synthetic`` (dense, 482,449 nonzeros);
+  ``google-plus-small`` (n = 50,000) and ``fedprox-synthetic-binary`` (dense, 482,449 nonzeros);
 - ``figure2/…``: Figure 2 (:func:`fedviz.figure2.figure2`) on google-plus-small, 3 iterations:
   every line's objectives and test errors, the optimum and the baselines;
 - ``cell/<property>/<algorithm>/…``: every cell of the properties matrix
@@ -68,7 +68,7 @@ def small_sets():
 
 def large_sets():
     from fedviz.data.presets import make_preset
-    return {"gplus": make_preset("google-plus-small"), "fedprox": make_preset("fedprox-synthetic")}
+    return {"gplus": make_preset("google-plus-small"), "fedprox": make_preset("fedprox-synthetic-binary")}
 
 
 def _runs(out: dict, name: str, ds, log) -> None:
