@@ -97,7 +97,7 @@ with st.expander("Define your own experiment", expanded=False):
         preset = c1.selectbox("Data (preset)", list(PRESETS), key=ui.seeded("exp-preset", "identical-nodes"))
         options = c2.text_input("Preset options", key=ui.seeded("exp-preset-options", ""),
                                 placeholder="e.g. n_nodes=5&seed=1", help="key=value pairs joined by &.")
-        # Softmax for a preset of many classes (fedprox-synthetic-10), the binary losses otherwise (issue 22); a
+        # Softmax for a preset of many classes (fedprox-synthetic), the binary losses otherwise (issue 22); a
         # preset option the generator refuses is named at launch.
         try:
             n_classes = data_classes(DataSpec(source="preset:" + preset.split("?")[0]

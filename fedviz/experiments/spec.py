@@ -462,7 +462,7 @@ _DISPLAY_ONLY = ("name", "test_name")
 
 def data_classes(data: DataSpec) -> int:
     """C, the model's outputs on ``data``: the number of classes for multiclass data (issue 22), else 1.
-    A preset's is its generator's (``labels = "classes"``: fedprox-synthetic-10), read off its config
+    A preset's is its generator's (``labels = "classes"``: fedprox-synthetic), read off its config
     without drawing it; a file is built (:mod:`fedviz.runner.cache`: the cells' own copy where they run
     in this process) and its labels counted (:mod:`fedviz.data.labels`)."""
     from ..data.presets import preset_config

@@ -30,7 +30,7 @@ def _problems():
     The file-like matrices have enough nonzeros for the row-block products (two blocks,
     :class:`fedviz.problems._blocks.RowBlocks`) and each value form the products are
     compiled for: all ones (no values), float32-exact, float64.  Softmax comes last, on the
-    all-ones form (dna.scale's) and the float64 form (fedprox-synthetic-10's), with labels coded
+    all-ones form (dna.scale's) and the float64 form (fedprox-synthetic's), with labels coded
     0..2 as :func:`fedviz.data.labels.map_labels` codes a multiclass file.
     """
     from ..data.dataset import FederatedDataset

@@ -94,7 +94,7 @@ def test_dna_scale_runs_both_sides_softmax_without_cocoa_plus_and_with_its_class
 
 
 def test_the_ten_class_preset_keeps_reshuffle_and_refuses_nothing_it_runs(long_sessions):  # noqa: F811
-    data = DataSpec(source="preset:fedprox-synthetic-10?nodes=6")
+    data = DataSpec(source="preset:fedprox-synthetic?nodes=6")
     config = RunConfig(data=data, algorithms=(("gd", ()), ("dane", (("solver", "svrg"),))), iterations=2)
     at = open_page("pages/compare.py", config)
     assert not at.error

@@ -29,9 +29,9 @@ def test_the_data_s_classes_are_counted_without_drawing_a_preset():
     assert data_classes(DataSpec(source=DNA)) == len(set(build(DataSpec(source=DNA)).meta["classes"])) == 3
     assert data_classes(DataSpec(source=DNA, positive=2)) == 1  # one-vs-rest: one output
     assert data_classes(DataSpec(source=str(DATA / "heart_scale"))) == 1
-    assert data_classes(DataSpec(source="preset:fedprox-synthetic-10")) == 10
+    assert data_classes(DataSpec(source="preset:fedprox-synthetic")) == 10
     assert data_classes(DataSpec(source="preset:fedprox-synthetic?labels=classes&n_classes=4")) == 4
-    assert data_classes(DataSpec(source="preset:fedprox-synthetic")) == 1
+    assert data_classes(DataSpec(source="preset:fedprox-synthetic-binary")) == 1
     assert data_classes(DataSpec(source="preset:google-plus-small")) == 1
 
 
@@ -39,7 +39,7 @@ def test_the_data_s_classes_are_counted_without_drawing_a_preset():
 def test_every_algorithm_on_softmax_is_checked_or_refused_with_the_registry_s_sentence(name):
     """The registry walked: an algorithm that refuses softmax is refused by the check with its own sentence;
     one that takes it passes (an algorithm added later is walked too)."""
-    exp = from_toml(_toml("preset:fedprox-synthetic-10?nodes=5", "softmax", (name,)))
+    exp = from_toml(_toml("preset:fedprox-synthetic?nodes=5", "softmax", (name,)))
     why = ALGORITHMS[name].softmax_refusal()
     if why is None:
         exp.check()
@@ -99,7 +99,7 @@ def _page() -> AppTest:
 
 def test_the_form_offers_softmax_and_its_algorithms_on_the_ten_class_preset():
     at = _page()
-    at.selectbox(key="exp-preset").set_value("fedprox-synthetic-10").run()
+    at.selectbox(key="exp-preset").set_value("fedprox-synthetic").run()
     assert at.selectbox(key="exp-loss-softmax").options == ["softmax"]
     takes = [n for n, cls in ALGORITHMS.items() if cls.softmax_refusal() is None]
     assert len(at.multiselect(key="exp-algorithms-softmax").options) == len(takes)
@@ -107,14 +107,14 @@ def test_the_form_offers_softmax_and_its_algorithms_on_the_ten_class_preset():
     for name, cls in ALGORITHMS.items():
         if cls.softmax_refusal() is not None:
             assert cls.multiclass_reason in caption and cls.title in caption
-    at.selectbox(key="exp-preset").set_value("fedprox-synthetic").run()  # binary again: every algorithm, logistic
+    at.selectbox(key="exp-preset").set_value("fedprox-synthetic-binary").run()  # binary again: every algorithm, logistic
     assert at.selectbox(key="exp-loss").value == "logistic"
     assert len(at.multiselect(key="exp-algorithms").options) == len(ALGORITHMS)
 
 
 def test_a_toml_naming_a_refusing_algorithm_is_an_error_on_the_page_and_launches_nothing():
     at = _page()
-    at.text_area(key="exp-toml").set_value(_toml("preset:fedprox-synthetic-10?nodes=5", "softmax",
+    at.text_area(key="exp-toml").set_value(_toml("preset:fedprox-synthetic?nodes=5", "softmax",
                                                  ("gd", "cocoa-plus"))).run()
     at.button(key="exp-launch-toml").click().run()
     assert not at.exception

@@ -138,7 +138,7 @@ def test_the_link_survives_navigation_between_pages():
 
 #: Presets whose personalised models take minutes at their own scale (the paper's 10,000 authors): opened,
 #: not computed, here; the bench times Local at that scale.  Softmax presets are opened only too: their
-#: exact solves took 3.5 minutes on fedprox-synthetic-10 (30 nodes, C = 10) on this 2-core machine;
+#: exact solves took 3.5 minutes on fedprox-synthetic (30 nodes, C = 10) on this 2-core machine;
 #: tests/integration/test_personalise_page.py computes the page on dna.scale (C = 3).
 PERSONAL_OPEN_ONLY = ("google-plus",)
 

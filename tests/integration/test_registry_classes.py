@@ -95,7 +95,7 @@ def test_compare_and_efficiency_offer_it_or_say_why_not(name, data):
 
 def test_the_experiments_form_offers_on_ten_classes_exactly_the_algorithms_that_take_softmax():
     at = open_page("pages/experiments.py", timeout=180)
-    at.selectbox(key="exp-preset").set_value("fedprox-synthetic-10").run()
+    at.selectbox(key="exp-preset").set_value("fedprox-synthetic").run()
     picker = at.multiselect(key="exp-algorithms-softmax")
     titles = {plain(o) for o in picker.options}
     caption = next(plain(c.value) for c in at.caption if c.value.startswith("Not offered for these 10 classes"))

@@ -45,7 +45,7 @@ def test_dna_scale_exports_its_own_labels_and_reads_back_to_the_same_codes(tmp_p
 
 
 def test_the_ten_class_preset_exports_its_class_numbers(tmp_path):
-    ds = build(DataSpec(source="preset:fedprox-synthetic-10?nodes=6"))
+    ds = build(DataSpec(source="preset:fedprox-synthetic?nodes=6"))
     assert ds.multiclass
     out = tmp_path / "syn.txt"
     export_dataset(ds, out)

@@ -85,7 +85,7 @@ def test_the_banner_says_the_time_left_and_goes_when_done():
 # -- softmax (issue 22): the first softmax run is not the one that compiles its kernels -----------------------
 def test_every_algorithm_that_takes_softmax_is_warmed_on_a_softmax_problem(monkeypatch):
     """The warm-up runs one softmax iteration of each algorithm the registry says takes softmax, on a
-    three-class problem of each value form dna.scale and fedprox-synthetic-10 hold (all ones, float64), and
+    three-class problem of each value form dna.scale and fedprox-synthetic hold (all ones, float64), and
     none of those it refuses; the softmax kernels then hold compiled code."""
     from fedviz.algorithms import _softmax_kernels
     from fedviz.runner import loop
