@@ -85,6 +85,10 @@ class RunJob:
         Hyperparameters set to ``factor`` × their derived default, resolved in the worker once
         the problem is built (a sweep's variants of a derived stepsize: the page never builds
         the problem to know the default).
+    exact_targets : bool
+        Give each algorithm with an exact personal target (Ditto: v_k(λ_D) = argmin F_k(v) +
+        (λ_D/2)‖v − w*‖², :mod:`fedviz.runner.personal_target`) that target, computed once in the
+        worker, before the first iteration: its records then carry the distance to it.
     """
 
     make_problem: ProblemSpec | Callable[[], Problem]
@@ -95,6 +99,7 @@ class RunJob:
     f_star: float | None = None
     tune: bool = False
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    exact_targets: bool = True
 
     def validate(self) -> "Job":
         """The validated job; raises :class:`ParameterError` naming the offending parameter."""
@@ -152,6 +157,7 @@ class Job:
     f_star: float | None
     tune: bool
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    exact_targets: bool = True
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -200,7 +206,7 @@ class Job:
             raise ParameterError("config", type(job.config).__name__,
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
-                   bool(job.tune), MappingProxyType(scales))
+                   bool(job.tune), MappingProxyType(scales), bool(job.exact_targets))
 
 
 def _spec(k: int, item) -> AlgorithmSpec:
