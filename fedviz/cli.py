@@ -200,6 +200,7 @@ def _cmd_run(args) -> int:
     from .problems.objective import Problem
     from .problems.optimum import solve
     from .runner import FIELDS, iterate
+    from .personal import Personaliser
     from .runner.personal_target import exact_target
 
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
@@ -237,7 +238,7 @@ def _cmd_run(args) -> int:
                   + f"; {result.cost()}; criterion: {result.criterion}",
                   file=sys.stderr, flush=True)
         # Ditto's records measure the distance to the exact v_k(λ_D) (issue 23; None for the others).
-        target = exact_target(problem, spec.cls, spec.hp, optimum.w)
+        target = exact_target(problem, spec.cls, spec.hp, optimum.w, Personaliser)
         for rec in iterate(problem, spec.cls, iterations=args.iterations, hyper=spec.hp, seed=args.seed,
                            f_star=f_star, label=spec.label, personal_target=target):
             records.append(rec)

@@ -158,7 +158,7 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
     computes f* by Newton-CG unless the job gives it (a failure there is a warning, the
     suboptimality then NaN), with ``job.tune`` tunes each algorithm
     (:func:`fedviz.runner.tune.tune`), and solves the exact personal models each Ditto run
-    measures its distance to (``job.exact_targets``; :mod:`fedviz.runner.personal_target`; a
+    measures its distance to (with ``job.personal_solver``; :mod:`fedviz.runner.personal_target`; a
     failure there is a warning).  A stop during preparation ends every algorithm
     'stopped'; an exception ends the algorithms still open 'failed' (or 'stopped', when a
     stop was requested meanwhile); an algorithm whose construction fails (a hyperparameter
@@ -226,7 +226,7 @@ class _Run:
             self.tune(problem, f_star)
             if self.stopped_before_start():
                 return
-        targets = self.targets(problem, opt) if job.exact_targets else {}
+        targets = self.targets(problem, opt) if job.personal_solver is not None else {}
         if self.stopped_before_start():
             return
         data = problem.data
@@ -265,7 +265,7 @@ class _Run:
                         make = self.job.make_problem
                         opt = make.optimum() if isinstance(make, ProblemSpec) else solve(problem)
                     self.sink.preparing(f"computing the exact Ditto models v_k(λ_D = {lam_d:.4g}): Newton per node")
-                    solved[lam_d] = exact_target(problem, e.cls, e.hp, opt.w, check_stop)
+                    solved[lam_d] = exact_target(problem, e.cls, e.hp, opt.w, self.job.personal_solver, check_stop)
                 if solved[lam_d] is not None:
                     out[e.label] = (lam_d, solved[lam_d])
         except StopRequested:

@@ -85,10 +85,12 @@ class RunJob:
         Hyperparameters set to ``factor`` × their derived default, resolved in the worker once
         the problem is built (a sweep's variants of a derived stepsize: the page never builds
         the problem to know the default).
-    exact_targets : bool
-        Give each algorithm with an exact personal target (Ditto: v_k(λ_D) = argmin F_k(v) +
-        (λ_D/2)‖v − w*‖², :mod:`fedviz.runner.personal_target`) that target, computed once in the
-        worker, before the first iteration: its records then carry the distance to it.
+    personal_solver : class or None
+        The exact per-node solver, :class:`fedviz.personal.Personaliser` (a layer above the runner,
+        so given by the caller: the Run page, ``fedviz run``).  With it each algorithm that has an
+        exact personal target (Ditto: v_k(λ_D) = argmin F_k(v) + (λ_D/2)‖v − w*‖²,
+        :mod:`fedviz.runner.personal_target`) is given that target, solved once in the worker before
+        the first iteration, and its records carry the distance to it.  None: no target.
     """
 
     make_problem: ProblemSpec | Callable[[], Problem]
@@ -99,7 +101,7 @@ class RunJob:
     f_star: float | None = None
     tune: bool = False
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
-    exact_targets: bool = True
+    personal_solver: Callable | None = None
 
     def validate(self) -> "Job":
         """The validated job; raises :class:`ParameterError` naming the offending parameter."""
@@ -157,7 +159,7 @@ class Job:
     f_star: float | None
     tune: bool
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
-    exact_targets: bool = True
+    personal_solver: Callable | None = None
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -199,6 +201,9 @@ class Job:
             if param not in {p.name for p in entry.cls.params}:
                 raise ParameterError(f"scales[{label!r}]", param, f"a hyperparameter of {entry.name}")
             scales[label] = (str(param), check_real(f"scales[{label!r}]", factor, low=0, low_open=True))
+        if job.personal_solver is not None and not callable(job.personal_solver):
+            raise ParameterError("personal_solver", type(job.personal_solver).__name__,
+                                 "None or the exact per-node solver class (fedviz.personal.Personaliser)")
         config = {**dict(job.config or {}), "iterations": iterations, "seed": seed}
         try:
             to_json(config)
@@ -206,7 +211,7 @@ class Job:
             raise ParameterError("config", type(job.config).__name__,
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
-                   bool(job.tune), MappingProxyType(scales), bool(job.exact_targets))
+                   bool(job.tune), MappingProxyType(scales), job.personal_solver)
 
 
 def _spec(k: int, item) -> AlgorithmSpec:
