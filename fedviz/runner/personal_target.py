@@ -8,9 +8,10 @@ Ditto (Li, Hu, Beirami & Smith 2021, eq. (2); :mod:`fedviz.algorithms.ditto`) so
 F_k the paper's local objective, eq. (6), and w* the optimum of f, eq. (1).  For a linear model the
 problem is strongly convex and :class:`~fedviz.personal.models.Personaliser` solves it exactly
 (Newton per node on its support, closed form off it); the caller passes it in (the runner sits below
-:mod:`fedviz.personal`: the Run page and ``fedviz run`` give :class:`RunJob` its class).  A run is given that K × d array once, before
-its first iteration, and each record then carries the root mean square over the nodes of
-‖v_k − v_k(λ_D)‖ (``personal_distance``) beside the personal models' test errors.
+:mod:`fedviz.personal`: the Run page and ``fedviz run`` give :class:`RunJob` its class).  A run is
+given that K × d array once, before its first iteration, and each record then carries the root mean
+square over the nodes of ‖v_k − v_k(λ_D)‖ (``personal_distance``) beside the personal models' test
+errors.
 
 The array is dense (row k is v_k(λ_D)), the layout of Ditto's own models, so it is made only within
 Ditto's budget :data:`~fedviz.algorithms.ditto.PERSONAL_VALUES` (a problem beyond it is refused by

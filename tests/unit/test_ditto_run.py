@@ -27,7 +27,7 @@ from fedviz.problems.objective import Problem
 from fedviz.runner import cache
 from fedviz.runner import store as store_mod
 from fedviz.runner.execute import Stop, execute
-from fedviz.runner.job import ProblemSpec, RunJob
+from fedviz.runner.job import RunJob
 from fedviz.runner.loop import FIELDS, IterationRecord, iterate
 from fedviz.runner.pernode import PERSONAL_FIELDS
 from fedviz.runner.personal_target import exact_target, target_sentence
@@ -329,9 +329,13 @@ def test_the_cluster_stream_carries_the_personal_fields():
 
 def test_the_target_sentence_names_the_runs_lambda_and_nodes():
     one = target_sentence({"Ditto": 0.1}, 40)
-    assert one == ("The exact target is v_k(λ_D) = argmin_v F_k(v) + (λ_D/2)‖v − w*‖² with this run's λ_D = 0.1 "
-                   "and w* the optimum of f, solved node by node by Newton's method; the line is the root mean "
-                   "square over the 40 nodes of ‖v_k − v_k(λ_D)‖.")
+    assert one == ("The exact target is v_k(λ_D) = argmin_v F_k(v) + (λ_D/2)‖v − w*‖² with this run's "
+                   "λ_D = 0.1 and w* the optimum of f, solved node by node by Newton's method; the line is the "
+                   "root mean square over the 40 nodes of ‖v_k − v_k(λ_D)‖.")
+    # "node by node": Ditto's problems (one weight vector, a loss the kernels know) take the per-node
+    # Newton solver, not the lockstep one.
+    for loss in ("logistic", "squared", "smoothed-hinge"):
+        assert not Personaliser(Problem(make_problem().data, loss)).lockstep, loss
     two = target_sentence({"A": 0.1, "B": 2.0}, 1000)
     assert "each run's λ_D (A: 0.1, B: 2)" in two and "over the 1,000 nodes" in two
     assert "this run's λ_D = 0.5" in target_sentence({"A": 0.5, "B": 0.5}, 3)   # a sweep's variants share it
