@@ -200,6 +200,8 @@ def _cmd_run(args) -> int:
     from .problems.objective import Problem
     from .problems.optimum import solve
     from .runner import FIELDS, iterate
+    from .personal import Personaliser
+    from .runner.personal_target import exact_target
 
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not names:
@@ -220,7 +222,8 @@ def _cmd_run(args) -> int:
     specs = [AlgorithmSpec.of(name, settings[name], label=name) for name in names]
     for spec in specs:
         spec.make(problem, seed=args.seed)  # the checks that need the problem, before running
-    f_star = solve(problem).objective
+    optimum = solve(problem)
+    f_star = optimum.objective
     records, tuned = [], {}
     for spec in specs:
         name = spec.name
@@ -234,8 +237,10 @@ def _cmd_run(args) -> int:
                   + (" (at the grid's edge)" if result.edge else "")
                   + f"; {result.cost()}; criterion: {result.criterion}",
                   file=sys.stderr, flush=True)
+        # Ditto's records measure the distance to the exact v_k(λ_D) (issue 23; None for the others).
+        target = exact_target(problem, spec.cls, spec.hp, optimum.w, Personaliser)
         for rec in iterate(problem, spec.cls, iterations=args.iterations, hyper=spec.hp, seed=args.seed,
-                           f_star=f_star, label=spec.label):
+                           f_star=f_star, label=spec.label, personal_target=target):
             records.append(rec)
             if args.json:
                 print(json.dumps(_row(rec, tuned, args.tune)), flush=True)
@@ -247,6 +252,11 @@ def _cmd_run(args) -> int:
                 if ds.unseen is not None:  # the held-out nodes' test rows, scored by the same model
                     err += (f"  unseen MSE {rec.unseen_test_error:9.4g}" if problem.error_metric == "mse"
                             else f"  unseen err {100 * rec.unseen_test_error:6.2f}%")
+                if not math.isnan(rec.personal_test_error):  # Ditto, APFL: each node with its own model
+                    err += (f"  personal MSE {rec.personal_test_error:9.4g}" if problem.error_metric == "mse"
+                            else f"  personal err {100 * rec.personal_test_error:6.2f}%")
+                if not math.isnan(rec.personal_distance):
+                    err += f"  dist to v_k(λ_D) {rec.personal_distance:9.3e}"
                 print(f"{rec.algorithm:>14} it {rec.iteration:>4}  f-f* {rec.suboptimality:10.3e}  "
                       f"{err}  rounds {rec.rounds:>4}  "
                       f"{rec.seconds:7.2f}s  {rec.status}{'  ' + rec.message if rec.message else ''}",

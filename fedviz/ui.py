@@ -24,6 +24,7 @@ from .data.build import DataSpec, check_budget
 from .errors import FedvizError
 from .learn.chart_notes import chart_notes
 from .params import Param
+from .personal import Personaliser
 from .plots import X_AXES, suboptimality_figure, test_error_figure
 from .problems.objective import Problem
 from .runner import ProblemSpec, RunJob, cache, get_manager
@@ -598,8 +599,10 @@ def start_run(config: RunConfig, *, key: str = "run"):
         plan = sweep_plan(config)
         algorithms, groups, scales = plan.variants, plan.groups, plan.scales
     # The problem and f* are built by the worker, under the run cap (the progress bar says so).
+    # Ditto runs are measured against their exact v_k(λ_D), solved by the worker (issue 23).
     job = RunJob(ProblemSpec(config.data, config.loss, config.lam), algorithms, iterations=config.iterations,
-                 seed=config.seed, config=config.as_json(), tune=config.tune, scales=scales)
+                 seed=config.seed, config=config.as_json(), tune=config.tune, scales=scales,
+                 personal_solver=Personaliser)
     old = st.session_state.get(key)
     if old is not None and not old.done:
         old.stop("replaced by a new run")

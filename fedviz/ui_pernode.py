@@ -11,7 +11,9 @@ import numpy as np
 import streamlit as st
 
 from .plots.figures import x_values
-from .plots.pernode import band_figure, caption, histogram_figure, node_figure, unseen_caption
+from .plots.pernode import (band_figure, caption, distance_figure, distance_runs, histogram_figure, node_figure,
+                            personal_caption, personal_figure, personal_runs, unseen_caption)
+from .runner.personal_target import CONVERGENCE_NOTE, target_sentence
 
 #: The "Per node" choices in words: the seen nodes' test error and own loss, the unseen nodes' test error.
 METRICS = {"error": "test error", "loss": "own loss F_k(w)", "unseen": "unseen nodes' test error"}
@@ -87,6 +89,8 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
         st.caption("The band spans the nodes' 10th to 90th percentile own loss F_k(w), every node counted alike; "
                    "the solid line is the median node, the dotted one f(w), their mean weighted by the nodes' "
                    "rows n_k/n (eq. (1)).")
+    personal_view(snap, runs, key, axis, cost, nodes=nodes, K=K, regression=regression, styles=styles,
+                  width=width, height=height)
     tracks = {label: snap.nodes.get(label) for label in labels}
     tracks = {label: t for label, t in tracks.items() if t is not None and t.latest is not None}
     if metric == "unseen":
@@ -134,3 +138,37 @@ def _unseen_histogram(snap, tracks, key: str, *, regression: bool) -> None:
                                      label=label, regression=regression, unseen=True),
                     width="stretch", key=f"{key}-unseen-hist")
     st.caption("The node picker lists the seen nodes: choose the test error above to pick one.")
+
+
+def personal_view(snap, runs, key: str, axis: str, cost: float, *, nodes: int, K: int, regression: bool, styles,
+                  width: int = 340, height: int = 420) -> None:
+    """The runs with a model per node (Ditto, APFL; issue 23, point 3): their personal models' test error
+    per node beside the global model's, and for Ditto the distance to the exact v_k(λ_D) the run was
+    given (:mod:`fedviz.runner.personal_target`), with the sentences that say what they show."""
+    with_personal, with_distance = personal_runs(runs), distance_runs(runs)
+    if not with_personal and not with_distance:
+        return
+    st.markdown("##### Personal models")
+    version = (snap.run_id, snap.version, axis, cost)
+    cached = st.session_state.get(key + "-personal")
+    if cached is None or cached[0] != version:
+        fig = (personal_figure(runs, axis=axis, nodes=nodes, round_cost=cost, regression=regression, styles=styles,
+                               height=height, width=width) if with_personal else None)
+        dist = (distance_figure(runs, axis=axis, nodes=nodes, round_cost=cost, styles=styles, width=width)
+                if with_distance else None)
+        cached = st.session_state[key + "-personal"] = (version, fig, dist)
+    if cached[1] is not None:
+        st.plotly_chart(cached[1], width="stretch", key=f"{key}-personal-chart")
+        st.caption("Each node's test rows scored with its own model (Ditto's v_k; APFL's mixture "
+                   "αv_k + (1 − α)w): the band spans the nodes' 10th to 90th percentile, every node counted "
+                   "alike, the solid line is the median node and the dashed one the median node under the "
+                   "run's global model w.")
+        text = personal_caption(runs, regression=regression)
+        if text:
+            st.caption(text)
+    if cached[2] is not None:
+        st.plotly_chart(cached[2], width="stretch", key=f"{key}-distance-chart")
+        targets = dict(snap.summary.get("personal_targets") or {})
+        lambdas = {label: float(targets[label]) for label in with_distance if label in targets}
+        if lambdas:
+            st.caption(target_sentence(lambdas, K) + " " + CONVERGENCE_NOTE)

@@ -188,3 +188,112 @@ def unseen_caption(last: Mapping[str, object], *, K: int, seen: int, test_rows: 
         parts.append(f"{untested:,} of the {K:,} unseen nodes have no test rows and are left out of their per-node "
                      "error (counted, not scored).")
     return " ".join([text] + parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Personal models (issue 23, point 3): Ditto's and APFL's per-node models on the Run page
+# ---------------------------------------------------------------------------------------------
+
+def personal_runs(runs: Mapping[str, Mapping[str, np.ndarray]]) -> list[str]:
+    """The labels of the runs whose records carry personal models' scores (Ditto, APFL)."""
+    return [label for label, cols in runs.items()
+            if len(cols.get("iteration", ())) and np.isfinite(np.asarray(cols["personal_error_p50"], float)).any()]
+
+
+def distance_runs(runs: Mapping[str, Mapping[str, np.ndarray]]) -> list[str]:
+    """The labels of the runs whose records carry a distance to an exact target (Ditto given v_k(λ_D))."""
+    return [label for label, cols in runs.items()
+            if len(cols.get("iteration", ())) and np.isfinite(np.asarray(cols["personal_distance"], float)).any()]
+
+
+def personal_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "iteration", nodes: int = 1,
+                    round_cost: float = 0.0, regression: bool = False, styles: Mapping[str, str] | None = None,
+                    height: int = 420, width: int = 340) -> go.Figure:
+    """For every run with personal models (:func:`personal_runs`): each node scored with its own model,
+    the band between the nodes' 10th and 90th percentile test error around their median (solid), beside
+    the median node under the run's global model (dashed).  ``runs``: label → record columns with
+    ``personal_error_p10/p50/p90`` and ``node_error_p50``."""
+    labels = {**error_labels("mse" if regression else "error"), "title": "Personal models: test error per node"}
+    fig = go.Figure()
+    st = styles_of(runs, styles)
+    names, tops = [], []
+    for label in personal_runs(runs):
+        cols = runs[label]
+        x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)
+        color = st[label].color
+        lo, mid, hi = (np.asarray(cols[f"personal_error_{q}"], dtype=float) for q in ("p10", "p50", "p90"))
+        glob = np.asarray(cols["node_error_p50"], dtype=float)
+        tops += [hi[np.isfinite(hi)], glob[np.isfinite(glob)]]
+        fig.add_scatter(x=x, y=hi, mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
+                        showlegend=False, legendgroup=label, name=f"{label} personal p90")
+        fig.add_scatter(x=x, y=lo, mode="lines", line=dict(width=0, color=color), fill="tonexty",
+                        fillcolor=_rgba(color, 0.18), hoverinfo="skip", showlegend=False, legendgroup=label,
+                        name=f"{label} personal p10")
+        name = f"{label}: personal models, median node (band 10th–90th)"
+        fig.add_scatter(x=x, y=mid, mode="lines", line=dict(color=color, width=2), name=name, legendgroup=label,
+                        customdata=np.c_[lo, hi],
+                        hovertemplate=f"{label}<br>personal, median node {labels['hover']}<br>10th–90th "
+                                      + labels["hover"].replace("y", "customdata[0]") + " – "
+                                      + labels["hover"].replace("y", "customdata[1]") + "<extra></extra>")
+        gname = f"{label}: global model, median node"
+        fig.add_scatter(x=x, y=glob, mode="lines", name=gname, legendgroup=label,
+                        line=dict(color=color, width=1.5, dash="dash"),
+                        hovertemplate=f"{label}<br>global model, median node {labels['hover']}<extra></extra>")
+        names += [name, gname]
+    fig.update_layout(title=labels["title"], xaxis_title=_AXIS_TITLES[axis], yaxis_title=labels["axis"],
+                      yaxis_tickformat=labels["tickformat"], **_LAYOUT)
+    legend_below(fig, names, height=height, width=width)
+    top = np.concatenate(tops) if tops else np.empty(0)
+    if not regression and top.size:
+        fig.update_yaxes(range=[0.0, min(1.0, float(top.max())) * 1.04 + 0.005])
+    return fig
+
+
+def distance_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "iteration", nodes: int = 1,
+                    round_cost: float = 0.0, styles: Mapping[str, str] | None = None, height: int = 380,
+                    width: int = 340) -> go.Figure:
+    """For every run given an exact target (:func:`distance_runs`): the root mean square over the nodes
+    of ‖v_k − v_k(λ_D)‖ (``personal_distance``) against the x axis, on a log y axis (non-positive values,
+    an exact hit, are not drawn on it)."""
+    fig = go.Figure()
+    st = styles_of(runs, styles)
+    names = []
+    for label in distance_runs(runs):
+        cols = runs[label]
+        x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)
+        y = np.asarray(cols["personal_distance"], dtype=float)
+        y = np.where(y > 0, y, np.nan)
+        name = f"{label}: RMS over nodes of ‖v_k − v_k(λ_D)‖"
+        fig.add_scatter(x=x, y=y, mode="lines", name=name, line=dict(color=st[label].color, width=2),
+                        hovertemplate=f"{label}<br>distance %{{y:.3e}}<extra></extra>")
+        names.append(name)
+    fig.update_layout(title="Distance of the personal models to the exact Ditto models", yaxis_type="log",
+                      xaxis_title=_AXIS_TITLES[axis], yaxis_title="RMS ‖v_k − v_k(λ_D)‖", **_LAYOUT)
+    fig.update_yaxes(exponentformat="power")
+    legend_below(fig, names, height=height, width=width)
+    return fig
+
+
+def personal_caption(runs: Mapping[str, Mapping[str, np.ndarray]], *, regression: bool = False) -> str:
+    """Per run with personal models, at its last record: the personal models' error pooled over the test
+    rows of the nodes and at the median node, against the global model's, and (given a target) the
+    distance to it at the first and the last record."""
+    fmt = (lambda v: f"{v:.4g}") if regression else (lambda v: f"{100 * v:.1f}%")
+    what = "squared error" if regression else "error"
+    parts = []
+    for label in personal_runs(runs):
+        cols = runs[label]
+        i = len(cols["iteration"]) - 1
+        pooled, med = float(cols["personal_test_error"][i]), float(cols["personal_error_p50"][i])
+        gpooled, gmed = float(cols["test_error"][i]), float(cols["node_error_p50"][i])
+        if not all(math.isfinite(v) for v in (pooled, med, gpooled, gmed)):
+            continue
+        text = (f"{label} at iteration {int(cols['iteration'][i]):,}: its personal models' {what} is "
+                f"{fmt(pooled)} pooled and {fmt(med)} at the median node, the global model's {fmt(gpooled)} and "
+                f"{fmt(gmed)}")
+        dist = np.asarray(cols["personal_distance"], dtype=float)
+        if math.isfinite(dist[0]) and math.isfinite(dist[i]):
+            text += (f"; their distance to the exact models went from {dist[0]:.3g} at iteration "
+                     f"{int(cols['iteration'][0]):,} to {dist[i]:.3g}")
+        parts.append(text + ".")
+    return " ".join(parts)

@@ -31,10 +31,11 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Callable, Mapping, Protocol, runtime_checkable
 
+from ..algorithms.base import StopRequested
 from ..errors import FedvizError
 from ..problems.objective import Problem
 from ..problems.optimum import solve
-from .job import Entry, Job
+from .job import Entry, Job, ProblemSpec
 from .loop import IterationRecord, iterate
 
 log = logging.getLogger(__name__)
@@ -155,8 +156,10 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
 
     Preparing (the phase before the first iteration) builds the problem (``job.make_problem``),
     computes f* by Newton-CG unless the job gives it (a failure there is a warning, the
-    suboptimality then NaN) and, with ``job.tune``, tunes each algorithm
-    (:func:`fedviz.runner.tune.tune`).  A stop during preparation ends every algorithm
+    suboptimality then NaN), with ``job.tune`` tunes each algorithm
+    (:func:`fedviz.runner.tune.tune`), and solves the exact personal models each Ditto run
+    measures its distance to (with ``job.personal_solver``; :mod:`fedviz.runner.personal_target`; a
+    failure there is a warning).  A stop during preparation ends every algorithm
     'stopped'; an exception ends the algorithms still open 'failed' (or 'stopped', when a
     stop was requested meanwhile); an algorithm whose construction fails (a hyperparameter
     the problem refuses) ends 'failed' alone.
@@ -206,7 +209,7 @@ class _Run:
             raise FedvizError(f"make_problem returned a {type(problem).__name__}, not a Problem")
         if self.stopped_before_start():
             return
-        f_star, optimum_test_error = job.f_star, None
+        f_star, optimum_test_error, opt = job.f_star, None, None
         if f_star is None:
             sink.preparing("computing the optimum f* (Newton-CG)")
             try:
@@ -223,6 +226,9 @@ class _Run:
             self.tune(problem, f_star)
             if self.stopped_before_start():
                 return
+        targets = self.targets(problem, opt) if job.personal_solver is not None else {}
+        if self.stopped_before_start():
+            return
         data = problem.data
         summary = {**data.stats.summary(), "task": data.task, "loss": problem.loss.name, "lam": problem.lam,
                    "error_metric": problem.error_metric}
@@ -230,9 +236,43 @@ class _Run:
             summary["unseen_nodes"] = data.unseen.n_nodes
         if problem.n_classes > 1:  # the classes a softmax run's argmax error counts, by their names (issue 22)
             summary["classes"] = list(data.class_names)
+        if targets:  # the λ_D of each run given its exact Ditto models (the page says what they are)
+            summary["personal_targets"] = {label: lam for label, (lam, _) in targets.items()}
         sink.started(fingerprint=data.fingerprint, summary=summary, f_star=f_star,
                      optimum_test_error=optimum_test_error)
-        self.round_robin(problem, f_star)
+        self.round_robin(problem, f_star, {label: V for label, (_, V) in targets.items()})
+
+    def targets(self, problem: Problem, opt) -> dict:
+        """label → (λ_D, the K × d exact Ditto models v_k(λ_D)) for every entry that has an exact
+        personal target (:mod:`fedviz.runner.personal_target`), one Newton solve per λ_D; w* is
+        ``opt``'s, else the runner cache's.  A failure is a warning (no distance), not the run's end;
+        a stop leaves the rest unsolved (the caller sees the stop)."""
+        from .personal_target import exact_target, target_lambda
+
+        wanted = [e for e in self.entries if target_lambda(e.cls, e.hp) is not None]
+        out, solved = {}, {}
+
+        def check_stop():
+            if self.stop():
+                raise StopRequested()
+
+        try:
+            for e in wanted:
+                lam_d = target_lambda(e.cls, e.hp)
+                if lam_d not in solved:
+                    if opt is None:
+                        self.sink.preparing("computing the optimum w* (Newton-CG) for the exact Ditto models")
+                        make = self.job.make_problem
+                        opt = make.optimum() if isinstance(make, ProblemSpec) else solve(problem)
+                    self.sink.preparing(f"computing the exact Ditto models v_k(λ_D = {lam_d:.4g}): Newton per node")
+                    solved[lam_d] = exact_target(problem, e.cls, e.hp, opt.w, self.job.personal_solver, check_stop)
+                if solved[lam_d] is not None:
+                    out[e.label] = (lam_d, solved[lam_d])
+        except StopRequested:
+            pass
+        except FedvizError as e:
+            self.sink.warn(f"the exact Ditto models are unavailable: no distance to them is drawn ({e})")
+        return out
 
     def rescale(self, problem: Problem) -> None:
         """Set each scaled hyperparameter (``job.scales``) to its factor × the derived default on
@@ -278,11 +318,13 @@ class _Run:
             self.open[self.open.index(e.label)] = label
             self.sink.retuned(e.label, entry, note)
 
-    def round_robin(self, problem: Problem, f_star: float | None) -> None:
-        """One iteration of each algorithm in turn, so all curves grow together."""
-        job, stop = self.job, self.stop
+    def round_robin(self, problem: Problem, f_star: float | None, targets: Mapping | None = None) -> None:
+        """One iteration of each algorithm in turn, so all curves grow together; ``targets``: label →
+        the exact personal models its records measure the distance to (:meth:`targets`)."""
+        job, stop, targets = self.job, self.stop, targets or {}
         gens = {e.label: iterate(problem, e.cls, iterations=job.iterations, hyper=e.hp, seed=job.seed,
-                                 f_star=f_star, stop=stop, label=e.label, dissimilarity=job.dissimilarity)
+                                 f_star=f_star, stop=stop, label=e.label, dissimilarity=job.dissimilarity,
+                                 personal_target=targets.get(e.label))
                 for e in self.entries}
         active = list(gens)
         while active:

@@ -145,6 +145,9 @@ class _Series:
             # The per-node vectors go to the bounded history, not into every kept record.
             self.nodes.add(rec.nodes)
             rec = replace(rec, nodes=None)
+        if rec.personal is not None:
+            # The personal models' scores live on as the record's fields (pernode.PERSONAL_FIELDS).
+            rec = replace(rec, personal=None)
         n = self.n
         if n and rec.iteration > self.records[-1].iteration:
             # The loop's seconds are the algorithm's own time: their difference is this step's.

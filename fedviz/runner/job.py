@@ -91,6 +91,12 @@ class RunJob:
     dissimilarity : bool
         Record FedProx's gradient dissimilarity at every iteration
         (:mod:`fedviz.problems.dissimilarity`; one more full gradient per record).
+    personal_solver : class or None
+        The exact per-node solver, :class:`fedviz.personal.Personaliser` (a layer above the runner,
+        so given by the caller: the Run page, ``fedviz run``).  With it each algorithm that has an
+        exact personal target (Ditto: v_k(λ_D) = argmin F_k(v) + (λ_D/2)‖v − w*‖²,
+        :mod:`fedviz.runner.personal_target`) is given that target, solved once in the worker before
+        the first iteration, and its records carry the distance to it.  None: no target.
     """
 
     make_problem: ProblemSpec | Callable[[], Problem]
@@ -102,6 +108,7 @@ class RunJob:
     tune: bool = False
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
     dissimilarity: bool = False
+    personal_solver: Callable | None = None
 
     def validate(self) -> "Job":
         """The validated job; raises :class:`ParameterError` naming the offending parameter."""
@@ -160,6 +167,7 @@ class Job:
     tune: bool
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
     dissimilarity: bool = False
+    personal_solver: Callable | None = None
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -201,6 +209,9 @@ class Job:
             if param not in {p.name for p in entry.cls.params}:
                 raise ParameterError(f"scales[{label!r}]", param, f"a hyperparameter of {entry.name}")
             scales[label] = (str(param), check_real(f"scales[{label!r}]", factor, low=0, low_open=True))
+        if job.personal_solver is not None and not callable(job.personal_solver):
+            raise ParameterError("personal_solver", type(job.personal_solver).__name__,
+                                 "None or the exact per-node solver class (fedviz.personal.Personaliser)")
         config = {**dict(job.config or {}), "iterations": iterations, "seed": seed}
         try:
             to_json(config)
@@ -208,7 +219,7 @@ class Job:
             raise ParameterError("config", type(job.config).__name__,
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
-                   bool(job.tune), MappingProxyType(scales), bool(job.dissimilarity))
+                   bool(job.tune), MappingProxyType(scales), bool(job.dissimilarity), job.personal_solver)
 
 
 def _spec(k: int, item) -> AlgorithmSpec:

@@ -56,6 +56,11 @@ class IterationRecord:
     (``unseen_error_*``), and those without test rows (``unseen_untested``).
     ``dissimilarity`` is FedProx's (1/K) Σ_k ‖∇F_k(w) − ∇f(w)‖²
     (:func:`~fedviz.problems.dissimilarity.local_dissimilarity`), NaN unless the run asked for it.
+    The personal fields (issue 23, point 3; :data:`~fedviz.runner.pernode.PERSONAL_FIELDS`), for an
+    algorithm with a model per node (Ditto, APFL): each node's test rows scored with its own model,
+    pooled over the rows of the nodes (``personal_test_error``) and per node (``personal_error_*``),
+    and the root mean square over the nodes of ‖v_k − v_k*‖ to the exact target the run was given
+    (``personal_distance``: Ditto's v_k(λ_D)); NaN for the other algorithms and without a target.
     ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`)
     in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
     """
@@ -104,6 +109,13 @@ class IterationRecord:
     unseen_error_min: float = math.nan
     unseen_error_max: float = math.nan
     unseen_untested: float = math.nan
+    personal_test_error: float = math.nan
+    personal_error_mean: float = math.nan
+    personal_error_p10: float = math.nan
+    personal_error_p50: float = math.nan
+    personal_error_p90: float = math.nan
+    personal_error_worst10: float = math.nan
+    personal_distance: float = math.nan
     nodes: pernode.NodeScores | None = field(default=None, compare=False, repr=False)
     #: An algorithm with a model per node (Ditto, APFL): every node scored with its own model
     #: (:class:`~fedviz.runner.pernode.PersonalScores`), in memory only as ``nodes``; None otherwise.
@@ -252,6 +264,7 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
     personal = getattr(nodes, "personal", None)
     if personal is not None:
         personal = personal.evaluate(algo.personal_models(), algo.iteration)
+    per_node = {**per_node, **pernode.personal_fields(personal)}  # NaN without personal models
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
         test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,

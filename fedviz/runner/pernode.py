@@ -66,7 +66,14 @@ LOSS_FIELDS = tuple(f"node_loss_{s}" for s in STATS)
 #: error, and those of them without test rows.  ``nodes_unseen`` is 0 for a data set that holds none
 #: (and the others NaN); every one is NaN in records written before them.
 UNSEEN_FIELDS = ("nodes_unseen", "unseen_test_error", *(f"unseen_error_{s}" for s in STATS), "unseen_untested")
-FIELDS = ERROR_FIELDS + LOSS_FIELDS + ("nodes_untested",) + UNSEEN_FIELDS
+#: The personal models' fields (issue 23, point 3; :class:`PersonalScores`): for an algorithm with a
+#: model per node (Ditto, APFL), every node scored with its own model — the test error pooled over the
+#: test rows of the nodes, its distribution over the nodes, and the root mean square over the nodes of
+#: ‖v_k − v_k*‖ to the exact target (Ditto's v_k(λ_D)) when the run has one.  NaN for an algorithm
+#: without personal models, and in records written before them.
+PERSONAL_FIELDS = ("personal_test_error", *(f"personal_error_{s}" for s in ("mean", "p10", "p50", "p90", "worst10")),
+                   "personal_distance")
+FIELDS = ERROR_FIELDS + LOSS_FIELDS + ("nodes_untested",) + UNSEEN_FIELDS + PERSONAL_FIELDS
 
 #: The percentiles' interpolation, passed to numpy.percentile.
 PERCENTILE_METHOD = "linear"
@@ -586,6 +593,17 @@ class PersonalEvaluator:
             dist, node_dist = float(np.sqrt(np.mean(nd ** 2))), nd.astype(np.float32)
         return PersonalScores(pooled, fields, NodeScores(iteration, err.astype(np.float32), loss.astype(np.float32)),
                               dist, node_dist)
+
+
+def personal_fields(scores: "PersonalScores | None") -> dict[str, float]:
+    """The record's :data:`PERSONAL_FIELDS` of ``scores`` (all NaN for None: no personal models)."""
+    if scores is None:
+        return {f: math.nan for f in PERSONAL_FIELDS}
+    out = {"personal_test_error": float(scores.test_error)}
+    out.update({f: float(scores.fields[f"node_error_{f[len('personal_error_'):]}"])
+                for f in PERSONAL_FIELDS[1:-1]})
+    out["personal_distance"] = float(scores.distance)
+    return out
 
 
 _NO_MODEL = np.zeros(1)

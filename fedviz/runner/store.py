@@ -80,11 +80,11 @@ from .describe import INTERRUPTED_MESSAGE, describe_run
 from .experiment_store import ExperimentTables
 from .loop import FIELDS, IterationRecord
 from .pernode import FIELDS as PERNODE_FIELDS
-from .pernode import UNSEEN_FIELDS
+from .pernode import PERSONAL_FIELDS, UNSEEN_FIELDS
 from .stamps import now, session_token
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: How often a store tells the others it is alive, and how long a silence (from another host,
 #: where its pid cannot be checked) makes it dead.  Long enough that a store busy writing
@@ -200,9 +200,12 @@ CREATE INDEX runs_session ON runs (session);
 # Version 5: the per-node summaries of every record (issue 23; fedviz.runner.pernode.FIELDS, then
 # without the unseen ones), NULL (read as NaN) in the records written before.
 _SCHEMA_V5 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in PERNODE_FIELDS
-                     if f not in UNSEEN_FIELDS)
+                     if f not in UNSEEN_FIELDS and f not in PERSONAL_FIELDS)
 # Version 6: the unseen nodes' fields (issue 23, point 2; pernode.UNSEEN_FIELDS), NULL (NaN) before.
 _SCHEMA_V6 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in UNSEEN_FIELDS)
+# Version 8 (below, after 7): the personal models' fields (issue 23, point 3; pernode.PERSONAL_FIELDS),
+# NULL (NaN) before, and in the records of an algorithm without personal models.
+_SCHEMA_V8 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in PERSONAL_FIELDS)
 
 
 #: (old, new) in order; see :func:`_renamed`.
@@ -238,7 +241,7 @@ _SCHEMA_V7 = ("ALTER TABLE records ADD COLUMN dissimilarity REAL;\n"
 
 #: version → the script that brings a database from version - 1 to version.
 _MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6,
-               7: _SCHEMA_V7}
+               7: _SCHEMA_V7, 8: _SCHEMA_V8}
 
 # The record columns in IterationRecord order (checked against FIELDS by the tests).
 _RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",

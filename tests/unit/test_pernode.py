@@ -8,8 +8,8 @@ import scipy.sparse as sp
 
 from fedviz.data.dataset import FederatedDataset
 from fedviz.problems.objective import Problem
-from fedviz.runner.pernode import (FIELDS, UNSEEN_FIELDS, NodeEvaluator, summarize, untested_sentence,
-                                   worst_count)
+from fedviz.runner.pernode import (FIELDS, PERSONAL_FIELDS, UNSEEN_FIELDS, NodeEvaluator, summarize,
+                                   untested_sentence, worst_count)
 
 
 def _dataset(seed=0, K=13, d=7, untested=(3, 8), unassigned=5, regression=False):
@@ -74,7 +74,7 @@ def test_node_values_match_a_plain_loop(loss, regression):
     # The row-weighted mean of the own losses is the objective (eq. (1) = Σ n_k/n F_k, eq. (6)).
     assert np.sum(p.data.node_sizes * own) / p.n == pytest.approx(p.value(w), rel=1e-13)
     assert fields["nodes_untested"] == 2 and ev.unassigned_rows == 5
-    assert set(fields) == set(FIELDS) - set(UNSEEN_FIELDS)  # the unseen nodes' are UnseenEvaluator's
+    assert set(fields) == set(FIELDS) - set(UNSEEN_FIELDS) - set(PERSONAL_FIELDS)  # those of UnseenEvaluator, the loop
 
 
 def test_pooled_test_error_over_nodes_when_every_row_has_a_node():
