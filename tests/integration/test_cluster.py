@@ -728,18 +728,17 @@ def test_a_stale_worker_joining_mid_experiment_stops_it_failed(tmp_path, store):
 
 
 def test_failed_cells_print_their_reasons_with_counts_and_exit_1(dask_cluster, tmp_path):
-    """Every cell of an experiment on a malformed LIBSVM file fails on its worker: the command says how
-    many and why (the parser's own message, the oracle), once per distinct reason, and exits 1."""
-    from fedviz.data.libsvm import load_libsvm
-    from fedviz.errors import DataFormatError
+    """Every cell of an experiment fails on its worker (σ = 5 for K = 2 nodes, a check that needs the
+    built data set, so only a cell can make it): the command says how many and why (the check's own
+    message, the oracle), once per distinct reason, and exits 1."""
+    from fedviz.algorithms.dual_method import check_sigma
+    from fedviz.errors import ParameterError
 
-    bad = tmp_path / "bad.svm"
-    bad.write_text("+1 1:0.5 2:1\n-1 1:0.2 3:x\n+1 2:0.1\n")
-    with pytest.raises(DataFormatError) as e:
-        load_libsvm(str(bad))
-    (tmp_path / "bad.toml").write_text(f'name = "bad file"\ndata = "{bad}"\nnodes = 2\niterations = 3\n'
-                                       'seeds = [0, 1]\n\n[[algorithm]]\nname = "gd"\n\n'
-                                       '[[algorithm]]\nname = "fsvrg"\n')
+    with pytest.raises(ParameterError) as e:
+        check_sigma("dual-method", 5.0, 2)
+    (tmp_path / "bad.toml").write_text(f'name = "bad sigma"\ndata = "{DATA / "heart_scale"}"\nnodes = 2\n'
+                                       'loss = "squared"\niterations = 3\nseeds = [0, 1, 2, 3]\n\n'
+                                       '[[algorithm]]\nname = "dual-method"\nhyper = {sigma = 5}\n')
     r = subprocess.run([sys.executable, "-m", "fedviz", "experiment", str(tmp_path / "bad.toml"), "--scheduler",
                         dask_cluster.address, "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True,
                        text=True, timeout=300,
@@ -751,10 +750,30 @@ def test_failed_cells_print_their_reasons_with_counts_and_exit_1(dask_cluster, t
     assert lines[head + 1] == f"  4 × {e.value}"
     # Issue 20: the reasons are the experiment's message too, so the page's status and the report carry them.
     said = f"4 cells failed: '{e.value}' ×4"
-    assert RunStore(tmp_path / "runs.sqlite").get_experiment("bad file").message == said
+    assert RunStore(tmp_path / "runs.sqlite").get_experiment("bad sigma").message == said
     import html
 
     assert html.escape(said) in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_malformed_file_is_refused_before_any_cell_with_its_line_and_exit_2(tmp_path):
+    """The experiment reads its data before launch (the classes decide the loss): a malformed LIBSVM
+    file is the parser's one sentence, naming the line (the parser's own message, the oracle), and exit 2."""
+    from fedviz.data.libsvm import load_libsvm
+    from fedviz.errors import DataFormatError
+
+    bad = tmp_path / "bad.svm"
+    bad.write_text("+1 1:0.5 2:1\n-1 1:0.2 3:x\n+1 2:0.1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_libsvm(str(bad))
+    (tmp_path / "bad.toml").write_text(f'name = "bad file"\ndata = "{bad}"\nnodes = 2\niterations = 3\n'
+                                       'seeds = [0, 1]\n\n[[algorithm]]\nname = "gd"\n')
+    r = subprocess.run([sys.executable, "-m", "fedviz", "experiment", str(tmp_path / "bad.toml")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"), "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "line 2" in str(e.value)
+    assert r.stderr.strip().splitlines()[-1] == f"fedviz: error: {e.value}"
 
 
 def test_experiment_out_writes_its_pngs_without_playwright_and_exits_0(dask_cluster, tmp_path):
