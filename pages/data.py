@@ -6,8 +6,8 @@ import streamlit as st
 
 from fedviz import ui
 from fedviz.markup import escape
-from fedviz.data.build import DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec, deal_sentence,
-                               test_rows_may_lack_nodes
+from fedviz.data.build import (DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec, deal_sentence,
+                               unassigned_test_rows_possible)
 from fedviz.data.labels import dataset_classes, dataset_label_counts
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.split import DEAL_LABEL
@@ -190,7 +190,7 @@ def unseen_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
 def deal_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
     """Whether test rows of no node are dealt to the nodes (DataSpec.deal_test), shown only where the test
     rows can belong to no node (a test file, a preset split into other nodes); elsewhere it is off."""
-    if not test_rows_may_lack_nodes(spec):
+    if not unassigned_test_rows_possible(spec):
         return dataclasses.replace(spec, deal_test=False)
     deal = st.checkbox(DEAL_LABEL, key=ui.seeded("data-deal-test", bool(current.deal_test)),
                        help="The test rows of a separate test file, or of a preset split into other nodes, belong "

@@ -27,7 +27,7 @@ from .unseen import hold_out
 PRESET_PREFIX = "preset:"
 __all__ = ["DataSpec", "build", "default_nodes", "PRESET_PREFIX", "MAX_NODES", "SPLITS",
            "DEFAULT_TEST_FRACTION", "MIN_ROWS_PER_NODE", "MAX_DEFAULT_NODES", "SMALL_NODE_ROWS",
-           "small_node_warnings", "deal_test", "deal_sentence", "test_rows_may_lack_nodes"]
+           "small_node_warnings", "deal_test", "deal_sentence", "unassigned_test_rows_possible"]
 # MAX_NODES: the generator's bound, also the most nodes a partitioner may split a data set into
 # (the Data page's widgets allow as many)
 
@@ -191,7 +191,7 @@ def build(spec: DataSpec) -> FederatedDataset:
     return ds
 
 
-def test_rows_may_lack_nodes(spec: DataSpec) -> bool:
+def unassigned_test_rows_possible(spec: DataSpec) -> bool:
     """Whether ``spec``'s test rows can belong to no node, read from the spec alone (no data built):
     a separate test file, or a preset split into other nodes.  Where this is False every test row is
     a node's, and :attr:`DataSpec.deal_test` changes nothing."""
