@@ -58,3 +58,31 @@ def test_not_offered_where_every_test_row_has_a_node():
     at = open_page("pages/data.py", RunConfig(data=dataclasses.replace(SPEC, partition=None, nodes=None)),
                    timeout=180)
     assert not [c for c in at.checkbox if c.label == DEAL_LABEL]
+
+
+def test_fedviz_personalise_names_the_option_and_scores_every_node_with_it():
+    import json
+    import subprocess
+    import sys
+
+    from conftest import DATA
+    from fedviz.problems.objective import Problem
+    from fedviz.problems.optimum import solve
+
+    args = [sys.executable, "-m", "fedviz", "personalise", str(DATA / "dna.scale"), "--test", str(DATA / "dna.scale.t"),
+            "--positive", "1", "--nodes", "5", "--partition", "dirichlet:alpha=0.5"]
+    off = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert off.returncode == 0, off.stderr
+    assert ("No node has test rows (the test set belongs to no node): every per-node test error is n/a. Add "
+            "--deal-test to deal the test rows to the nodes by their shares of each class.") in off.stdout
+    on = subprocess.run(args + ["--deal-test", "--json"], capture_output=True, text=True, timeout=300)
+    assert on.returncode == 0, on.stderr
+    report = json.loads(on.stdout)
+    assert (report["untested"], report["unassigned_rows"]) == (0, 0)
+    # The global model's pooled error: w*'s on the same test rows, recounted without the deal.
+    spec = DataSpec(str(DATA / "dna.scale"), test=str(DATA / "dna.scale.t"), positive=1.0, nodes=5,
+                    partition="dirichlet:alpha=0.5")
+    ds = build(spec)
+    w = np.asarray(solve(Problem(ds, "logistic")).w)
+    wrong = np.where(ds.X_test @ w > 0, 1.0, -1.0) != ds.y_test
+    assert report["summaries"]["global"]["pooled"] == np.mean(wrong)
