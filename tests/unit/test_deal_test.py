@@ -168,6 +168,32 @@ def test_the_n_a_sentences_name_the_option():
     assert DEAL_LABEL in DEAL_REMEDY and "--deal-test" in DEAL_REMEDY
     note = node_majority_note(float("nan"), 0.2, test_file=True)
     assert note.startswith("**per-node majority**: n/a") and note.endswith(DEAL_REMEDY)
+    from fedviz.plots.personal import no_test_rows
+    from fedviz.runner.pernode import untested_sentence
+
+    assert DEAL_REMEDY in no_test_rows(100) and DEAL_REMEDY in untested_sentence(8, 8, 100)
+    assert DEAL_REMEDY not in no_test_rows(0) and DEAL_REMEDY not in untested_sentence(8, 8, 0)  # an empty test set
+    assert DEAL_REMEDY not in untested_sentence(2, 8, 100)  # some nodes scored: the rows have nodes
+
+
+def test_a_toml_experiment_carries_it():
+    from fedviz.experiments.spec import from_toml
+
+    text = ('name = "x"\ndata = "preset:google-plus-small"\npartition = "dirichlet:alpha=1"\nnodes = 10\n'
+            '{}[[algorithm]]\nname = "gd"\n')
+    assert from_toml(text.format("deal_test = true\n")).data.deal_test is True
+    assert from_toml(text.format("")).data.deal_test is False
+
+
+def test_real_targets_are_dealt_by_node_size_through_the_builder():
+    spec = DataSpec(str(DATA / "dna.scale"), test=str(DATA / "dna.scale.t"), task="regression", nodes=8,
+                    deal_test=True)
+    ds = build(spec)
+    assert ds.task == "regression" and np.all(ds.test_nodes >= 0)
+    assert deal_sentence(ds).startswith(f"{ds.y_test.size:,} test rows that belonged to no node are dealt to the "
+                                        "nodes by their shares of all training rows (real targets)")
+    expected = ds.node_sizes / ds.n * ds.y_test.size
+    assert _chi2_p(np.bincount(ds.test_nodes, minlength=ds.n_nodes), expected) > 1e-3
 
 
 def test_the_link_the_stored_config_and_the_command_line_carry_it():
