@@ -45,6 +45,11 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unseen", type=float, default=0.0, metavar="F",
                    help="hold out the share F of whole nodes, in [0, 1) (pFL-Bench: 0.2): a draw seeded by --seed; "
                         "they train nothing and every record scores the model on their test rows (default 0)")
+    p.add_argument("--deal-test", action="store_true",
+                   help="give each test row of no node (a separate --test file's, or a preset's under --partition) "
+                        "a node: a row of class c goes to node k with k's share of the class-c training rows "
+                        "(regression: of all rows), seeded by --seed; the per-node test errors then exist "
+                        "(the pooled one is unchanged)")
     p.add_argument("--partition", metavar="SPEC",
                    help="iid, iid-unbalanced:sigma=1, dirichlet:alpha=0.5, shards:classes_per_node=2, "
                         "natural, topic, reshuffle (default: the data's own nodes)")
@@ -77,7 +82,8 @@ def data_spec_from_args(args):
     return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction, split=args.split,
                     partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
                     positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
-                    wider_test=args.wider_test, unseen=args.unseen, **limits)
+                    wider_test=args.wider_test, unseen=args.unseen,
+                    deal_test=args.deal_test, **limits)
 
 
 def loss_from_args(args, ds) -> str:

@@ -123,7 +123,8 @@ def main(args, problem, config) -> int:
         print(f"Fine-tuning raised the own loss F_k of {worse:,} of {report.nodes:,} nodes above the global model's: "
               f"a step too large for them (gradient descent descends at steps below 2/L_k) or minibatch noise.")
     if report.untested == report.nodes:
-        print("No node has test rows (the test set belongs to no node): every per-node test error is n/a.")
+        print("No node has test rows (the test set belongs to no node): every per-node test error is n/a. "
+              "Add --deal-test to deal the test rows to the nodes by their shares of each class.")
     elif report.untested:
         print(f"{report.untested:,} of {report.nodes:,} nodes have no test rows and are left out of the "
               f"per-node statistics (counted, not scored).")

@@ -6,9 +6,11 @@ import streamlit as st
 
 from fedviz import ui
 from fedviz.markup import escape
-from fedviz.data.build import DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec
+from fedviz.data.build import (DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec, deal_sentence,
+                               unassigned_test_rows_possible)
 from fedviz.data.labels import dataset_classes, dataset_label_counts
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
+from fedviz.data.split import DEAL_LABEL
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
 from fedviz.data.synthetic import MAX_SEED
 from fedviz.data.unseen import PFL_BENCH_SHARE, unseen_sentence
@@ -185,6 +187,20 @@ def unseen_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
     return dataclasses.replace(spec, unseen=float(share))
 
 
+def deal_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
+    """Whether test rows of no node are dealt to the nodes (DataSpec.deal_test), shown only where the test
+    rows can belong to no node (a test file, a preset split into other nodes); elsewhere it is off."""
+    if not unassigned_test_rows_possible(spec):
+        return dataclasses.replace(spec, deal_test=False)
+    deal = st.checkbox(DEAL_LABEL, key=ui.seeded("data-deal-test", bool(current.deal_test)),
+                       help="The test rows of a separate test file, or of a preset split into other nodes, belong "
+                            "to no node, so no node can be scored on its own (Run's Every node, the per-node "
+                            "majority, Personalise). Ticked, each such row goes to a node drawn by the nodes' "
+                            "shares of its class among the training rows (of all rows for real targets), seeded by "
+                            "the data seed. The rows stay the same: the pooled test error is unchanged.")
+    return dataclasses.replace(spec, deal_test=bool(deal))
+
+
 st.title("Data")
 config = ui.current_config()
 ui.show_query_problems()
@@ -213,6 +229,7 @@ with left:
             spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes, seed=current.seed)
             spec = split_widgets(current, spec)
             spec = unseen_widget(current, spec)
+            spec = deal_widget(current, spec)
 
 with right:
     if kind != SOURCES[0] and spec is None and not invalid:
@@ -241,6 +258,8 @@ with right:
                        f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
                        f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}). "
                        f"{rare_features_note(ds.stats.omega, ds.n_nodes)} {_labels_text(ds.meta.get('labels'))}")
+            if ds.meta.get("dealt"):  # DataSpec.deal_test: said whenever it acts
+                st.caption(deal_sentence(ds))
             if held:
                 st.caption(unseen_sentence(ds) + " The figures on this page are the seen nodes'.")
             st.plotly_chart(feature_appearance_figure(ds.stats.omega, ds.n_nodes), width="stretch")

@@ -20,17 +20,20 @@ from .labels import class_codes, dataset_classes, format_label, format_labels, l
 from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair
 from .partition import make_partitioner
 from .presets import make_preset, parse_preset_spec, preset_config
-from .split import SPLITS, _percent, describe_split, random_split
+from .split import SPLITS, _percent, deal_test_rows, describe_split, random_split
 from .synthetic import MAX_NODES, estimate_entries
 from .unseen import hold_out
 
 PRESET_PREFIX = "preset:"
 __all__ = ["DataSpec", "build", "default_nodes", "PRESET_PREFIX", "MAX_NODES", "SPLITS",
            "DEFAULT_TEST_FRACTION", "MIN_ROWS_PER_NODE", "MAX_DEFAULT_NODES", "SMALL_NODE_ROWS",
-           "small_node_warnings"]
+           "small_node_warnings", "deal_test", "deal_sentence", "unassigned_test_rows_possible"]
 # MAX_NODES: the generator's bound, also the most nodes a partitioner may split a data set into
 # (the Data page's widgets allow as many)
 
+#: A preset split into other nodes: its test rows keep the generator's nodes, none of the new ones
+#: (said in ``meta["split"]``; :func:`deal_test` replaces it when it deals them).
+PRESET_TEST_NOTE = "; the test rows stay those of the generator's nodes"
 #: A file's test fraction when none is given (each node's last or random quarter).
 DEFAULT_TEST_FRACTION = 0.25
 #: Fewer training rows than this on a node is warned about (:func:`small_node_warnings`): "a handful".
@@ -106,6 +109,14 @@ class DataSpec:
         in [0, 1): ⌊unseen·K + ½⌋ nodes, a draw seeded by ``seed``, leave the training problem and
         become ``ds.unseen``, scored as new clients (:mod:`fedviz.data.unseen`).  0 (the default)
         holds out none.
+    deal_test : bool
+        Give every test row that belongs to no node a node (issue 23, point 1): a row of class c goes
+        to node k with probability n_k^c / n^c, k's share of the training rows of class c (regression:
+        n_k / n), a seeded draw of its own (:func:`~fedviz.data.split.deal_test_rows`).  Such rows
+        are a separate test file's, or a preset's split into other nodes (its test rows stay with the
+        generator's nodes); without a node, no node can be scored on its own.  The rows, hence the
+        pooled test error, are unchanged; dealt before ``unseen`` holds nodes out, so an unseen node
+        keeps the test rows dealt to it.  False (the default) leaves them with no node.
     wider_test : bool
         Accept a test file with features beyond the training file's last (see
         :func:`~fedviz.data.libsvm.load_libsvm_pair`); refused by default, because that
@@ -131,6 +142,7 @@ class DataSpec:
     wider_test: bool = False
     max_entries: int | None = None
     unseen: float = 0.0
+    deal_test: bool = False
     loader_options: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -171,10 +183,59 @@ def build(spec: DataSpec) -> FederatedDataset:
         ds = _build_preset(spec)
     else:
         ds = _build_file(spec)
+    if spec.deal_test:  # before unseen: a held-out node keeps the test rows dealt to it
+        ds = deal_test(ds, spec.seed)
     if spec.unseen:  # the held-out nodes leave last, after the partition and the test split (0: ds untouched)
         ds = hold_out(ds, spec.unseen, spec.seed)
     ds.meta["warnings"] = list(ds.meta.get("warnings", ())) + small_node_warnings(ds, spec) + _test_set_warnings(ds)
     return ds
+
+
+def unassigned_test_rows_possible(spec: DataSpec) -> bool:
+    """Whether ``spec``'s test rows can belong to no node, read from the spec alone (no data built):
+    a separate test file, or a preset split into other nodes.  Where this is False every test row is
+    a node's, and :attr:`DataSpec.deal_test` changes nothing."""
+    return spec.test is not None or (spec.is_preset and spec.partition is not None)
+
+
+def deal_test(ds: FederatedDataset, seed: int) -> FederatedDataset:
+    """``ds`` with its test rows of no node dealt to the nodes by class share (regression: by node
+    size), :func:`~fedviz.data.split.deal_test_rows` seeded by ``seed``; the rows that have a node
+    keep it.  ``meta["dealt"]`` counts the rows dealt (0: ``ds`` unchanged but for that count), and
+    ``meta["split"]`` says so."""
+    tn = np.asarray(ds.test_nodes)
+    orphans = np.flatnonzero(tn < 0)
+    if orphans.size == 0:
+        ds.meta["dealt"] = 0
+        return ds
+    classes = dataset_classes(ds)
+    if classes is None:
+        dealt = deal_test_rows(ds.node_of_row, ds.n_nodes, seed=seed, n_test=orphans.size)
+    else:
+        dealt = deal_test_rows(ds.node_of_row, ds.n_nodes, seed=seed, train_classes=class_codes(ds.y, classes),
+                               test_classes=class_codes(ds.y_test[orphans], classes), n_classes=len(classes))
+    nodes = tn.copy()
+    nodes[orphans] = dealt
+    by = "node size" if classes is None else "class share"
+    meta = {**ds.meta, "dealt": int(orphans.size), "deal_seed": int(seed),
+            "split": f"{ds.meta.get('split', 'its own').removesuffix(PRESET_TEST_NOTE)}; its {orphans.size:,} test "
+                     f"rows, which belonged to no node, dealt to the nodes by {by} (seed {seed})",
+            "params": {**ds.meta.get("params", {}), "deal_test": True}}
+    return FederatedDataset.from_assignment(ds.X, ds.y, ds.node_of_row, X_test=ds.X_test, y_test=ds.y_test,
+                                            test_nodes=nodes, meta=meta)
+
+
+def deal_sentence(ds: FederatedDataset) -> str:
+    """What :attr:`DataSpec.deal_test` did to ``ds``, in a sentence, or '' when it dealt no row."""
+    m = int(ds.meta.get("dealt") or 0)
+    if not m:
+        return ""
+    by = ("their shares of all training rows (real targets)" if ds.task == "regression"
+          else "their shares of each class among the training rows")
+    seed = ds.meta.get("deal_seed")
+    return (f"{m:,} test rows that belonged to no node are dealt to the nodes by {by}"
+            + (f" (seed {seed})" if seed is not None else "") + ": a node holding a dealt row is scored on its own, "
+            "and the pooled test error is that of the same rows.")
 
 
 def small_node_warnings(ds: FederatedDataset, spec: DataSpec | None = None) -> list[str]:
@@ -217,7 +278,7 @@ def _build_preset(spec: DataSpec) -> FederatedDataset:
                         if fraction else "no test set: test fraction 0 keeps every row for training")
     if spec.partition is None:
         return ds
-    ds.meta["split"] += "; the test rows stay those of the generator's nodes"
+    ds.meta["split"] += PRESET_TEST_NOTE
     node_of_row = _assign(spec.partition, ds.X, ds.y, groups=ds.node_of_row,
                           nodes=spec.nodes or ds.n_nodes, seed=spec.seed)
     return ds.with_nodes(node_of_row, meta_update={"partition": spec.partition})

@@ -25,7 +25,8 @@ import numpy as np
 from ..errors import ParameterError
 from ..validation import check_choice, check_int, check_real
 
-__all__ = ["SPLITS", "random_split", "describe_split"]
+__all__ = ["SPLITS", "random_split", "describe_split", "deal_test_rows", "DEAL_STREAM", "DEAL_LABEL",
+           "DEAL_REMEDY"]
 
 #: "auto": random for files, chronological for files whose nodes are their qid groups
 #: (sessions or queries, whose order means something) and for presets (the generator's
@@ -112,6 +113,66 @@ def random_split(node_of_row, fraction: float, *, seed: int, labels=None, n_clas
     mask = np.empty(n, dtype=bool)
     mask[rows] = rank < take.reshape(-1)[key[rows]]
     return mask
+
+
+#: The key of the dealing's random stream, beside the seed: 23, for issue 23, the stream the built-in
+#: experiment personalisation-dirichlet dealt with before the option existed (so its numbers stand).
+#: No other draw uses it, so dealing changes no other random choice.
+DEAL_STREAM = 23
+
+
+#: The Data page's checkbox of :attr:`DataSpec.deal_test <fedviz.data.build.DataSpec>`.
+DEAL_LABEL = "Deal the test rows to the nodes"
+#: The remedy for test rows of no node, named wherever a per-node view is n/a for want of them.
+DEAL_REMEDY = (f"To score every node, tick '{DEAL_LABEL}' on Data (fedviz --deal-test): each test row goes to a "
+               "node drawn by the nodes' shares of its class, and the pooled test error stays as it is.")
+
+
+def deal_test_rows(node_of_row, n_nodes: int, *, seed: int, train_classes=None, test_classes=None,
+                   n_classes: int | None = None, n_test: int | None = None) -> np.ndarray:
+    """A node for each test row that belongs to none: drawn by the nodes' shares of the training rows.
+
+    Classification (``train_classes`` and ``test_classes``, the codes 0..C−1 of
+    :func:`fedviz.data.labels.class_codes` of the training and the test rows, ``n_classes`` = C):
+    a test row of class c goes to node k with probability n_k^c / n^c, node k's share of the
+    training rows of class c — the split a per-node random split of the same rows would make in
+    distribution when the nodes differ only in their label mix (Dirichlet label skew).  A class no
+    training row holds goes to a node drawn uniformly.  Regression (no classes; ``n_test`` rows):
+    node k with probability n_k / n, its share of the training rows (eq. (1)'s weights).
+
+    The draws are independent, class by class in code order (``rng.choice``), from a stream of
+    their own, ``[seed, DEAL_STREAM]``: same inputs and seed, same nodes.  Returns int64 node ids.
+    """
+    node = np.asarray(node_of_row, dtype=np.int64).reshape(-1)
+    K = check_int("n_nodes", n_nodes, low=1)
+    seed = check_int("seed", seed, low=0, high=2**32 - 1)
+    if node.size and (node.min() < 0 or node.max() >= K):
+        raise ParameterError("node_of_row", f"ids {node.min()}..{node.max()}", f"node ids 0..{K - 1}")
+    rng = np.random.default_rng([seed, DEAL_STREAM])
+    if test_classes is None:  # regression: by node size
+        n_test = check_int("n_test", n_test, low=0)
+        sizes = np.bincount(node, minlength=K).astype(np.float64)
+        p = sizes / sizes.sum() if sizes.sum() > 0 else np.full(K, 1.0 / K)
+        return rng.choice(K, size=n_test, p=p).astype(np.int64)
+    C = check_int("n_classes", n_classes, low=1)
+    train = np.asarray(train_classes, dtype=np.int64).reshape(-1)
+    test = np.asarray(test_classes, dtype=np.int64).reshape(-1)
+    if train.shape != node.shape:
+        raise ValueError("train_classes must hold one class code per training row")
+    for name, codes in (("train_classes", train), ("test_classes", test)):
+        if codes.size and (codes.min() < 0 or codes.max() >= C):
+            raise ParameterError(name, f"codes {codes.min()}..{codes.max()}", f"class codes 0..{C - 1}")
+    counts = np.zeros((C, K))
+    np.add.at(counts, (train, node), 1.0)
+    out = np.empty(test.size, dtype=np.int64)
+    for c in range(C):
+        rows = np.flatnonzero(test == c)
+        if rows.size == 0:  # no draw (rng.choice of none draws nothing either)
+            continue
+        total = counts[c].sum()
+        p = counts[c] / total if total > 0 else np.full(K, 1.0 / K)
+        out[rows] = rng.choice(K, size=rows.size, p=p)
+    return out
 
 
 def describe_split(kind: str, fraction: float, *, seed: int | None = None, stratified: bool = False) -> str:

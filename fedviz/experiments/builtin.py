@@ -26,7 +26,7 @@ numbers, so a reader sees what held, by how much, and what did not.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -274,7 +274,9 @@ def _dirichlet(scale: str) -> Experiment:
     alphas = DIRICHLET_ALPHAS if full else (0.01, 1.0, 100.0)
     return Experiment(
         "dirichlet-sweep" + ("" if full else "-small"),
-        DataSpec("preset:google-plus-small", partition="dirichlet:alpha=1", nodes=100),
+        # deal_test: the preset's test rows stay with the generator's nodes, none of the 100 new ones; dealt
+        # to them by class share, every node is scored (DataSpec.deal_test, seeded by the cell's data seed).
+        DataSpec("preset:google-plus-small", partition="dirichlet:alpha=1", nodes=100, deal_test=True),
         (Arm.of("fedavg", label="FedAvg", step="tuned"), Arm.of("scaffold", label="SCAFFOLD", step="tuned"),
          Arm.of("fsvrg", label="FSVRG", step="tuned")),
         (Axis.of("partition.alpha", alphas, name="Dirichlet α"),),
@@ -403,7 +405,9 @@ def _personal_dirichlet(scale: str) -> Experiment:
     alphas = PERSONAL_ALPHAS if full else (0.1, 1.0, 1000.0)
     return Experiment(
         "personalisation-dirichlet" + ("" if full else "-small"),
-        DataSpec("preset:google-plus-small", partition="dirichlet:alpha=1", nodes=100),
+        # deal_test: the preset's test rows stay with the generator's nodes, none of the 100 new ones; dealt
+        # to them by class share, every node is scored (DataSpec.deal_test, seeded by the cell's data seed).
+        DataSpec("preset:google-plus-small", partition="dirichlet:alpha=1", nodes=100, deal_test=True),
         (Arm.of("fedavg", label="FedAvg"),),
         (Axis.of("partition.alpha", alphas, name="Dirichlet α"),),
         seeds=tuple(range(3 if full else 2)), iterations=30 if full else 15, target=1e-3,
@@ -413,46 +417,20 @@ def _personal_dirichlet(scale: str) -> Experiment:
         claim=PERSONAL_CLAIM)
 
 
-def deal_test_rows(ds, seed: int):
-    """``ds`` with every test row given a node: a row of class c goes to node k with probability
-    n_k^c / n^c, node k's share of class c among the training rows (seeded by ``seed``).
-
-    A preset split into other nodes keeps its test rows with the generator's nodes (none of the
-    new ones); under a label-skew split each node's rows differ from the others' only in their
-    label mix, so test rows dealt by that mix are what a per-node split of the same rows would
-    hold in distribution.  A class no training row has goes to a node drawn uniformly."""
-    from ..data.dataset import FederatedDataset
-
-    rng = np.random.default_rng([int(seed), 23])
-    classes, codes = np.unique(np.concatenate([ds.y, ds.y_test]), return_inverse=True)
-    train, test = codes[: ds.y.size], codes[ds.y.size:]
-    K, C = ds.n_nodes, classes.size
-    counts = np.zeros((C, K))
-    np.add.at(counts, (train, ds.node_of_row), 1.0)
-    nodes = np.empty(test.size, dtype=np.int64)
-    for c in range(C):
-        rows = np.flatnonzero(test == c)
-        p = counts[c] / counts[c].sum() if counts[c].sum() > 0 else np.full(K, 1.0 / K)
-        nodes[rows] = rng.choice(K, size=rows.size, p=p)
-    return FederatedDataset.from_assignment(ds.X, ds.y, ds.node_of_row, X_test=ds.X_test, y_test=ds.y_test,
-                                            test_nodes=nodes, meta=dict(ds.meta))
-
-
 _PERSONAL_CELLS: dict = {}
 
 
 def personal_cell(problem, seed: int) -> dict[str, float]:
     """The personalised baselines of one cell (its :class:`~fedviz.runner.job.ProblemSpec` and seed):
     pooled and worst-10% test error of the per-node majority, w*, Local and the best Ditto, and that
-    Ditto's λ_D, on the cell's data with its test rows dealt to the nodes (:func:`deal_test_rows`)."""
+    Ditto's λ_D, on the cell's data with its test rows dealt to the nodes (:attr:`DataSpec.deal_test
+    <fedviz.data.build.DataSpec>`, set here too for a problem without it)."""
     from ..personal import PersonaliseConfig, personalise
-    from ..problems.objective import Problem
 
     key = (problem, int(seed))
     if key not in _PERSONAL_CELLS:
-        base = problem()
-        ds = deal_test_rows(base.data, seed)
-        report = personalise(Problem(ds, problem.loss, problem.lam),
+        dealt = replace(problem, data=replace(problem.data, deal_test=True))  # a no-op on its grid
+        report = personalise(dealt(),
                              PersonaliseConfig(lambdas=PERSONAL_LAMBDAS, methods=("majority", "global", "local",
                                                                                    "ditto")))
         out = {f"{m}_{k}": float(report.summaries[m][k]) for m in report.methods for k in ("pooled", "worst10")}

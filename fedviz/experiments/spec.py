@@ -436,8 +436,9 @@ class Experiment:
 
     # -- text forms -----------------------------------------------------------------------------------
     def as_json(self) -> dict:
-        data = {k: v for k, v in vars(self.data).items()  # no unseen nodes: the identity of before them
-                if k != "loader_options" and v is not None and not isinstance(v, bytes) and (k != "unseen" or v)}
+        data = {k: v for k, v in vars(self.data).items()  # unseen, deal_test off: the identity of before them
+                if k != "loader_options" and v is not None and not isinstance(v, bytes)
+                and (k not in ("unseen", "deal_test") or v)}
         out = {"name": self.name, "data": data, "uploaded": isinstance(self.data.source, bytes),
                "algorithms": [a.as_json() for a in self.arms], "axes": [a.as_json() for a in self.axes],
                "seeds": list(self.seeds), "iterations": self.iterations, "loss": self.loss, "lam": self.lam,
@@ -517,7 +518,7 @@ def cell_key(problem: ProblemSpec, spec: AlgorithmSpec, arm: Arm, step, seed: in
     source = data.source if isinstance(data.source, str) else "sha256:" + hashlib.sha256(data.source).hexdigest()
     test = data.test if not isinstance(data.test, bytes) else "sha256:" + hashlib.sha256(data.test).hexdigest()
     content = {"data": {**{k: v for k, v in vars(data).items() if k not in ("loader_options", "name", "test_name")
-                           and (k != "unseen" or v)},  # no unseen nodes: the key of before them
+                           and (k not in ("unseen", "deal_test") or v)},  # off: the key of before them
                         "source": source, "test": test},
                "loss": problem.loss, "lam": problem.lam, "algorithm": spec.name, "hyper": dict(spec.hyper),
                "step_mode": arm.step, "param": arm.param, "step": step, "seed": seed, "iterations": iterations}
@@ -583,7 +584,7 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
     """
     known = {"name", "data", "test", "partition", "nodes", "test_fraction", "split", "loss", "lam", "iterations",
              "seeds", "data_seed", "target", "description", "claim", "algorithm", "axis", "bias", "positive",
-             "dissimilarity"}
+             "dissimilarity", "deal_test"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise ParameterError(f"{where}.{unknown[0]}", doc[unknown[0]], "one of the keys " + ", ".join(sorted(known)))
@@ -592,7 +593,8 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
             raise ParameterError(f"{where}.{key}", None, "to be given")
     data = DataSpec(source=doc["data"], test=doc.get("test"), partition=doc.get("partition"),
                     nodes=doc.get("nodes"), test_fraction=doc.get("test_fraction"),
-                    split=doc.get("split", "auto"), bias=doc.get("bias"), positive=doc.get("positive"))
+                    split=doc.get("split", "auto"), bias=doc.get("bias"), positive=doc.get("positive"),
+                    deal_test=bool(doc.get("deal_test", False)))
     arms = []
     for k, item in enumerate(_tables(doc["algorithm"], f"{where}.algorithm")):
         extra = sorted(set(item) - {"name", "label", "hyper", "step", "values", "param"})

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..data.split import DEAL_REMEDY
+
 #: How close (absolute, in test-error units: 0.01 is one percentage point) GD's current test
 #: error must be to predicting the majority label for the notes to say it sits there.
 MAJORITY_TOLERANCE = 0.01
@@ -88,7 +90,8 @@ def node_majority_note(node_majority: float | None, optimum: float | None, *, te
     if not _finite(node_majority):
         why = ("the test rows come from a separate test file and belong to no node" if test_file else
                "the partition dealt the training rows to new nodes, and the test rows belong to none of them")
-        return f"**per-node majority**: n/a — {why}, so no node's most common label applies to them."
+        return (f"**per-node majority**: n/a — {why}, so no node's most common label applies to them. "
+                f"{DEAL_REMEDY}")
     head = f"**per-node majority** ({pct(node_majority)}): each node's own most common training label for its test rows"
     if not _finite(optimum):
         return head + "."

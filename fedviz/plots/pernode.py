@@ -14,6 +14,7 @@ from typing import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
+from ..data.split import DEAL_REMEDY
 from ..runner.pernode import untested_sentence, worst_count
 from .figures import _AXIS_TITLES, _LAYOUT, error_labels, legend_below, styles_of, x_values
 
@@ -183,7 +184,8 @@ def unseen_caption(last: Mapping[str, object], *, K: int, seen: int, test_rows: 
                      f"against {fmt(s)} on the seen nodes'"
                      + (f", the median unseen node {fmt(med)}." if math.isfinite(med) else "."))
     if not parts and test_rows == 0:
-        parts.append("They have no test rows (a separate test file's rows belong to no node): they cannot be scored.")
+        parts.append("They have no test rows (a separate test file's rows belong to no node): they cannot be scored. "
+                     + DEAL_REMEDY)
     elif untested:
         parts.append(f"{untested:,} of the {K:,} unseen nodes have no test rows and are left out of their per-node "
                      "error (counted, not scored).")

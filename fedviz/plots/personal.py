@@ -21,6 +21,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from ..data.split import DEAL_REMEDY
 from ..personal.report import TITLES, PersonalReport
 from ..runner.pernode import untested_sentence, worst_count
 from .figures import _LAYOUT, error_labels, legend_below
@@ -160,9 +161,12 @@ def no_test_rows(unassigned_rows: int) -> str:
     why = (f"the test set's {unassigned_rows:,} rows belong to no node: a separate test file, or a preset split "
            "into other nodes, whose test rows stay with the generator's own nodes"
            if unassigned_rows else "the test set is empty")
-    return (f"No node has test rows ({why}), so no model can be scored node by node. On Data, keep a preset's "
-            "own nodes, or split a file without a test file (a test fraction above 0): each node's own rows are "
-            "then split.")
+    if not unassigned_rows:
+        return (f"No node has test rows ({why}), so no model can be scored node by node. On Data, keep a "
+                "preset's own nodes, or split a file without a test file (a test fraction above 0): each node's "
+                "own rows are then split.")
+    return (f"No node has test rows ({why}), so no model can be scored node by node. {DEAL_REMEDY} Or keep a "
+            "preset's own nodes, or split a file without a test file: each node's own rows are then split.")
 
 
 def _ties(report: PersonalReport, values: dict, method: str) -> str:

@@ -109,7 +109,8 @@ class RunConfig:
                          (data.test if isinstance(data.test, str) else f"upload:{data.test_name or 'file'}"),
                          "partition": data.partition, "nodes": data.nodes, "seed": data.seed,
                          "test_fraction": data.test_fraction, "split": data.split, "positive": data.positive,
-                         **({"unseen": data.unseen} if data.unseen else {})},
+                         **({"unseen": data.unseen} if data.unseen else {}),
+                         **({"deal_test": True} if data.deal_test else {})},
                 "loss": self.loss, "lam": self.lam,
                 "algorithms": {name: dict(hyper) for name, hyper in self.algorithms},
                 "iterations": self.iterations, "seed": self.seed, "tune": self.tune, "sweep": self.sweep}
@@ -139,6 +140,8 @@ def to_query(config: RunConfig) -> dict[str, str]:
         q["split"] = d.split
     if d.unseen:
         q["unseen"] = repr(d.unseen)
+    if d.deal_test:
+        q["deal_test"] = "1"
     if config.loss != "logistic":
         q["loss"] = config.loss
     if config.lam is not None:
@@ -165,8 +168,8 @@ def to_query(config: RunConfig) -> dict[str, str]:
 MAX_UNSEEN = 0.95
 
 #: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages.
-LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "unseen", "loss", "lam",
-             "algorithms", "iterations", "seed", "tune", "sweep")
+LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "unseen", "deal_test", "loss",
+             "lam", "algorithms", "iterations", "seed", "tune", "sweep")
 
 #: The link's plain settings, read by the same text parser as every hyperparameter and knob
 #: (``data``, ``partition``, ``loss`` and ``algorithms`` are names and specs, read below).
@@ -178,6 +181,8 @@ LINK_PARAMS = param_table(
     Param("split", "choice", DEFAULT_DATA.split, "How a file's test rows are drawn.", choices=SPLITS),
     Param("unseen", "float", 0.0, "The share of whole nodes held out of training and scored as new clients.",
           low=0.0, high=MAX_UNSEEN),
+    Param("deal_test", "bool", False, "Deal the test rows of no node to the nodes by class share, so every node "
+          "is scored."),
     Param("lam", "float", None, "The regulariser λ (none: 1/n).", low=0, low_open=True),
     Param("iterations", "int", 30, "Outer iterations of every algorithm.", low=1, high=MAX_ITERATIONS),
     Param("seed", "int", 0, "Seed of the algorithms' random choices.", low=0, high=2**32 - 1),
@@ -207,7 +212,8 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     if source is not None:
         data_kw["source"] = source
     for key, name in (("partition", "partition"), ("nodes", "nodes"), ("data_seed", "seed"),
-                      ("test_fraction", "test_fraction"), ("split", "split"), ("unseen", "unseen")):
+                      ("test_fraction", "test_fraction"), ("split", "split"), ("unseen", "unseen"),
+                      ("deal_test", "deal_test")):
         value = take(key, _parse_partition if key == "partition" else LINK_PARAMS[key].parse)
         if value is not None:
             data_kw[name] = value

@@ -20,7 +20,7 @@ INTERRUPTED_MESSAGE = "the server stopped during this run"
 #: How each setting of a stored config (``RunConfig.as_json``) reads in a run's description.
 _DATA_WORDS = {"nodes": "K = {}", "seed": "data seed {}", "test_fraction": "test fraction {}",
                "test": "test file {}", "split": "{} split", "positive": "positive class {}",
-               "unseen": "unseen nodes {}"}
+               "unseen": "unseen nodes {}", "deal_test": "test rows dealt to the nodes"}
 _RUN_WORDS = {"loss": "{} loss", "lam": "λ = {}", "iterations": "{} iterations", "seed": "seed {}",
               "tune": "tuned", "sweep": "stepsize sweep"}
 

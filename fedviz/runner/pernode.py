@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ..data.split import DEAL_REMEDY
 from ..problems._compiled import LOSS_CODES, LOGISTIC, SQUARED
 from ..problems.losses import segment_sums
 
@@ -414,10 +415,11 @@ def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
     if untested == 0:
         return ""
     if untested == K:
-        why = (f"the test set's {unassigned_rows:,} rows belong to no node (a separate test file)"
+        why = (f"the test set's {unassigned_rows:,} rows belong to no node (a separate test file, or a preset "
+               "split into other nodes)"
                if unassigned_rows else "the test set is empty")
         return (f"No node has test rows ({why}): the per-node test error is undefined; "
-                f"the band shows the own losses F_k.")
+                f"the band shows the own losses F_k." + (" " + DEAL_REMEDY if unassigned_rows else ""))
     return (f"{untested:,} of {K:,} nodes have no test rows and are left out of the per-node test error "
             f"(counted, not scored).")
 

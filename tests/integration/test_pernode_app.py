@@ -64,7 +64,10 @@ def test_a_separate_test_file_is_said_and_the_band_shows_the_own_losses(long_ses
     n_test = len(build(data).y_test)
     said = [c.value for c in at.caption if c.value.startswith("No node has test rows")]
     assert said == [f"No node has test rows (the test set's {n_test:,} rows belong to no node (a separate test "
-                    f"file)): the per-node test error is undefined; the band shows the own losses F_k."]
+                    f"file, or a preset split into other nodes)): the per-node test error is undefined; the band "
+                    f"shows the own losses F_k. To score every node, tick 'Deal the test rows to the nodes' on Data "
+                    f"(fedviz --deal-test): each test row goes to a node drawn by the nodes' shares of its class, "
+                    f"and the pooled test error stays as it is."]
     charts = at.get("plotly_chart")
     assert len(charts) == 3 and "Own loss F_k(w) per node" in charts[2].proto.spec   # no histogram, no picker
     assert not [s for s in at.selectbox if s.label == "Node (the worst first)"]

@@ -302,12 +302,13 @@ BAD_VALUES = {
     "test_fraction": ["1", "-0.1", "nan", "abc", ""],
     "split": ["shuffled", "", "RANDOM"],
     "unseen": ["1", "0.97", "-0.2", "nan", "abc", ""],
+    "deal_test": ["2", "maybe", ""],
     "tune": ["2", "maybe", ""],
     "sweep": ["2", "maybe", ""],
 }
 #: A config that differs from the default in every field the link carries.
 FULL = RunConfig(data=DataSpec(source="preset:identical-nodes", partition="iid", nodes=5, seed=3, test_fraction=0.3,
-                                split="chronological", unseen=0.2),
+                                split="chronological", unseen=0.2, deal_test=True),
                  loss="squared", lam=0.1, algorithms=(("gd", (("stepsize", 0.5),)),), iterations=5, seed=2,
                  tune=True, sweep=True)
 

@@ -124,8 +124,10 @@ def test_no_tested_node_gives_nan_statistics_and_says_so():
     assert pooled == p.test_error(w)             # the separate test file still has its pooled error
     assert not math.isnan(fields["node_loss_mean"])
     assert untested_sentence(ev.untested, ev.K, ev.unassigned_rows) == (
-        "No node has test rows (the test set's 6 rows belong to no node (a separate test file)): "
-        "the per-node test error is undefined; the band shows the own losses F_k.")
+        "No node has test rows (the test set's 6 rows belong to no node (a separate test file, or a preset split "
+        "into other nodes)): the per-node test error is undefined; the band shows the own losses F_k. To score "
+        "every node, tick 'Deal the test rows to the nodes' on Data (fedviz --deal-test): each test row goes to a "
+        "node drawn by the nodes' shares of its class, and the pooled test error stays as it is.")
     assert untested_sentence(2, 13) == ("2 of 13 nodes have no test rows and are left out of the per-node "
                                         "test error (counted, not scored).")
     assert untested_sentence(0, 13) == ""

@@ -89,8 +89,11 @@ def test_caption_states_the_worst_tenth_against_the_pooled_error():
 def test_caption_without_tested_nodes_says_why():
     text = caption({"GD": _rec(node_error_worst10=math.nan, node_error_p50=math.nan)}, K=8, untested=8,
                    unassigned_rows=100)
-    assert text == ("No node has test rows (the test set's 100 rows belong to no node (a separate test file)): "
-                    "the per-node test error is undefined; the band shows the own losses F_k.")
+    assert text == ("No node has test rows (the test set's 100 rows belong to no node (a separate test file, or a "
+                    "preset split into other nodes)): the per-node test error is undefined; the band shows the own "
+                    "losses F_k. To score every node, tick 'Deal the test rows to the nodes' on Data (fedviz "
+                    "--deal-test): each test row goes to a node drawn by the nodes' shares of its class, and the "
+                    "pooled test error stays as it is.")
 
 
 def test_band_figure_of_the_own_losses_draws_the_objective_as_pooled():

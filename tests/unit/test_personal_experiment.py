@@ -3,12 +3,13 @@ deals to the nodes, and its per-cell baselines against a recount from the rows (
 per-node majority's errors node by node, in plain NumPy)."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from fedviz.experiments.builtin import (BUILTINS, PERSONAL_ALPHAS, _judge_personal, builtin_for, deal_test_rows,
-                                        personal_cell)
+from fedviz.data.build import build
+from fedviz.experiments.builtin import BUILTINS, PERSONAL_ALPHAS, _judge_personal, builtin_for, personal_cell
 from fedviz.problems.optimum import solve
 
 
@@ -33,9 +34,10 @@ def cell():
 
 def test_dealt_test_rows_keep_the_training_rows_and_follow_each_node_s_classes(cell):
     e, spec, problem, values = cell
-    ds = problem.data
-    assert np.all(np.asarray(ds.test_nodes) < 0)  # why the hook deals them: the preset keeps them elsewhere
-    dealt = deal_test_rows(ds, 0)
+    assert spec.data.deal_test  # the built-in deals through the data option
+    ds = build(replace(spec.data, deal_test=False))
+    assert np.all(np.asarray(ds.test_nodes) < 0)  # why it deals them: the preset keeps them elsewhere
+    dealt = problem.data
     assert dealt.n_nodes == ds.n_nodes and np.array_equal(dealt.node_sizes, ds.node_sizes)
     assert np.array_equal(dealt.y, ds.y) and np.array_equal(np.sort(dealt.y_test), np.sort(ds.y_test))
     tn = np.asarray(dealt.test_nodes)
@@ -44,9 +46,10 @@ def test_dealt_test_rows_keep_the_training_rows_and_follow_each_node_s_classes(c
         has = np.zeros(ds.n_nodes, bool)
         has[np.asarray(ds.node_of_row)[ds.y == c]] = True
         assert has[tn[dealt.y_test == c]].all(), c  # a row of class c only where training rows of c are
-    # Seeded: the same seed the same deal, another seed another.
-    assert np.array_equal(np.asarray(deal_test_rows(ds, 0).test_nodes), tn)
-    assert not np.array_equal(np.asarray(deal_test_rows(ds, 1).test_nodes), tn)
+    # Seeded by the data seed: the same seed the same deal, another seed another.
+    assert np.array_equal(np.asarray(build(spec.data).test_nodes), tn)
+    other = build(replace(spec.data, seed=1))
+    assert not np.array_equal(np.asarray(other.test_nodes), tn)
 
 
 def _worst10(e):
@@ -56,7 +59,7 @@ def _worst10(e):
 
 def test_the_cell_s_global_and_majority_errors_are_a_recount_from_the_rows(cell):
     e, spec, problem, values = cell
-    dealt = deal_test_rows(problem.data, 0)
+    dealt = problem.data  # its test rows dealt to the nodes (DataSpec.deal_test)
     w = np.asarray(solve(problem).w)
     X = dealt.X_test.toarray()
     wrong = np.where(X @ w > 0, 1.0, -1.0) != dealt.y_test

@@ -272,7 +272,9 @@ def test_the_run_page_sentence_says_how_many_are_unseen_and_what_scores_them():
     none = unseen_caption({"GD": _last(unseen_test_error=math.nan, unseen_error_p50=math.nan, test_error=0.2)},
                           K=2, seen=8, test_rows=0)
     assert none.endswith("They have no test rows (a separate test file's rows belong to no node): they cannot be "
-                         "scored.")
+                         "scored. To score every node, tick 'Deal the test rows to the nodes' on Data (fedviz "
+                         "--deal-test): each test row goes to a node drawn by the nodes' shares of its class, and "
+                         "the pooled test error stays as it is.")
     some = unseen_caption(last, K=8, seen=32, test_rows=200, untested=3)
     assert some.endswith("10.0%. 3 of the 8 unseen nodes have no test rows and are left out of their per-node error "
                          "(counted, not scored).")
