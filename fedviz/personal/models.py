@@ -51,6 +51,7 @@ from ..errors import ParameterError
 from ..problems._compiled import LOSS_CODES, loss_code
 from ..problems.objective import Problem
 from ._newton import solve_nodes
+from ._softmax import DenseSoftmaxNodes, dense_ok
 
 #: The exact solves stop when every node's gradient has shrunk by this factor from its start
 #: (LocalNewton's relative test): enough for the objective to 1e-10 on google-plus-small.
@@ -176,11 +177,19 @@ class Personaliser:
     def __init__(self, problem: Problem, check_stop: Callable[[], None] | None = None, *, lockstep: bool = False):
         self.problem = problem
         self.solver: LocalNewton = local_newton(problem)
-        #: Binary and regression models (C = 1) are solved node by node (:mod:`._newton`) unless
-        #: ``lockstep``: then, as softmax always is, by DANE's lockstep solver.
-        self.lockstep = bool(lockstep) or problem.n_classes > 1 or problem.loss.name not in LOSS_CODES
         sup = self.solver.support
         self.C = problem.n_classes
+        #: Binary and regression models (C = 1) are solved node by node (:mod:`._newton`), softmax
+        #: models node by node with each node's dense Hessian (:mod:`._softmax`) where every node's
+        #: is small enough (:func:`._softmax.dense_ok`), unless ``lockstep``: then, as larger
+        #: softmax models always are, by DANE's lockstep solver.
+        if self.C > 1:
+            self.method = ("dense" if not lockstep and problem.loss.name == "softmax"
+                           and dense_ok(problem.data.offsets, sup.ptr, self.C) else "lockstep")
+        else:
+            self.method = "lockstep" if lockstep or problem.loss.name not in LOSS_CODES else "nodes"
+        self.lockstep = self.method == "lockstep"
+        self._dense: DenseSoftmaxNodes | None = None
         self.index = (sup.col.astype(np.int64) if self.C == 1 else self.solver.slot_index().astype(np.int64))
         self.ptr = np.ascontiguousarray(sup.ptr, dtype=np.int64) * self.C
         self.check_stop = check_stop
@@ -209,6 +218,14 @@ class Personaliser:
             self.residual = self.solver.residual
             return v
         pb = self.problem
+        if self.method == "dense":
+            if self._dense is None:
+                self._dense = DenseSoftmaxNodes(self.solver.B, pb.y, pb.data.offsets, self.solver.support.ptr,
+                                                self.C, pb.lam)
+            v, newton, residual = self._dense.solve(start, center, mu, EXACT_RTOL, self.check_stop)
+            self.newton_iterations = int(newton.max(initial=0))
+            self.residual = float(residual.max(initial=0.0))
+            return v
         code, gamma = loss_code(pb.loss)
         v, newton, residual, _ = solve_nodes(self.solver.B, pb.y, pb.data.offsets, self.solver.support.ptr, code,
                                              gamma, pb.lam, mu, center, start, EXACT_RTOL, self.check_stop)
