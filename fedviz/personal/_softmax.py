@@ -13,14 +13,18 @@ exactly: the Hessian
 
 is formed as the class-diagonal blocks X_kᵀ diag(p_c) X_k minus Y_kᵀY_k with the rows x_i ⊗ p_i
 of Y_k (one BLAS rank-k update), as :func:`fedviz.problems.optimum._dense_newton_direction` does for
-the global problem, and factored by Cholesky (positive definite: λ + μ > 0).  Then an Armijo
-backtracking line search, blind to changes below Φ_k's rounding, and the stop
-‖∇Φ_k‖ ≤ rtol·‖∇Φ_k(start)‖ — the line search and test of :class:`~fedviz.algorithms.dane.LocalNewton`.
+the global problem, factored by Cholesky (positive definite: λ + μ > 0) and inverted from the factor.
+The next Newton steps, and the node's next solve (the next λ_D of a Ditto path, a nearby v and μ),
+first run CG on the exact Hessian preconditioned by that inverse: a few Hessian products instead of
+forming and factoring H_k again, which they do only when CG stalls.  Then an Armijo backtracking
+line search, blind to changes below Φ_k's rounding, and the stop ‖∇Φ_k‖ ≤ rtol·‖∇Φ_k(start)‖ — the
+line search and test of :class:`~fedviz.algorithms.dane.LocalNewton` — or a step that no longer
+changes v in floating point (the gradient's rounding floor, reached at very large μ).
 
 Why: the lockstep Newton-CG (LocalNewtonSoftmax) needs hundreds of CG iterations per Newton step
 on a softmax Hessian (it is only λ along W + u1ᵀ, which CG sees last) and makes every node wait
 for the slowest; FedProx's Synthetic(1, 1) (30 nodes, dC = 610) took 45–52 s for the Local models
-alone.  A node's Hessian there is 610 × 610: a few milliseconds to form and factor.  Problems
+alone, the λ_D path 46 s.  A node's Hessian there is 610 × 610: milliseconds to form and factor.  Problems
 whose nodes are too large for that (:func:`dense_ok`) keep the lockstep solver.
 """
 
@@ -35,10 +39,12 @@ from ..errors import FedvizError
 
 MAX_NEWTON = 100
 #: CG iterations with an earlier Hessian's factor as preconditioner before the Hessian is refactored.
-MAX_PCG = 12
+MAX_PCG = 20
 #: A node's slot space (support features × C) above which its Hessian is not formed (8 m² bytes:
 #: 32 MB at 2,000; a Cholesky of m³/3 multiply-adds, 2.7e9).
 DENSE_MAX_SLOTS = 2000
+#: The most values of the nodes' inverse Hessians kept from one solve to the next (8 bytes each).
+KEPT_MAX_VALUES = 5e7
 #: The most multiply-adds one Newton step over all nodes may take, Σ_k n_k m_k² + m_k³/3 (forming
 #: and factoring every node's Hessian); the optimum's limit for its one dense Hessian.
 DENSE_MAX_WORK = 2e10
@@ -70,8 +76,11 @@ class DenseSoftmaxNodes:
             s0, s1 = self.slot_ptr[k], self.slot_ptr[k + 1]
             self.X.append(np.ascontiguousarray(B[r0:r1, s0:s1].toarray()))
             self.Y.append(codes[r0:r1])
-        #: Each node's last Cholesky factor, the preconditioner of its next Newton steps.
+        #: Each node's last inverse Hessian, the preconditioner of its next solve's first Newton
+        #: steps; kept between solves only while all of them fit in :data:`KEPT_MAX_VALUES`.
         self.factors = [None] * (self.row_ptr.size - 1)
+        m_k = np.diff(self.slot_ptr).astype(np.float64) * self.C
+        self.keep = float(np.sum(m_k ** 2)) <= KEPT_MAX_VALUES
 
     def solve(self, start, center, mu, rtol, check_stop=None):
         """Every node's minimiser of Φ_k in slot space (C values per slot, node after node) from
@@ -91,8 +100,10 @@ class DenseSoftmaxNodes:
                 lm = self.lam + mu
                 v[a:b] = mu * center[a:b] / lm if lm > 0 else 0.0
                 continue
-            v[a:b], newton[k], residual[k], self.factors[k] = _solve_node(
+            v[a:b], newton[k], residual[k], factor = _solve_node(
                 self.X[k], self.Y[k], C, self.lam, float(mu), center[a:b], v[a:b], float(rtol), self.factors[k])
+            if self.keep:
+                self.factors[k] = factor
         return v, newton, residual
 
 
@@ -121,7 +132,7 @@ def _value(Z, y, v, c, lam, mu, inv_n):
 
 
 def _factor(X, P, C, inv_n, shift):
-    """The Cholesky factor (lower, LAPACK's layout) of H = (1/n_k)[Σ_c X_kᵀ diag(p_c) X_k − Y_kᵀY_k]
+    """The inverse (its lower triangle, LAPACK's layout) of H = (1/n_k)[Σ_c X_kᵀ diag(p_c) X_k − Y_kᵀY_k]
     + shift·I, Y_k's rows x_i ⊗ p_i."""
     n_k, s = X.shape
     m = s * C
@@ -136,8 +147,12 @@ def _factor(X, P, C, inv_n, shift):
     diag = np.arange(m)
     Hc[diag, diag] += shift
     L, info = lapack.dpotrf(H, lower=1, overwrite_a=1, clean=0)
+    if info == 0:
+        # The inverse from the factor (2m³/3 more): applying it is one symmetric product, several
+        # times faster than the two triangular solves, and CG applies it many times per factor.
+        L, info = lapack.dpotri(L, lower=1, overwrite_c=1)
     if info != 0:
-        raise FedvizError(f"a node's softmax Hessian is not positive definite (LAPACK dpotrf info {info})")
+        raise FedvizError(f"a node's softmax Hessian is not positive definite (LAPACK dpotrf/dpotri info {info})")
     return L
 
 
@@ -151,11 +166,11 @@ def _hessp(X, P, C, inv_n, shift, u):
 
 
 def _pcg(X, P, C, inv_n, shift, L, b, tol):
-    """CG on H x = b preconditioned by the Cholesky factor L of an earlier Hessian; returns x, or
+    """CG on H x = b preconditioned by the inverse L of an earlier Hessian; returns x, or
     None when ‖Hx − b‖ ≤ tol is not reached in :data:`MAX_PCG` iterations (refactor then)."""
     x = np.zeros_like(b)
     r = b.copy()
-    zv = lapack.dpotrs(L, r, lower=1)[0]
+    zv = blas.dsymv(1.0, L, r, lower=1)
     p = zv.copy()
     rz = float(r @ zv)
     for _ in range(MAX_PCG):
@@ -165,7 +180,7 @@ def _pcg(X, P, C, inv_n, shift, L, b, tol):
         alpha = rz / float(p @ Hp)
         x += alpha * p
         r -= alpha * Hp
-        zv = lapack.dpotrs(L, r, lower=1)[0]
+        zv = blas.dsymv(1.0, L, r, lower=1)
         rz_new = float(r @ zv)
         p = zv + (rz_new / rz) * p
         rz = rz_new
@@ -174,9 +189,9 @@ def _pcg(X, P, C, inv_n, shift, L, b, tol):
 
 def _solve_node(X, y, C, lam, mu, c, v0, rtol, L=None):
     """Newton's method on one node (see the module); returns (v, Newton iterations, ‖g‖/‖g_0‖,
-    the last Cholesky factor).
+    the last inverse Hessian).
 
-    A Newton step first tries CG preconditioned by the factor ``L`` of an earlier Hessian of this
+    A Newton step first tries CG preconditioned by the inverse ``L`` of an earlier Hessian of this
     node (the previous step's, or the previous solve's at a nearby v and μ): a few Hessian
     products, where forming and factoring H_k costs n_k m² + m³/3.  When that CG stalls the
     Hessian is formed and factored anew and the step solved with it exactly.
@@ -207,7 +222,7 @@ def _solve_node(X, y, C, lam, mu, c, v0, rtol, L=None):
         p = None if L is None else _pcg(X, P, C, inv_n, shift, L, -g, forcing)
         if p is None:
             L = _factor(X, P, C, inv_n, shift)
-            p = lapack.dpotrs(L, -g, lower=1)[0]
+            p = blas.dsymv(-1.0, L, g, lower=1)
         # Armijo backtracking along p, blind to changes below the rounding of Φ_k.
         f0 = _value(Z, y, v, c, lam, mu, inv_n)
         slack = 1e-13 * (abs(f0) + 1.0)
