@@ -40,6 +40,9 @@ from ..errors import FedvizError
 MAX_NEWTON = 100
 #: CG iterations with an earlier Hessian's factor as preconditioner before the Hessian is refactored.
 MAX_PCG = 20
+#: At most this many slots a Newton step always forms and factors the Hessian (exact Newton): for
+#: a small node that costs less than the Python overhead of CG's iterations.
+DIRECT_MAX_SLOTS = 256
 #: A node's slot space (support features × C) above which its Hessian is not formed (8 m² bytes:
 #: 32 MB at 2,000; a Cholesky of m³/3 multiply-adds, 2.7e9).
 DENSE_MAX_SLOTS = 2000
@@ -219,7 +222,7 @@ def _solve_node(X, y, C, lam, mu, c, v0, rtol, L=None):
         # Forcing term min(0.1, ‖g‖/‖g_0‖)·‖g‖: quadratic convergence (Nocedal & Wright, Thm 7.2);
         # tighter than LocalNewton's √ since a CG iteration here is cheap next to a Newton step.
         forcing = max(min(0.1, gn / gn0) * gn, 0.5 * target)
-        p = None if L is None else _pcg(X, P, C, inv_n, shift, L, -g, forcing)
+        p = None if L is None or m <= DIRECT_MAX_SLOTS else _pcg(X, P, C, inv_n, shift, L, -g, forcing)
         if p is None:
             L = _factor(X, P, C, inv_n, shift)
             p = blas.dsymv(-1.0, L, g, lower=1)

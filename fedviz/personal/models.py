@@ -28,9 +28,11 @@ on the flat model v ∈ R^{dC} (C = 1: binary and regression; C > 1: softmax, is
   α v_k^Local + (1 − α) w, which moves linearly from global (α = 0) to Local (α = 1) — the
   model APFL's mixing forms when its local model has converged on its own data.
 
-The exact solves run :class:`~fedviz.algorithms.dane.LocalNewton` (DANE's vectorised per-node
-Newton-CG: Φ_k(v) = F_k(v) − ℓ_kᵀv + (μ/2)‖v − c_k‖², here with ℓ_k = 0, μ = λ_D, c_k = w*)
-on every node's support S_k (the features that appear in its rows).  Off its support F_k is the
+The exact solves minimise Φ_k(v) = F_k(v) + (μ/2)‖v − c_k‖² (μ = λ_D, c_k = w*) on every node's
+support S_k (the features that appear in its rows): node by node with Newton-CG for C = 1
+(:mod:`._newton`), with Newton on each node's dense Hessian for softmax (:mod:`._softmax`), and with
+:class:`~fedviz.algorithms.dane.LocalNewton` (DANE's lockstep per-node Newton-CG) for a softmax
+model whose nodes are too large for a dense Hessian.  Off its support F_k is the
 regulariser alone, so each coordinate j ∉ S_k has a closed form, the same on every node up to a
 per-node factor: 0 for Local, λ_D/(λ + λ_D)·w*_j for Ditto, (1 − h_kλ)^m w_j after m
 fine-tuning steps.  :class:`PersonalModels` stores exactly that — the support values of every
@@ -170,8 +172,10 @@ def _segment_sums(x: np.ndarray, ptr: np.ndarray) -> np.ndarray:
 class Personaliser:
     """The exact per-node solver of one problem, built once and reused for every model set.
 
-    Wraps :func:`~fedviz.algorithms.dane.local_newton` (DANE's exact solver; binary or softmax)
-    and knows the slot layout, so that every function below shares one block matrix.
+    Wraps :func:`~fedviz.algorithms.dane.local_newton` (DANE's exact solver; binary or softmax) for
+    its slot layout and block matrix, which every function below shares, and solves with the
+    per-node solver :attr:`method` names: "nodes" (:mod:`._newton`), "dense" (:mod:`._softmax`)
+    or "lockstep" (DANE's).
     """
 
     def __init__(self, problem: Problem, check_stop: Callable[[], None] | None = None, *, lockstep: bool = False):

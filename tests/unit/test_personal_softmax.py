@@ -71,7 +71,11 @@ def test_the_ten_class_problem_takes_the_dense_path(ten):
     assert ten.n_classes == C10 and Personaliser(ten).method == "dense"
 
 
-def test_local_and_ditto_models_minimise_each_nodes_objective_as_lbfgs_does(ten):
+@pytest.mark.parametrize("direct", [True, False])
+def test_local_and_ditto_models_minimise_each_nodes_objective_as_lbfgs_does(ten, direct, monkeypatch):
+    # direct: every Newton step forms and factors the Hessian (these nodes are small); else the
+    # steps first try CG preconditioned by an earlier inverse Hessian, as a large node's do.
+    monkeypatch.setattr(_softmax, "DIRECT_MAX_SLOTS", 10 ** 6 if direct else 0)
     pb = ten
     per = Personaliser(pb)
     w = solve(pb).w
