@@ -104,7 +104,8 @@ class DenseSoftmaxNodes:
                 v[a:b] = mu * center[a:b] / lm if lm > 0 else 0.0
                 continue
             v[a:b], newton[k], residual[k], factor = _solve_node(
-                self.X[k], self.Y[k], C, self.lam, float(mu), center[a:b], v[a:b], float(rtol), self.factors[k])
+                self.X[k], self.Y[k], C, self.lam, float(mu), center[a:b], v[a:b], float(rtol), self.factors[k],
+                check_stop)
             if self.keep:
                 self.factors[k] = factor
         return v, newton, residual
@@ -190,7 +191,7 @@ def _pcg(X, P, C, inv_n, shift, L, b, tol):
     return x if float(np.linalg.norm(r)) <= tol else None
 
 
-def _solve_node(X, y, C, lam, mu, c, v0, rtol, L=None):
+def _solve_node(X, y, C, lam, mu, c, v0, rtol, L=None, check_stop=None):
     """Newton's method on one node (see the module); returns (v, Newton iterations, ‖g‖/‖g_0‖,
     the last inverse Hessian).
 
@@ -219,6 +220,8 @@ def _solve_node(X, y, C, lam, mu, c, v0, rtol, L=None):
     target = rtol * gn
     newton = 0
     while gn > target and newton < MAX_NEWTON:
+        if check_stop is not None:  # a large node's step takes a while: a page's Stop between steps
+            check_stop()
         # Forcing term min(0.1, ‖g‖/‖g_0‖)·‖g‖: quadratic convergence (Nocedal & Wright, Thm 7.2);
         # tighter than LocalNewton's √ since a CG iteration here is cheap next to a Newton step.
         forcing = max(min(0.1, gn / gn0) * gn, 0.5 * target)

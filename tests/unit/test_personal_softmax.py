@@ -185,3 +185,20 @@ def test_the_command_line_takes_ditto_lambda_inf():
     args = argparse.Namespace(**{**values, "ditto_lambda": "-1", "lambdas": None})
     with pytest.raises(ParameterError):
         config_from_args(args)
+
+
+def test_a_stop_request_ends_the_solve_between_newton_steps(ten):
+    calls = []
+    per = Personaliser(ten, lambda: calls.append(1))
+    per.local()
+    # Asked before every node and every Newton step: more often than there are nodes.
+    assert len(calls) > ten.data.n_nodes + per.newton_iterations
+
+    class Stop(Exception):
+        pass
+
+    def stop():
+        raise Stop
+
+    with pytest.raises(Stop):
+        Personaliser(ten, stop).local()
