@@ -50,6 +50,9 @@ def config_from_args(args):
         if text is None:
             continue
         param = PARAMS[name]
+        if name == "ditto_lambda" and text.strip().lower() in ("inf", "infinity", "∞"):
+            values[name] = math.inf  # Ditto's limit, the global model (a Param takes finite numbers)
+            continue
         try:
             values[name] = param.validate(param.convert(text, flag))
         except ParameterError as e:

@@ -4,7 +4,8 @@ its own test rows.
 - :mod:`fedviz.personal.models`: the models — Local (v_k = argmin F_k), exact Ditto
   (Li et al., ICML 2021: argmin F_k(v) + (λ_D/2)‖v − w*‖², and its λ_D path), pFL-Bench's
   fine-tuning (Chen et al. 2022), APFL's mixture (Deng et al. 2020) — in the compact
-  :class:`PersonalModels`, solved by DANE's vectorised per-node Newton-CG;
+  :class:`PersonalModels`, solved per node by Newton-CG (:mod:`._newton`, C = 1) or, for softmax,
+  Newton with each node's dense Hessian (:mod:`._softmax`; DANE's lockstep Newton-CG when too large);
 - :mod:`fedviz.personal.evaluate`: each node's test error under its own model, vectorised;
 - :mod:`fedviz.personal.report`: :class:`PersonaliseConfig` → :func:`personalise` →
   :class:`PersonalReport`, and the command line's table.

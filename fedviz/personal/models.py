@@ -28,9 +28,11 @@ on the flat model v ∈ R^{dC} (C = 1: binary and regression; C > 1: softmax, is
   α v_k^Local + (1 − α) w, which moves linearly from global (α = 0) to Local (α = 1) — the
   model APFL's mixing forms when its local model has converged on its own data.
 
-The exact solves run :class:`~fedviz.algorithms.dane.LocalNewton` (DANE's vectorised per-node
-Newton-CG: Φ_k(v) = F_k(v) − ℓ_kᵀv + (μ/2)‖v − c_k‖², here with ℓ_k = 0, μ = λ_D, c_k = w*)
-on every node's support S_k (the features that appear in its rows).  Off its support F_k is the
+The exact solves minimise Φ_k(v) = F_k(v) + (μ/2)‖v − c_k‖² (μ = λ_D, c_k = w*) on every node's
+support S_k (the features that appear in its rows): node by node with Newton-CG for C = 1
+(:mod:`._newton`), with Newton on each node's dense Hessian for softmax (:mod:`._softmax`), and with
+:class:`~fedviz.algorithms.dane.LocalNewton` (DANE's lockstep per-node Newton-CG) for a softmax
+model whose nodes are too large for a dense Hessian.  Off its support F_k is the
 regulariser alone, so each coordinate j ∉ S_k has a closed form, the same on every node up to a
 per-node factor: 0 for Local, λ_D/(λ + λ_D)·w*_j for Ditto, (1 − h_kλ)^m w_j after m
 fine-tuning steps.  :class:`PersonalModels` stores exactly that — the support values of every
@@ -51,6 +53,7 @@ from ..errors import ParameterError
 from ..problems._compiled import LOSS_CODES, loss_code
 from ..problems.objective import Problem
 from ._newton import solve_nodes
+from ._softmax import DenseSoftmaxNodes, dense_ok
 
 #: The exact solves stop when every node's gradient has shrunk by this factor from its start
 #: (LocalNewton's relative test): enough for the objective to 1e-10 on google-plus-small.
@@ -169,18 +172,28 @@ def _segment_sums(x: np.ndarray, ptr: np.ndarray) -> np.ndarray:
 class Personaliser:
     """The exact per-node solver of one problem, built once and reused for every model set.
 
-    Wraps :func:`~fedviz.algorithms.dane.local_newton` (DANE's exact solver; binary or softmax)
-    and knows the slot layout, so that every function below shares one block matrix.
+    Wraps :func:`~fedviz.algorithms.dane.local_newton` (DANE's exact solver; binary or softmax) for
+    its slot layout and block matrix, which every function below shares, and solves with the
+    per-node solver :attr:`method` names: "nodes" (:mod:`._newton`), "dense" (:mod:`._softmax`)
+    or "lockstep" (DANE's).
     """
 
     def __init__(self, problem: Problem, check_stop: Callable[[], None] | None = None, *, lockstep: bool = False):
         self.problem = problem
         self.solver: LocalNewton = local_newton(problem)
-        #: Binary and regression models (C = 1) are solved node by node (:mod:`._newton`) unless
-        #: ``lockstep``: then, as softmax always is, by DANE's lockstep solver.
-        self.lockstep = bool(lockstep) or problem.n_classes > 1 or problem.loss.name not in LOSS_CODES
         sup = self.solver.support
         self.C = problem.n_classes
+        #: Binary and regression models (C = 1) are solved node by node (:mod:`._newton`), softmax
+        #: models node by node with each node's dense Hessian (:mod:`._softmax`) where every node's
+        #: is small enough (:func:`._softmax.dense_ok`), unless ``lockstep``: then, as larger
+        #: softmax models always are, by DANE's lockstep solver.
+        if self.C > 1:
+            self.method = ("dense" if not lockstep and problem.loss.name == "softmax"
+                           and dense_ok(problem.data.offsets, sup.ptr, self.C) else "lockstep")
+        else:
+            self.method = "lockstep" if lockstep or problem.loss.name not in LOSS_CODES else "nodes"
+        self.lockstep = self.method == "lockstep"
+        self._dense: DenseSoftmaxNodes | None = None
         self.index = (sup.col.astype(np.int64) if self.C == 1 else self.solver.slot_index().astype(np.int64))
         self.ptr = np.ascontiguousarray(sup.ptr, dtype=np.int64) * self.C
         self.check_stop = check_stop
@@ -209,6 +222,14 @@ class Personaliser:
             self.residual = self.solver.residual
             return v
         pb = self.problem
+        if self.method == "dense":
+            if self._dense is None:
+                self._dense = DenseSoftmaxNodes(self.solver.B, pb.y, pb.data.offsets, self.solver.support.ptr,
+                                                self.C, pb.lam)
+            v, newton, residual = self._dense.solve(start, center, mu, EXACT_RTOL, self.check_stop)
+            self.newton_iterations = int(newton.max(initial=0))
+            self.residual = float(residual.max(initial=0.0))
+            return v
         code, gamma = loss_code(pb.loss)
         v, newton, residual, _ = solve_nodes(self.solver.B, pb.y, pb.data.offsets, self.solver.support.ptr, code,
                                              gamma, pb.lam, mu, center, start, EXACT_RTOL, self.check_stop)

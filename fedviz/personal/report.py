@@ -69,8 +69,8 @@ PARAMS = param_table(
           "α, APFL's mixing weight: the model α v_k + (1 − α) w (0: the global model, 1: Local).",
           low=0, high=1),
     Param("ditto_lambda", "float", None,
-          "λ_D of the Ditto column.  Default: the λ_D of the path whose worst-10% mean error is lowest.",
-          low=0),
+          "λ_D of the Ditto column (inf: the global model w*, Ditto's limit).  Default: the λ_D of the "
+          "path whose worst-10% mean error is lowest.", low=0),
     Param("seed", "int", 0, "Seed of the fine-tuning minibatches (finetune_batch).", low=0),
 )
 
@@ -95,7 +95,18 @@ class PersonaliseConfig:
 
     def __post_init__(self):
         for name, p in PARAMS.items():
-            object.__setattr__(self, name, p.validate(getattr(self, name)))
+            value = getattr(self, name)
+            if name == "ditto_lambda" and _is_plus_inf(value):
+                # λ_D = ∞ is Ditto's limit, the global model itself (the path's last point); a
+                # Param takes finite numbers only, so it is let through here.
+                object.__setattr__(self, name, math.inf)
+                continue
+            try:
+                object.__setattr__(self, name, p.validate(value))
+            except ParameterError:
+                if name != "ditto_lambda":
+                    raise
+                raise ParameterError(name, value, "a number ≥ 0, or inf (the global model)") from None
         try:
             lams = tuple(sorted({_check_lambda(x) for x in self.lambdas}))
         except (TypeError, ParameterError):
@@ -221,6 +232,11 @@ class PersonalReport:
             "config": {"lambdas": vec(self.config.lambdas), **{n: clean(getattr(self.config, n)) for n in PARAMS},
                        "methods": list(self.config.methods)},
         }
+
+
+def _is_plus_inf(x) -> bool:
+    """Whether ``x`` is the number +∞ (a float or NumPy number, not a bool or text)."""
+    return isinstance(x, (float, np.floating)) and math.isinf(x) and x > 0
 
 
 def _summary(values: np.ndarray, pooled: float) -> dict[str, float]:
