@@ -293,6 +293,7 @@ def test_the_report_summarises_every_method_and_picks_the_lambda_for_the_worst_t
     assert np.array_equal(r.errors["ditto"], r.path_errors[int(np.argmin(worst))], equal_nan=True)
     assert np.array_equal(r.path_errors[-1], r.errors["global"], equal_nan=True)
     assert r.checks["ditto0_minus_local"] <= 1e-8 and r.checks["ditto_limit_minus_global"] <= 1e-8
+    assert r.checks["residual"] <= 1e-9  # every solve behind a column converged (the limit check's aside)
     assert r.loss_summaries["global"]["pooled"] == pytest.approx(pb.value(r.w), abs=1e-12)
     assert r.untested == 1 and r.unassigned_rows == 3
     with pytest.raises(ValueError):
