@@ -396,9 +396,14 @@ def _test_set_warnings(ds: FederatedDataset) -> list[str]:
         elif not has_file:
             out += _label_shift_warning(ds)
     known = ds.test_nodes[ds.test_nodes >= 0]
-    if known.size and fraction:
+    if known.size and (fraction or ds.meta.get("dealt")):
         missing = int(np.count_nonzero(np.bincount(known, minlength=ds.n_nodes) == 0))
-        if missing:
+        if missing and ds.meta.get("dealt"):  # the test rows were dealt by class share, not held out per node
+            out.append(f"{missing:,} of {ds.n_nodes:,} nodes were dealt no test row (each of the "
+                       f"{int(ds.meta['dealt']):,} dealt rows goes to a node by its share of the row's class, "
+                       "so a node with few training rows may draw none): their per-node test error is "
+                       "undefined; use fewer nodes")
+        elif missing:
             out.append(f"{missing:,} of {ds.n_nodes:,} nodes have no test rows (a node needs "
                        f"{math.ceil(1 / fraction)} rows to hold one out at test fraction {fraction:g}): "
                        "their per-node test error is undefined; use fewer nodes or raise the test fraction")

@@ -219,3 +219,16 @@ def test_the_link_the_stored_config_and_the_command_line_carry_it():
     assert data_spec_from_args(args).deal_test is True
     args = parser.parse_args(["inspect", str(DATA / "a9a"), "--test", str(DATA / "a9a.t")])
     assert data_spec_from_args(args).deal_test is False
+
+
+@pytest.mark.parametrize("spec", [A9A, PRESET], ids=["a9a-file", "preset"])
+def test_the_warning_about_nodes_without_test_rows_gives_the_dealing_as_its_reason(spec):
+    """A node dealt no test row is counted (against a bincount of the dealt nodes) and the reason given
+    is the dealing, not a test fraction (the preset's warning once said 'a node needs 4 rows to hold one
+    out at test fraction 0.25', which is not how dealt rows arrive)."""
+    ds = build(dataclasses.replace(spec, deal_test=True, nodes=400))
+    missing = int(np.sum(np.bincount(ds.test_nodes[ds.test_nodes >= 0], minlength=ds.n_nodes) == 0))
+    said = [w for w in ds.meta["warnings"] if "test row" in w and "nodes" in w]
+    assert missing > 0  # 400 nodes under label skew: some small node draws no row (else the test says nothing)
+    assert any(w.startswith(f"{missing:,} of {ds.n_nodes:,} nodes were dealt no test row") for w in said), said
+    assert not any("to hold one out at test fraction" in w for w in said), said
