@@ -254,27 +254,41 @@ def load_personal(spec: DataSpec, loss: str, lam: float | None, config):
     problem and w* through the shared caches (each under the run cap), then the personalised models
     (:func:`fedviz.personal.personalise`, from that w*) in one of the server's run slots.  Kept
     without its models (:data:`MAX_PERSONAL` reports, least recently used out)."""
-    from .personal import personalise
+    from .personal import personalise, personalise_unseen
 
     key = (spec, loss, lam, config)
     with _PERSONAL_LOCK:
         if key in _PERSONAL:
             _PERSONAL[key] = _PERSONAL.pop(key)  # most recently used last
-            return _PERSONAL[key]
+            return _PERSONAL[key][0]
     problem = load_problem(spec, loss, lam)
     w = load_optimum(spec, loss, lam)["w"]
 
     def make():
         with _PERSONAL_LOCK:  # another page computed it while this one waited for its slot
             kept = _PERSONAL.get(key)
-        return kept if kept is not None else replace(personalise(problem, config, w_star=w), models={})
+        if kept is not None:
+            return kept
+        # The unseen nodes (issue 23, point 2), if the data set holds any, as new clients of the same w*.
+        unseen = personalise_unseen(problem, config, w_star=w)
+        return (replace(personalise(problem, config, w_star=w), models={}),
+                None if unseen is None else replace(unseen, models={}))
 
-    slim = _under_cap(lambda: personal_ready(spec, loss, lam, config), "compute the personalised models", make)
+    both = _under_cap(lambda: personal_ready(spec, loss, lam, config), "compute the personalised models", make)
     with _PERSONAL_LOCK:
-        _PERSONAL[key] = slim
+        _PERSONAL[key] = both
         while len(_PERSONAL) > MAX_PERSONAL:
             _PERSONAL.pop(next(iter(_PERSONAL)))
-    return slim
+    return both[0]
+
+
+def personal_unseen(spec: DataSpec, loss: str, lam: float | None, config):
+    """The unseen nodes' report that :func:`load_personal` computed with the same arguments (the
+    held-out nodes scored as new clients of its w*, :func:`fedviz.personal.personalise_unseen`), or
+    None: no unseen nodes, or not computed yet (costs nothing)."""
+    with _PERSONAL_LOCK:
+        both = _PERSONAL.get((spec, loss, lam, config))
+    return None if both is None else both[1]
 
 
 def session_id() -> str:

@@ -98,8 +98,23 @@ with right:
             st.table(summary_rows(report, regression=regression))
             st.caption("Pooled: every test row once (the Run page's test error); unweighted mean, std, p10 and min: "
                        "every tested node once; worst 10%: the mean of the worst tenth of the nodes (q-FFL's). The "
-                       "per-node majority predicts each node's commonest training label.")
+                       "per-node majority predicts each node's commonest training label. "
+                       + ("Ditto's λ_D is the one chosen on the left." if report.config.ditto_lambda is not None else
+                          "Ditto's λ_D is the path's best for the worst 10%, chosen on these same test rows: how far "
+                          "Ditto can go, not a tuned model."))
             st.plotly_chart(path_figure(report, regression=regression), width="stretch")
+        unseen = ui.personal_unseen(config.data, loss, config.lam, report.config)
+        if unseen is not None:
+            st.subheader("Unseen nodes: new clients")
+            if unseen.untested == unseen.nodes:
+                st.info(f"None of the {unseen.nodes:,} unseen nodes has test rows: none can be scored.")
+            else:
+                st.markdown(escape(f"The {unseen.nodes:,} nodes held out of training (Data › Unseen nodes), scored "
+                                   "as new clients: the global model w* of the seen nodes as they receive it, and "
+                                   "each method run from it on the new node's own training rows. "
+                                   + finding(unseen, regression=regression)))
+                st.plotly_chart(distribution_figure(unseen, regression=regression), width="stretch")
+                st.table(summary_rows(unseen, regression=regression))
         c = report.checks
         if "ditto0_minus_local" in c:
             st.caption(f"Exact Ditto, measured here: at λ_D = 0 (solved from w*) it matches Local (solved from 0) "

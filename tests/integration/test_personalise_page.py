@@ -119,3 +119,23 @@ def test_a_closed_tab_s_reports_leave_with_its_data_set():
     assert not ui.personal_ready(*keys[0]) and ui.personal_ready(*keys[1])
     ui.session_ended("tab-2")
     assert not ui.personal_ready(*keys[1])
+
+
+def test_unseen_nodes_get_their_own_table_as_new_clients_of_the_seen_nodes_w_star():
+    """Issue 23, point 2 on this page: with unseen nodes the held-out ones are scored as new clients —
+    the table's global row is the seen nodes' optimum on their test rows (independently: Problem.test_error
+    on the data layer's unseen part), the other rows personalised from it on their own training rows."""
+    from fedviz.problems.optimum import solve
+
+    spec = DataSpec(source=str(DATA / "heart_scale"), nodes=10, unseen=0.2)
+    at = open_page("pages/personalise.py", RunConfig(data=spec), timeout=600)
+    _compute(at)
+    assert any(h.value == "Unseen nodes: new clients" for h in at.subheader)
+    ds = build(spec)
+    pb = Problem(ds, "logistic")
+    held = Problem(ds.unseen, "logistic", lam=pb.lam)
+    assert len(at.table) == 2
+    unseen = at.table[1].value
+    row = list(unseen["method"]).index("global model w*")
+    assert unseen["pooled"][row] == f"{100 * held.test_error(solve(pb).w):.2f}%"
+    assert f"The {ds.unseen.n_nodes:,} nodes held out of training" in _said(at)
