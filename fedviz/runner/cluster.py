@@ -682,7 +682,8 @@ def unsubscribe(client, topic: str) -> None:
 def to_run_job(job: Job) -> RunJob:
     """A validated job back as the picklable value a worker validates again."""
     return RunJob(job.make_problem, tuple(e.spec for e in job.entries), job.iterations, job.seed,
-                  dict(job.config), job.f_star, job.tune, dict(job.scales), job.personal_solver)
+                  dict(job.config), job.f_star, job.tune, dict(job.scales), dissimilarity=job.dissimilarity,
+                  personal_solver=job.personal_solver)
 
 
 class DaskExecutor(Executor):

@@ -219,7 +219,8 @@ class Job:
             raise ParameterError("config", type(job.config).__name__,
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
-                   bool(job.tune), MappingProxyType(scales), bool(job.dissimilarity), job.personal_solver)
+                   bool(job.tune), MappingProxyType(scales), dissimilarity=bool(job.dissimilarity),
+                   personal_solver=job.personal_solver)
 
 
 def _spec(k: int, item) -> AlgorithmSpec:

@@ -33,7 +33,7 @@ def _plain(x):
 
 
 def test_the_cluster_carries_the_personal_fields_and_the_target(dask_cluster):
-    problem = ProblemSpec(DataSpec(source="preset:fedprox-synthetic?nodes=8", seed=3))
+    problem = ProblemSpec(DataSpec(source="preset:fedprox-synthetic-binary?nodes=8", seed=3))
     specs = (AlgorithmSpec.of("ditto", {"ditto_lambda": 0.5}, label="ditto"), AlgorithmSpec.of("gd", label="gd"))
     job = RunJob(problem, specs, iterations=6, seed=3, personal_solver=Personaliser)
     got = {}
@@ -55,3 +55,18 @@ def test_the_cluster_carries_the_personal_fields_and_the_target(dask_cluster):
     # Personal errors are counts over rows: equal; the distance is a float sum, equal to rounding.
     for a, b in zip(dask["ditto"], thread["ditto"]):
         assert a[:-1] == b[:-1] and a[-1] == pytest.approx(b[-1], rel=1e-9)
+
+
+def test_a_job_sent_to_the_cluster_keeps_its_dissimilarity_and_its_solver():
+    """to_run_job rebuilds the picklable job a worker validates again: every field survives (the two
+    optional ones once swapped places when both were added side by side)."""
+    from dataclasses import fields
+
+    from fedviz.runner.cluster import to_run_job
+
+    run = RunJob(ProblemSpec(DataSpec(source="preset:fedprox-synthetic-binary?nodes=8", seed=3)),
+                 (AlgorithmSpec.of("ditto", {"ditto_lambda": 0.5}, label="ditto"),), iterations=2, seed=3,
+                 dissimilarity=True, personal_solver=Personaliser)
+    back = to_run_job(run.validate())
+    assert back.dissimilarity is True and back.personal_solver is Personaliser
+    assert [f.name for f in fields(RunJob)][-2:] == ["dissimilarity", "personal_solver"]

@@ -8,6 +8,7 @@ statistic (pooled: row-weighted; worst 10%: the mean of the ⌈K/10⌉ worst nod
 numpy's default) recomputed from the per-node errors with plain NumPy, never with the
 report's own summaries."""
 
+import functools
 import math
 import re
 
@@ -30,12 +31,23 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module", params=list(CASES))
-def case(request):
-    spec, loss, config = CASES[request.param]
+@functools.lru_cache(maxsize=None)
+def _case(name):
+    spec, loss, config = CASES[name]
     ds = build(spec)
     problem = Problem(ds, loss, None)
-    return request.param, ds, problem, personalise(problem, config)
+    return name, ds, problem, personalise(problem, config)
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request):
+    return _case(request.param)
+
+
+@pytest.fixture(scope="module")
+def paper():
+    """The paper's data with the page's defaults (also the lesson's setup): google-plus-small."""
+    return _case("google-plus-small")
 
 
 def row_counts(ds):
@@ -114,12 +126,10 @@ def test_the_sentence_names_the_method_the_recount_finds_with_its_numbers(case):
     assert second  # a second sentence is there
 
 
-def test_on_the_paper_s_data_a_personalised_model_wins_and_by_points_not_decimals(case):
+def test_on_the_paper_s_data_a_personalised_model_wins_and_by_points_not_decimals(paper):
     """The claim the page makes on google-plus-small (Section 4.1's point, measured): the best method is a
     personalised one, at least 10 points below w* pooled, and the worst 10% fare best under one too."""
-    name, ds, problem, report = case
-    if name != "google-plus-small":
-        pytest.skip("the paper's data only")
+    name, ds, problem, report = paper
     text = finding(report)
     assert "No personalised model" not in text and "served best by a personalised model" in text
     counts = row_counts(ds)
@@ -204,14 +214,12 @@ def test_no_tested_node_is_said_not_drawn():
     assert f"{ds.y_test.size:,} rows" in text
 
 
-def test_the_lesson_s_numbers_are_the_computation_s(case):
+def test_the_lesson_s_numbers_are_the_computation_s(paper):
     """Learn › Start here, "Why one model is not enough": every number of its sentence is the recount's
     on the lesson's own setup (google-plus-small, the page's defaults), to its one decimal."""
     from fedviz.learn.tour import PERSONAL_FINDINGS, lesson
 
-    name, ds, problem, report = case
-    if name != "google-plus-small":
-        pytest.skip("the lesson's data only")
+    name, ds, problem, report = paper
     item = lesson("personalisation")
     assert item.config == RunConfig() and item.page == "pages/personalise.py"
     counts = row_counts(ds)
