@@ -45,8 +45,12 @@ def test_compute_draws_every_method_and_the_path(server, browser):
         idle(page)
         page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length == 2 && "
                                "Array.from(document.querySelectorAll('.js-plotly-plot')).every(e => e._fullData)")
+        # The table too: on a cold server the warm-up banner's reruns redraw the page while it settles.
+        page.wait_for_function("() => Array.from(document.querySelectorAll('table thead th'))"
+                               ".some(x => x.innerText.trim() === 'method')", timeout=120_000)
         screenshot(page, "personalise", height=1900)
         rows = _table(page)
+        assert rows, "the page's table of methods"
         methods = [r[0] for r in rows]
         assert methods[:3] == ["per-node majority", "global model w*", "Local"], methods
         boxes, path = _figures(page)
