@@ -19,6 +19,22 @@ from ..runner.pernode import untested_sentence, worst_count
 from .figures import _AXIS_TITLES, _LAYOUT, error_labels, legend_below, styles_of, x_values
 
 
+
+def _band(fig, x, lo, mid, hi, color: str, label: str, name: str, kind: str, hover: str) -> None:
+    """The 10th–90th percentile band (two invisible edges, the lower filled to the upper) and the median
+    line named ``name``, its hover giving the band; ``kind`` ('' or 'personal') tags the edges' names."""
+    tag = f"{label} {kind} " if kind else f"{label} "
+    fig.add_scatter(x=x, y=hi, mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
+                    showlegend=False, legendgroup=label, name=tag + "p90")
+    fig.add_scatter(x=x, y=lo, mode="lines", line=dict(width=0, color=color), fill="tonexty",
+                    fillcolor=_rgba(color, 0.18), hoverinfo="skip", showlegend=False, legendgroup=label,
+                    name=tag + "p10")
+    fig.add_scatter(x=x, y=mid, mode="lines", line=dict(color=color, width=2), name=name, legendgroup=label,
+                    customdata=np.c_[lo, hi],
+                    hovertemplate=f"{label}<br>{kind + ', ' if kind else ''}median node {hover}<br>10th–90th "
+                                  + hover.replace("y", "customdata[0]") + " – "
+                                  + hover.replace("y", "customdata[1]") + "<extra></extra>")
+
 def _rgba(color: str, alpha: float) -> str:
     c = color.lstrip("#")
     r, g, b = (int(c[i:i + 2], 16) for i in (0, 2, 4))
@@ -57,17 +73,8 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
         lo, mid, hi = (np.asarray(cols[f"{prefix}_{q}"], dtype=float) for q in ("p10", "p50", "p90"))
         tops += [hi[np.isfinite(hi)], np.asarray(cols[pooled_col], dtype=float)]
         if np.isfinite(mid).any():
-            fig.add_scatter(x=x, y=hi, mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
-                            showlegend=False, legendgroup=label, name=f"{label} p90")
-            fig.add_scatter(x=x, y=lo, mode="lines", line=dict(width=0, color=color), fill="tonexty",
-                            fillcolor=_rgba(color, 0.18), hoverinfo="skip", showlegend=False, legendgroup=label,
-                            name=f"{label} p10")
             name = f"{label}: median node (band 10th–90th)"
-            fig.add_scatter(x=x, y=mid, mode="lines", line=dict(color=color, width=2), name=name, legendgroup=label,
-                            customdata=np.c_[lo, hi],
-                            hovertemplate=f"{label}<br>median node {labels['hover']}<br>10th–90th "
-                                          + labels["hover"].replace("y", "customdata[0]") + " – "
-                                          + labels["hover"].replace("y", "customdata[1]") + "<extra></extra>")
+            _band(fig, x, lo, mid, hi, color, label, name, "", labels["hover"])
             names.append(name)
         name = f"{label}: pooled"
         fig.add_scatter(x=x, y=np.asarray(cols[pooled_col], dtype=float), mode="lines", name=name,
@@ -226,17 +233,8 @@ def personal_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str =
         lo, mid, hi = (np.asarray(cols[f"personal_error_{q}"], dtype=float) for q in ("p10", "p50", "p90"))
         glob = np.asarray(cols["node_error_p50"], dtype=float)
         tops += [hi[np.isfinite(hi)], glob[np.isfinite(glob)]]
-        fig.add_scatter(x=x, y=hi, mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
-                        showlegend=False, legendgroup=label, name=f"{label} personal p90")
-        fig.add_scatter(x=x, y=lo, mode="lines", line=dict(width=0, color=color), fill="tonexty",
-                        fillcolor=_rgba(color, 0.18), hoverinfo="skip", showlegend=False, legendgroup=label,
-                        name=f"{label} personal p10")
         name = f"{label}: personal models, median node (band 10th–90th)"
-        fig.add_scatter(x=x, y=mid, mode="lines", line=dict(color=color, width=2), name=name, legendgroup=label,
-                        customdata=np.c_[lo, hi],
-                        hovertemplate=f"{label}<br>personal, median node {labels['hover']}<br>10th–90th "
-                                      + labels["hover"].replace("y", "customdata[0]") + " – "
-                                      + labels["hover"].replace("y", "customdata[1]") + "<extra></extra>")
+        _band(fig, x, lo, mid, hi, color, label, name, "personal", labels["hover"])
         gname = f"{label}: global model, median node"
         fig.add_scatter(x=x, y=glob, mode="lines", name=gname, legendgroup=label,
                         line=dict(color=color, width=1.5, dash="dash"),
