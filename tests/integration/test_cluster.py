@@ -420,7 +420,9 @@ def test_worker_killed_mid_experiment_loses_no_cell(dask_cluster, store):
 
 
 def test_stop_within_seconds_then_resume_runs_only_missing_cells(dask_cluster, store):
-    exp = Experiment("stop and resume", LONG.data, LONG.arms, LONG.axes, LONG.seeds, LONG.iterations)
+    # 4× LONG's iterations: with the fused per-node sums the 150 of LONG took under a second on a quiet
+    # machine, and the FSVRG cell seen at iteration 3 could end before Stop reached it.
+    exp = Experiment("stop and resume", LONG.data, LONG.arms, LONG.axes, LONG.seeds, 4 * LONG.iterations)
     handle = launch(exp, store, address=dask_cluster.address)
     _wait_running(handle, 1, min_iteration=3, arm="FSVRG")  # one that will still run at Stop
     t = time.monotonic()
