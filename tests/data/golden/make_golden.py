@@ -1,16 +1,20 @@
-"""Record the binary figures that the shape refactor of issue 22 must leave bitwise unchanged.
+"""Record the binary figures whose arithmetic later changes must keep.
 
-Issue 22 ("Many classes") gives the model the shape (d, C), C = 1 for binary and regression,
-and asks that the C = 1 refactor land "with every existing figure bitwise unchanged (Figure 2,
-the property cells, the tests' oracles) — that is the test that the refactor is right".  This
-script computed those figures ONCE, on commit 6512b3b (before any change of the refactor), and
-wrote them to ``binary_6512b3b.npz`` beside it; ``tests/unit/test_golden_binary.py`` recomputes
-them with :func:`compute` and compares every array with ``np.array_equal``.
+Each recording is a pair beside this script: ``<name>.npz``, every figure listed below, and
+``<name>.json``, the commit whose code computed them and the fingerprint of the machine that did
+(``tests/machine.py``: CPU, BLAS and its kernel, library versions), so that
+``tests/unit/test_golden_binary.py`` compares bitwise on that arithmetic and within rounding bounds
+on any other.
 
-NEVER re-run this script to make a failing golden test pass: the file is the record of what the
-code computed before the refactor, and a difference is a change in arithmetic (a new order of
-operations, a different kernel) that the refactor promised not to make.  Re-recording is right
-only for a deliberate change of the binary figures, made in its own commit that says why.
+- ``binary_6512b3b``: made at 6512b3b, before issue 22's shape refactor ("every existing figure
+  bitwise unchanged"); the machine was not recorded then (its json says so).
+- ``binary_0b33c0a``: made at 0b33c0a, before issue 29 rewrote the loss dispatch and the per-node
+  metrics (their acceptance: "binary records bitwise as before on the recording machine").
+
+NEVER re-run this script to make a failing golden test pass: a recording is what the code computed
+at its commit, and a difference is a change in arithmetic (a new order of operations, a different
+kernel) that a refactor promised not to make.  A new recording is right only for a deliberate change
+of the binary figures, or before a refactor that must keep them, made in its own commit that says why.
 
 What is recorded (all float64 or int64 arrays, keys ``<group>/<case>/<figure>``):
 
@@ -32,7 +36,8 @@ What is recorded (all float64 or int64 arrays, keys ``<group>/<case>/<figure>``)
   (:func:`fedviz.learn.matrix.properties_matrix`, default config): its value, verdict and the
   curve of every run.
 
-Run from the repository root: ``PYTHONPATH=. python tests/data/golden/make_golden.py``.
+Run from the repository root at the commit to record:
+``PYTHONPATH=. python tests/data/golden/make_golden.py binary_<commit>``.
 """
 
 from __future__ import annotations
@@ -44,7 +49,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-OUT = HERE / "binary_6512b3b.npz"
 ITERATIONS = 3
 #: The record fields kept per iteration (seconds is a time, message is text: not figures).
 FIELDS = ("objective", "suboptimality", "test_error", "train_error", "grad_norm", "rounds", "vectors_up",
@@ -159,10 +163,27 @@ def compute(log=lambda s: None) -> dict[str, np.ndarray]:
     return out
 
 
+def _commit() -> str:
+    import subprocess
+
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 if __name__ == "__main__":
-    if OUT.exists() and "--force" not in sys.argv:
-        sys.exit(f"{OUT.name} exists: it records the figures before the refactor and is never re-made "
-                 "to make a test pass (see this script's docstring; --force for a deliberate change)")
+    import json
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from machine import fingerprint
+
+    if len(sys.argv) < 2 or not sys.argv[1].startswith("binary_"):
+        sys.exit("usage: make_golden.py binary_<commit> [--force]")
+    out = HERE / f"{sys.argv[1]}.npz"
+    if out.exists() and "--force" not in sys.argv:
+        sys.exit(f"{out.name} exists: a recording is never re-made to make a test pass (see this script's "
+                 "docstring; --force for a deliberate change)")
     figures = compute(log=lambda s: print(s, file=sys.stderr))
-    np.savez_compressed(OUT, **figures)
-    print(f"wrote {OUT} ({OUT.stat().st_size:,} bytes, {len(figures)} arrays)")
+    np.savez_compressed(out, **figures)
+    out.with_suffix(".json").write_text(json.dumps({"commit": _commit(), "fingerprint": fingerprint()}, indent=1)
+                                        + "\n", encoding="utf-8")
+    print(f"wrote {out} ({out.stat().st_size:,} bytes, {len(figures)} arrays) and its fingerprint")
