@@ -159,7 +159,7 @@ loss on ±1 labels; a mean squared error, on labels that are not ±1, would be m
 The whole document is the output of
 
 ```bash
-{COMMAND}   # DIR: a folder with a9a, a9a.t, agaricus_zero_based.train/.test
+{COMMAND}   # DIR: a folder with a9a, a9a.t, agaricus_zero_based.train/.test; not run by the tests: minutes
 ```
 
 The tuning criterion (`fedviz.runner.tune`): short pilot runs (a third of the run, at least 10 iterations) on a

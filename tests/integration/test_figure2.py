@@ -4,7 +4,7 @@ The paper's claims after 30 iterations: FSVRG reaches the optimum's test error; 
 (σ' = K) is worse than plain GD in objective; FSVRG on reshuffled data (FSVRGR) converges
 comparably, so FSVRG is robust to the non-IID split.  The last holds in test error only:
 with FSVRG's stepsize no longer capped at 4/L (the safeguarded default, or the paper's
-after-the-fact choice) the IID reshuffle ends many times lower in f − f*, as the README says.
+after-the-fact choice) the IID reshuffle ends many times lower in f − f*, as docs/figure2.md says.
 """
 
 import pytest
@@ -39,7 +39,7 @@ def test_fsvrg_beats_both_baselines_by_an_order_of_magnitude(fig):
 
 def test_reshuffled_fsvrg_matches_in_test_error_but_not_in_objective(fig):
     """'Since the difference in convergence is subtle...' holds for the test error; in f − f* the
-    README reports the IID reshuffle more than 3× lower (the non-IID nodes make the safeguard
+    docs/figure2.md reports the IID reshuffle more than 3× lower (the non-IID nodes make the safeguard
     halve h, IID nodes take the long step)."""
     a, b = fig.runs["FSVRG"][-1].suboptimality, fig.runs["FSVRGR"][-1].suboptimality
     assert b < a / 3

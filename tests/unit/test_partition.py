@@ -259,7 +259,7 @@ def test_dirichlet_tops_up_a_hopeless_draw_to_exactly_min_size():
 
 
 def test_dirichlet_binary_labels_on_200_nodes_terminates_seeded_and_skewed():
-    """The README's `dirichlet:alpha=0.1` on 200 nodes of binary labels: about a quarter of
+    """docs/command-line.md's `dirichlet:alpha=0.1` on 200 nodes of binary labels: about a quarter of
     the nodes draw ~0 rows of both classes, so rejection alone always failed.  Now every
     node gets a row, equal seeds agree, and the label skew is
     that of α = 0.1, far from an IID split's."""

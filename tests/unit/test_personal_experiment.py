@@ -96,14 +96,14 @@ def test_the_judge_reads_the_gain_from_the_cells_medians(cell):
     assert "α = 1000: w* " in checks[0].numbers and "FedAvg —" in checks[0].numbers
     assert checks[1].held == (med[lo]["ditto_worst10"] < med[lo]["global_worst10"])
     assert checks[2].held == (med[hi]["local_pooled"] > med[hi]["global_pooled"])
-    # The README quotes these medians (its personalisation-dirichlet sentence).
+    # docs/reproductions.md quotes these medians (its personalisation-dirichlet sentence).
     from conftest import ROOT
 
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    doc = " ".join((ROOT / "docs" / "reproductions.md").read_text(encoding="utf-8").split())
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
-    assert (f"gain over w* is {pct(gain[lo])} points at α = 0.1 and {pct(gain[hi])} at α = 1000") in readme
+    assert (f"gain over w* is {pct(gain[lo])} points at α = 0.1 and {pct(gain[hi])} at α = 1000") in doc
     assert (f"its worst 10% of nodes err {pct(med[lo]['ditto_worst10'])}% against w*'s "
-            f"{pct(med[lo]['global_worst10'])}% at α = 0.1") in readme
+            f"{pct(med[lo]['global_worst10'])}% at α = 0.1") in doc
     assert (f"Local alone errs {pct(med[hi]['local_pooled'])}% against w*'s {pct(med[hi]['global_pooled'])}%"
-            in readme)
+            in doc)
     assert med[hi]["ditto_lambda"] == math.inf  # "Ditto's best λ_D is ∞ there"
