@@ -438,7 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE.html|FILE.png", help="write the figure")
     p.add_argument("--protocol", choices=figure2.PROTOCOLS, default=figure2.PROTOCOLS[0],
                    help="'default': every line at its default hyperparameters; 'paper': FSVRG's h chosen "
-                        "after the fact as the best of h = 2^k/L, k = 0..11, without the safeguard (Section 4.1)")
+                        f"after the fact as the best of h = 2^k/L, k = {figure2.PAPER_GRID[0]}..{figure2.PAPER_GRID[-1]}, "
+                        "without the safeguard (Section 4.1)")
     p.set_defaults(func=_cmd_figure2)
 
     p = sub.add_parser("bench", help="speed and memory against a SciPy gradient pass and scikit-learn's SAGA")

@@ -153,6 +153,9 @@ def test_figure2_offers_its_protocols_and_names_its_lines():
     for protocol in figure2.PROTOCOLS:
         assert protocol in line and _parse("figure2", "--protocol", protocol).protocol == protocol
     assert "invalid choice" in _refused("figure2", "--protocol", NOT_A_NAME)
+    grid = figure2.PAPER_GRID
+    assert list(grid) == list(range(grid[0], grid[-1] + 1))   # "k = a..b" says every k between
+    assert f"k = {grid[0]}..{grid[-1]}," in line
     parser = cli.build_parser()
     command_help = next(a for a in parser._actions if a.dest == "command")._choices_actions
     text = next(a.help for a in command_help if a.dest == "figure2")
