@@ -1,4 +1,7 @@
-"""The command line: ``python -m fedviz inspect|run|export|algorithms|figure2|personalise|experiment|bench``.
+"""The command line: ``python -m fedviz inspect|run|export|figure2|bench|personalise|experiment|tuning-report|algorithms``.
+
+The choices and lists it offers (losses, built-in experiments, scales, Figure 2's protocols and lines) are
+read from the registries that define them, so a new entry reaches the command line and its help by itself.
 
 Every error the user can cause ends with exit code 2 and a one-line message on stderr,
 never a traceback.
@@ -55,9 +58,7 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                         "natural, topic, reshuffle (default: the data's own nodes)")
     p.add_argument("--nodes", type=int, metavar="K", help="number of nodes for the partitioner")
     p.add_argument("--seed", type=int, default=0, help="seed of the generator and partitioner")
-    p.add_argument("--loss", default=None, choices=["logistic", "squared", "smoothed-hinge", "softmax"],
-                   help="default: softmax for a file of more than two classes (without --positive), "
-                        "else logistic; softmax takes such files only")
+    p.add_argument("--loss", default=None, choices=loss_names(), help=_loss_help())
     p.add_argument("--lam", type=float, help="the regulariser λ (default 1/n, as in the paper)")
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
                    help="append a constant-1 bias feature (default: no for files, the preset's choice)")
@@ -84,6 +85,21 @@ def data_spec_from_args(args):
                     positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
                     wider_test=args.wider_test, unseen=args.unseen,
                     deal_test=args.deal_test, **limits)
+
+
+def loss_names() -> tuple[str, ...]:
+    """Every loss ``--loss`` takes, from the losses registry: binary and regression, then multiclass."""
+    from .problems.losses import LOSSES, MULTICLASS_LOSSES
+
+    return (*LOSSES, *MULTICLASS_LOSSES)
+
+
+def _loss_help() -> str:
+    from .problems.losses import MULTICLASS_LOSSES, loss_choices
+
+    multiclass = ", ".join(MULTICLASS_LOSSES)
+    return (f"default: {loss_choices(True)[0]} for a file of more than two classes (without --positive), "
+            f"else {loss_choices(False)[0]}; {multiclass} takes such files only")
 
 
 def loss_from_args(args, ds) -> str:
@@ -311,11 +327,12 @@ def _cmd_export(args) -> int:
 
 def _cmd_algorithms(args) -> int:
     from .algorithms import ALGORITHMS
+    from .problems.losses import MULTICLASS_LOSSES
 
     if args.json:
         print(json.dumps([{
             "name": cls.name, "title": cls.title, "reference": cls.reference, "federated": cls.federated,
-            "losses": list(cls.losses) + (["softmax"] if cls.softmax_refusal() is None else []),
+            "losses": list(cls.losses) + (list(MULTICLASS_LOSSES) if cls.softmax_refusal() is None else []),
             "params": [{"name": p.name, "kind": p.kind, "default": p.default, "range": p.range_text(),
                         "help": p.help} for p in cls.params]} for cls in ALGORITHMS.values()]))
         return 0
@@ -377,8 +394,11 @@ def _cmd_personalise(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fedviz", description="The command line of fedviz: inspect a data set, run algorithms, "
-                     "export a data set, list the algorithms, reproduce Figure 2, benchmark.")
+    from . import bench, figure2
+    from .experiments import builtin
+
+    parser = _Parser(prog="fedviz", description="The command line of fedviz, one command per task (below); "
+                     "'fedviz COMMAND --help' gives a command's options.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("inspect", help="statistics, baselines and (with --opt) the optimum of a data set")
     add_data_arguments(p)
@@ -410,19 +430,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each training row's node as qid:K, so --partition natural restores the nodes")
     p.set_defaults(func=_cmd_export)
 
-    p = sub.add_parser("figure2", help="reproduce the paper's Figure 2 (FSVRG, GD, CoCoA+, FSVRGR vs OPT)")
+    p = sub.add_parser("figure2", help="reproduce the paper's Figure 2 ("
+                       + ", ".join(label for label, _, _ in figure2.LINES) + " vs OPT)")
     p.add_argument("--preset", default="google-plus-small", help="google-plus-small (default) or google-plus")
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", metavar="FILE.html|FILE.png", help="write the figure")
-    p.add_argument("--protocol", choices=["default", "paper"], default="default",
+    p.add_argument("--protocol", choices=figure2.PROTOCOLS, default=figure2.PROTOCOLS[0],
                    help="'default': every line at its default hyperparameters; 'paper': FSVRG's h chosen "
-                        "after the fact as the best of h = 2^k/L, k = 0..11, without the safeguard (Section 4.1)")
+                        f"after the fact as the best of h = 2^k/L, k = {figure2.PAPER_GRID[0]}..{figure2.PAPER_GRID[-1]}, "
+                        "without the safeguard (Section 4.1)")
     p.set_defaults(func=_cmd_figure2)
 
     p = sub.add_parser("bench", help="speed and memory against a SciPy gradient pass and scikit-learn's SAGA")
-    p.add_argument("--scale", choices=["small", "medium", "paper"], default="small",
-                   help="google-plus at about 50k, 200k or 2.17M examples")
+    p.add_argument("--scale", choices=tuple(bench.SCALES), default="small",
+                   help="google-plus with K nodes, about 217 training rows each: "
+                        + ", ".join(f"{name} K = {k:,}" for name, k in bench.SCALES.items()))
     p.add_argument("--iterations", type=int, default=5, help="iterations per algorithm for the median")
     p.add_argument("--sklearn-solvers", default="newton-cg,lbfgs,liblinear",
                    help="scikit-learn solvers timed on the optimum ('' to skip)")
@@ -450,14 +473,14 @@ def build_parser() -> argparse.ArgumentParser:
                               "not run, or some cells failed (their distinct reasons are printed with counts); "
                               "2: bad input; 130: stopped.")
     p.add_argument("target", metavar="FILE.toml|NAME",
-                   help="an experiment file, a built-in (fedprox-figure2, dirichlet-sweep, paper-figure2) or the "
+                   help="an experiment file, a built-in (" + ", ".join(builtin.BUILTINS) + ") or the "
                         "name of an experiment in the history (it resumes: only missing cells run)")
     p.add_argument("--scheduler", metavar="ADDR",
                    help="a Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: $FEDVIZ_DASK_SCHEDULER, else an "
                         "embedded local cluster)")
     p.add_argument("--out", metavar="DIR", help="also write results.csv, results.json, report.html and the figures "
                                                  "curves.png and final.png to DIR")
-    p.add_argument("--scale", choices=["small", "full"], default="small",
+    p.add_argument("--scale", choices=builtin.SCALES, default=builtin.SCALES[0],
                    help="for a built-in: small (minutes) or full (the published protocol's length)")
     p.add_argument("--replace", action="store_true",
                    help="if an experiment of this name with a different grid is in the history, delete it and "

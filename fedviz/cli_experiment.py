@@ -1,10 +1,10 @@
 """``python -m fedviz experiment FILE.toml|NAME [--scheduler ADDR] [--out DIR]``: run (or resume) an
 experiment from the command line, with progress on stderr and results in the run history.
 
-NAME is a built-in (``fedprox-figure2``, ``dirichlet-sweep``, ``paper-figure2``, at ``--scale``
-small or full) or an experiment already in the history (it resumes: only its missing cells
-run).  Ctrl-C stops it as the page's Stop does: the cells not started are cancelled, the
-running ones end within seconds, and the next launch resumes.
+NAME is a built-in (a name of :data:`fedviz.experiments.builtin.BUILTINS`, at a ``--scale`` of its
+``SCALES``) or an experiment already in the history (it resumes: only its missing cells run).
+Ctrl-C stops it as the page's Stop does: the cells not started are cancelled, the running ones end
+within seconds, and the next launch resumes.
 
 Exit codes (also in ``--help``): 0 every cell has a result (done or diverged); 1 the experiment
 could not run (a cluster without this fedviz, a lost scheduler) or some cells failed, whose distinct

@@ -23,20 +23,29 @@ FLAGS = {"--finetune-steps": "finetune_steps", "--finetune-step": "finetune_step
 def add_parser(sub, add_data_arguments, func) -> None:
     """The ``personalise`` subcommand on the CLI's subparsers: ``add_data_arguments`` adds the data options,
     ``func`` builds the problem and calls :func:`main` (the CLI owns the data options)."""
-    from .personal.report import PARAMS
+    from .personal.report import DEFAULT_LAMBDAS, PARAMS
 
     p = sub.add_parser("personalise", help="per-node test errors of the global model, Local, fine-tuned, "
                        "exact Ditto and APFL models, and the per-node majority baseline")
     add_data_arguments(p)
     p.add_argument("--lambdas", metavar="L[,L...]",
                    help="Ditto's λ_D path: numbers ≥ 0, comma-separated, 'inf' for the global model "
-                        "(default 0, 1e-5 … 100 in half decades, inf)")
+                        f"(default: {_grid_text(DEFAULT_LAMBDAS)})")
     for flag, name in FLAGS.items():
         param = PARAMS[name]
         text = f"{param.help} Allowed: {param.range_text()}."
         p.add_argument(flag, metavar="X", help=text.replace("%", "%%"))  # argparse formats help with %
     p.add_argument("--json", action="store_true", help="print one JSON object (every node's errors included)")
     p.set_defaults(func=func)
+
+
+def _grid_text(lambdas) -> str:
+    """The default λ_D grid in words, from the grid itself: '0, 15 values from 1e-05 to 100 evenly spaced
+    on a log scale, and inf'."""
+    inner = [x for x in lambdas if 0.0 < x < math.inf]
+    parts = (["0"] if 0.0 in lambdas else []) + \
+        [f"{len(inner)} values from {min(inner):g} to {max(inner):g} evenly spaced on a log scale"]
+    return ", ".join(parts) + (", and inf" if math.inf in lambdas else "")
 
 
 def config_from_args(args):

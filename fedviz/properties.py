@@ -45,7 +45,7 @@ __all__ = [
     "OneNode", "DominantNode", "DisjointFeatures", "IdenticalNodes", "StaysAtOptimum", "FewRounds",
     "one_node", "dominant_node", "disjoint_features", "identical_nodes", "stays_at_optimum",
     "converges_in_few_rounds",
-    "Proposition1", "proposition_1", "SigmaBound", "sigma_bound", "Theorem5", "theorem_5",
+    "SideBySide", "Proposition1", "proposition_1", "SigmaBound", "sigma_bound", "Theorem5", "theorem_5",
 ]
 
 
@@ -507,6 +507,54 @@ def converges_in_few_rounds(algorithm, f_star: float, *, case: str, tol: float =
 
 
 # =======================================================================================
+# The two equivalences' runs: Proposition 1 and Theorem 5
+# =======================================================================================
+@dataclass(frozen=True)
+class SideBySide:
+    """Two methods stepped together from one start, t = 0 .. T: the run an equivalence of the
+    paper is judged on (:func:`proposition_1`, :func:`theorem_5`) and the one the Learn section
+    overlays (:mod:`fedviz.learn.equivalences`), so the figure checked and the figure shown are
+    the same numbers.
+
+    Attributes
+    ----------
+    first, second : tuple of float   f(w^t) of each method's iterate (Theorem 5: of the dual
+                                     method's image (1/(λn)) X α^t as ``second``)
+    distances : tuple of float       how far apart the two iterates are at t, as the statement
+                                     measures it (see :class:`Proposition1`, :class:`Theorem5`)
+    sizes : tuple of float           ‖w_second^t‖_∞, that the iterates moved at all
+    """
+
+    first: tuple[float, ...]
+    second: tuple[float, ...]
+    distances: tuple[float, ...]
+    sizes: tuple[float, ...]
+
+
+def _side_by_side(problem, first, second, iterations: int, *, distance, iterate_of_second=None,
+                  observe=None) -> SideBySide:
+    """Step ``first`` and ``second`` ``iterations`` times in lockstep and record, at t = 0 .. T,
+    f of both iterates, ``distance(w_first, w_second)`` and ‖w_second‖_∞.
+
+    ``iterate_of_second(second)`` is the second method's iterate in w's space (default its
+    ``w``); ``observe()`` is called at every t too, for a figure of the methods' own state."""
+    f1, f2, dist, sizes = [], [], [], []
+    for t in range(iterations + 1):
+        if t:
+            first.step()
+            second.step()
+        w1 = np.asarray(first.w)
+        w2 = np.asarray(second.w if iterate_of_second is None else iterate_of_second(second))
+        f1.append(float(problem.value(w1)))
+        f2.append(float(problem.value(w2)))
+        dist.append(distance(w1, w2))
+        sizes.append(float(np.abs(w2).max(initial=0.0)))
+        if observe is not None:
+            observe()
+    return SideBySide(first=tuple(f1), second=tuple(f2), distances=tuple(dist), sizes=tuple(sizes))
+
+
+# =======================================================================================
 # Section 3.5: Proposition 1
 # =======================================================================================
 @dataclass(frozen=True)
@@ -518,26 +566,37 @@ class Proposition1:
 
     Attributes
     ----------
-    iterations, local_steps : int     T and m
-    stepsize : float                  h (None: both algorithms' default)
+    iterations, local_steps : int     T and m as asked (None: both algorithms' default)
+    stepsize : float                  h as asked (None: both algorithms' default)
+    m, h : int, float                 the m and h both ran (defaults n/K and 1/(2L̄) resolved)
+    seed : int                        both algorithms' seed (the same samples)
     differences : tuple of float      ‖w_DANE^t − w_naive^t‖_∞, t = 1..T
-    scale : float                     max_t ‖w_naive^t‖_∞ (that the iterates moved)
+    scale : float                     max_t ‖w_naive^t‖_∞, t = 1..T (that the iterates moved)
     rtol : float
-    holds : bool                      every difference ≤ rtol · max(1, ‖w_naive^t‖_∞)
+    holds : bool                      every difference, t = 0..T, ≤ rtol · max(1, ‖w_naive^t‖_∞)
+    run : SideBySide                  DANE first, naive FSVRG second, t = 0..T
     """
 
     iterations: int
     local_steps: int | None
     stepsize: float | None
+    m: int
+    h: float
+    seed: int
     differences: tuple[float, ...]
     scale: float
     rtol: float
     holds: bool
+    run: SideBySide
 
     def describe(self) -> str:
         return (f"Proposition 1 (Section 3.5): DANE with one SVRG pass and naive FSVRG differ by at most "
                 f"{max(self.differences, default=0.0):.2g} over {self.iterations} iterations (iterates up to "
                 f"{_g(self.scale)}) — " + ("the same sequence." if self.holds else "not the same sequence."))
+
+
+def _sup_distance(a, b) -> float:
+    return float(np.abs(a - b).max(initial=0.0))
 
 
 def proposition_1(problem, *, local_steps: int | None = None, stepsize: float | None = None,
@@ -549,17 +608,11 @@ def proposition_1(problem, *, local_steps: int | None = None, stepsize: float | 
     hyper = {k: v for k, v in (("local_steps", local_steps), ("stepsize", stepsize)) if v is not None}
     dane = DANE(problem, seed=seed, w0=w0, eta=1.0, mu=0.0, solver="svrg", local_passes=1, **hyper)
     naive = NaiveFSVRG(problem, seed=seed, w0=w0, **hyper)
-    diffs, scale, ok = [], 0.0, True
-    for _ in range(iterations):
-        dane.step()
-        naive.step()
-        size = float(np.abs(naive.w).max(initial=0.0))
-        diff = float(np.abs(np.asarray(dane.w) - np.asarray(naive.w)).max(initial=0.0))
-        diffs.append(diff)
-        scale = max(scale, size)
-        ok = ok and diff <= rtol * max(1.0, size)
-    return Proposition1(iterations=iterations, local_steps=local_steps, stepsize=stepsize,
-                        differences=tuple(diffs), scale=scale, rtol=rtol, holds=bool(ok))
+    run = _side_by_side(problem, dane, naive, iterations, distance=_sup_distance)
+    holds = all(d <= rtol * max(1.0, s) for d, s in zip(run.distances, run.sizes))
+    return Proposition1(iterations=iterations, local_steps=local_steps, stepsize=stepsize, m=int(naive.m),
+                        h=float(naive.h), seed=seed, differences=run.distances[1:],
+                        scale=max(run.sizes[1:], default=0.0), rtol=rtol, holds=bool(holds), run=run)
 
 
 # =======================================================================================
@@ -685,6 +738,7 @@ class Theorem5:
     rtol, lemma_rtol : float
     holds : bool                      every difference ≤ rtol
     lemma_4_holds : bool              every residual ≤ lemma_rtol
+    run : SideBySide                  the primal method first, the dual method's image second, t = 0..T
     """
 
     iterations: int
@@ -696,6 +750,7 @@ class Theorem5:
     lemma_rtol: float
     holds: bool
     lemma_4_holds: bool
+    run: SideBySide
 
     def describe(self) -> str:
         return (f"Theorem 5 (Appendix A): with σ = {_g(self.sigma)}, the primal method's iterates and the image "
@@ -704,33 +759,37 @@ class Theorem5:
                 + f"; Lemma 4's Σ_k g_k is {max(self.lemma_4_residuals):.2g} of the corrections' size.")
 
 
+def _relative_distance(w, image) -> float:
+    return float(np.abs(w - image).max(initial=0.0)) / max(1.0, float(np.abs(image).max(initial=0.0)))
+
+
 def theorem_5(problem, *, sigma: float | None = None, alpha0=None, iterations: int = 5,
               rtol: float = 1e-9, lemma_rtol: float = 1e-12) -> Theorem5:
-    """Theorem 5 and Lemma 4 of the Appendix, on a ridge-regression ``problem``: run
-    Algorithms 5 and 6 from the same α^0 and compare w^t with (1/(λn)) X α^t."""
+    """Theorem 5 and Lemma 4 of the Appendix, on a ridge-regression ``problem`` (the squared
+    loss): run Algorithms 5 and 6 from the same α^0 and compare w^t with (1/(λn)) X α^t."""
     from .algorithms.dual_method import DualMethod, primal_image
     from .algorithms.primal_method import PrimalMethod
 
+    if problem.loss.name != "squared":
+        raise ParameterError("loss", problem.loss.name, "squared (Theorem 5 is about ridge regression)")
     primal = PrimalMethod(problem, sigma=sigma, alpha0=alpha0)
     dual = DualMethod(problem, sigma=sigma, alpha0=alpha0)
     K = problem.data.n_nodes
-    diffs, residuals = [], []
-    for t in range(iterations + 1):
-        if t:
-            primal.step()
-            dual.step()
-        image = primal_image(problem, dual.alpha)
-        diffs.append(float(np.abs(np.asarray(primal.w) - image).max(initial=0.0)
-                           / max(1.0, float(np.abs(image).max(initial=0.0)))))
+    residuals = []
+
+    def lemma_4():
         g = np.array([primal.correction(k) for k in range(K)])
         size = float(np.abs(g).sum())
         residuals.append(float(np.linalg.norm(g.sum(axis=0))) / size if size > 0 else 0.0)
+
+    run = _side_by_side(problem, primal, dual, iterations, distance=_relative_distance,
+                        iterate_of_second=lambda d: primal_image(problem, d.alpha), observe=lemma_4)
     sizes = problem.data.node_sizes
     return Theorem5(iterations=iterations, sigma=float(primal.sigma),
-                    equal_node_sizes=bool(np.all(sizes == sizes[0])), differences=tuple(diffs),
+                    equal_node_sizes=bool(np.all(sizes == sizes[0])), differences=run.distances,
                     lemma_4_residuals=tuple(residuals), rtol=rtol, lemma_rtol=lemma_rtol,
-                    holds=all(x <= rtol for x in diffs),
-                    lemma_4_holds=all(x <= lemma_rtol for x in residuals))
+                    holds=all(x <= rtol for x in run.distances),
+                    lemma_4_holds=all(x <= lemma_rtol for x in residuals), run=run)
 
 
 # =======================================================================================

@@ -137,6 +137,7 @@ class APFL(FedAvg):
     title = "APFL"
     reference = "Deng, Kamani & Mahdavi (2020), Algorithm 1 with a fixed α; the global model is FedAvg's"
     divergence_hint = ("stepsize", "lower")
+    personalised = True
     multiclass = False
     multiclass_reason = ("its local-model loop works on one weight vector per node "
                          "(binary and regression models only)")

@@ -93,6 +93,11 @@ class Algorithm:
     #: Why the algorithm does not take softmax, a clause after "<title> does not take softmax: "
     #: (shown where it is refused: the CLI, the run validation, the Run page's picker).
     multiclass_reason: ClassVar[str] = "its kernels work on one weight vector (binary and regression models only)"
+    #: Whether the algorithm keeps a model per node besides the server's w (issue 23: Ditto's v_k,
+    #: APFL's mixture): then :meth:`personal_models` returns them, K × dC, the runner scores each
+    #: node with its own, and the run holds K·dC values more (refused above a budget:
+    #: :data:`fedviz.algorithms.ditto.PERSONAL_VALUES`).
+    personalised: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()
     #: (parameter, direction): what the 'diverged' message tells the user to change, e.g.
     #: ``("stepsize", "lower")`` or DANE's ``("mu", "raise")``.  The parameter is one of

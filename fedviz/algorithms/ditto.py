@@ -159,6 +159,7 @@ class Ditto(FedAvg):
     reference = ("Li, Hu, Beirami & Smith (2021), Algorithm 1 (litian96/ditto's update order); "
                  "the global model is FedAvg's")
     divergence_hint = ("stepsize", "lower")
+    personalised = True
     multiclass = False
     multiclass_reason = ("its personal-model loop works on one weight vector per node "
                          "(binary and regression models only)")

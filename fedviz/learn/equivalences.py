@@ -7,11 +7,12 @@
   regression and the same α^0, the Primal Method's iterates w^t are the image (1/(λn)) X α^t,
   eq. (14), of the Dual Method's α^t.
 
-Each function steps both methods side by side, from the same start, and records both curves
-(f(w^t) − f*) and the distance between the two iterates at every t — the same figures
-:func:`fedviz.properties.proposition_1` and :func:`fedviz.properties.theorem_5` check, plus the
-curves a page overlays.  The distance, not the curves, is the evidence: two different sequences
-can have close objective values, two equal ones cannot be apart.
+Each function reads the run :func:`fedviz.properties.proposition_1` or
+:func:`fedviz.properties.theorem_5` makes and checks (both methods stepped side by side from the
+same start, :class:`fedviz.properties.SideBySide`) and adds what a page overlays: both curves
+f(w^t) − f* and the distance between the two iterates at every t.  The distance, not the curves,
+is the evidence: two different sequences can have close objective values, two equal ones cannot
+be apart.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..problems.objective import Problem
+from ..properties import SideBySide, proposition_1, theorem_5
 
 __all__ = ["EQUIVALENCE_DATA", "Overlay", "equivalence_problem", "proposition_1_overlay", "theorem_5_overlay"]
 
@@ -83,33 +85,23 @@ def proposition_1_overlay(problem: Problem, f_star: float, *, iterations: int = 
 
 
 def _proposition_1(problem, f_star, T, seed, local_steps, stepsize, rtol) -> Overlay:
-    from ..algorithms.dane import DANE
-    from ..algorithms.naive_fsvrg import NaiveFSVRG
-
-    hyper = {k: v for k, v in (("local_steps", local_steps), ("stepsize", stepsize)) if v is not None}
-    dane = DANE(problem, seed=seed, eta=1.0, mu=0.0, solver="svrg", local_passes=1, **hyper)
-    naive = NaiveFSVRG(problem, seed=seed, **hyper)
-    first, second, dist = [], [], []
-    scale, ok = 0.0, True
-    for t in range(T + 1):
-        if t:
-            dane.step()
-            naive.step()
-        wd, wn = np.asarray(dane.w), np.asarray(naive.w)
-        first.append(problem.value(wd) - f_star)
-        second.append(problem.value(wn) - f_star)
-        size = float(np.abs(wn).max(initial=0.0))
-        diff = float(np.abs(wd - wn).max(initial=0.0))
-        dist.append(diff)
-        scale = max(scale, size)
-        ok = ok and diff <= rtol * max(1.0, size)
-    m = naive.m
-    settings = (f"η = 1, μ = 0, one SVRG pass of m = {m} steps with h = {naive.h:.3g} on each of "
+    r = proposition_1(problem, local_steps=local_steps, stepsize=stepsize, iterations=T, seed=seed, rtol=rtol)
+    settings = (f"η = 1, μ = 0, one SVRG pass of m = {r.m} steps with h = {r.h:.3g} on each of "
                 f"K = {problem.data.n_nodes} nodes; seed {seed}")
-    return Overlay(name="Proposition 1", labels=("DANE, one SVRG pass", "naive FSVRG"),
-                   iterations=tuple(range(T + 1)), first=tuple(map(float, first)), second=tuple(map(float, second)),
-                   distances=tuple(dist), distance=max(dist), scale=scale, rtol=rtol, holds=bool(ok),
-                   settings=settings)
+    return _overlay("Proposition 1", ("DANE, one SVRG pass", "naive FSVRG"), r.run, f_star, rtol, r.holds,
+                    settings)
+
+
+def _overlay(name: str, labels: tuple[str, str], run: SideBySide, f_star: float, rtol: float, holds: bool,
+             settings: str) -> Overlay:
+    """The run of an equivalence, as a page shows it: objective values become gaps to f*."""
+    first = tuple(float(v - f_star) for v in run.first)
+    second = tuple(float(v - f_star) for v in run.second)
+    if not all(math.isfinite(x) for x in first + second):
+        settings += "; the runs left the finite numbers"
+    return Overlay(name=name, labels=labels, iterations=tuple(range(len(run.distances))), first=first,
+                   second=second, distances=run.distances, distance=max(run.distances), scale=max(run.sizes),
+                   rtol=rtol, holds=bool(holds), settings=settings)
 
 
 def theorem_5_overlay(problem: Problem, f_star: float, *, iterations: int = 10, sigma: float | None = None,
@@ -120,7 +112,7 @@ def theorem_5_overlay(problem: Problem, f_star: float, *, iterations: int = 10, 
     from .matrix import one_thread
 
     T = _check_iterations(iterations)
-    if problem.loss.name != "squared":
+    if problem.loss.name != "squared":  # checked by theorem_5 too; named here before the start
         raise ParameterError("loss", problem.loss.name, "squared (Theorem 5 is about ridge regression)")
     if start not in ("zero", "random"):
         raise ParameterError("start", start, "zero or random")
@@ -131,34 +123,12 @@ def theorem_5_overlay(problem: Problem, f_star: float, *, iterations: int = 10, 
 
 
 def _theorem_5(problem, f_star, T, sigma, alpha0, start, seed, rtol) -> Overlay:
-    from ..algorithms.dual_method import DualMethod, primal_image
-    from ..algorithms.primal_method import PrimalMethod
-
-    primal = PrimalMethod(problem, sigma=sigma, alpha0=alpha0)
-    dual = DualMethod(problem, sigma=sigma, alpha0=alpha0)
-    first, second, dist = [], [], []
-    scale = 0.0
-    for t in range(T + 1):
-        if t:
-            primal.step()
-            dual.step()
-        image = primal_image(problem, dual.alpha)
-        wp = np.asarray(primal.w)
-        first.append(problem.value(wp) - f_star)
-        second.append(problem.value(image) - f_star)
-        size = float(np.abs(image).max(initial=0.0))
-        dist.append(float(np.abs(wp - image).max(initial=0.0)) / max(1.0, size))
-        scale = max(scale, size)
-    holds = all(x <= rtol for x in dist)
+    r = theorem_5(problem, sigma=sigma, alpha0=alpha0, iterations=T, rtol=rtol)
     K = problem.data.n_nodes
-    settings = (f"σ = {primal.sigma:g} (η = K/σ = {K / primal.sigma:.3g}) on K = {K} nodes; α⁰ = "
+    settings = (f"σ = {r.sigma:g} (η = K/σ = {K / r.sigma:.3g}) on K = {K} nodes; α⁰ = "
                 + ("0" if start == "zero" else f"N(0, 1) draws, seed {seed}"))
-    if not all(math.isfinite(x) for x in first + second):
-        settings += "; the runs left the finite numbers"
-    return Overlay(name="Theorem 5", labels=("Primal method (Alg. 5)", "image of the dual method (Alg. 6)"),
-                   iterations=tuple(range(T + 1)), first=tuple(map(float, first)), second=tuple(map(float, second)),
-                   distances=tuple(dist), distance=max(dist), scale=scale, rtol=rtol, holds=bool(holds),
-                   settings=settings)
+    return _overlay("Theorem 5", ("Primal method (Alg. 5)", "image of the dual method (Alg. 6)"), r.run, f_star,
+                    rtol, r.holds, settings)
 
 
 #: The data sets the equivalences page offers (preset specs, small enough to run in a second).

@@ -27,6 +27,7 @@ import pytest
 
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.presets import make_preset
+from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.runner.loop import iterate
 from fedviz.runner.manager import RunJob, RunManager
@@ -40,9 +41,11 @@ MAX_DELAY = 1.5
 WAIT = 120.0
 
 
-#: Algorithms with a dense personal model per node refuse the paper's K × d (1.6 GB; their budget and
-#: its message: tests/unit/test_ditto.py), so Stop has no run to end there.
-STOPPABLE = [name for name in ALGORITHMS if name not in ("ditto", "apfl")]
+#: Algorithms with a dense personal model per node (``Algorithm.personalised``) refuse the paper's K × d
+#: (1.6 GB; their budget and its message: tests/unit/test_ditto.py), so Stop has no run to end there;
+#: the last test here checks that they do refuse it.
+STOPPABLE = [name for name, cls in ALGORITHMS.items() if not cls.personalised]
+REFUSING = [name for name, cls in ALGORITHMS.items() if cls.personalised]
 
 
 def _loss(name: str) -> str:
@@ -116,3 +119,10 @@ def test_stop_ends_the_run_within_a_second_and_keeps_its_iterations(paper, name)
 
     del handle, snap, records
     gc.collect()  # the next algorithm's setup must not stack on this one's memory
+
+
+@pytest.mark.parametrize("name", REFUSING)
+def test_the_algorithms_stop_skips_refuse_the_paper_scale(paper, name):
+    problems, _, _ = paper
+    with pytest.raises(ParameterError, match=rf"{name}\.personal_models.*K × d"):
+        ALGORITHMS[name](problems[_loss(name)])

@@ -149,3 +149,29 @@ def test_registry_entries_are_complete():
             assert p.help and p.kind in ("float", "int", "bool", "choice")
             if p.default is not None:
                 assert p.validate(p.default, name) == p.default
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_personalised_is_whether_the_algorithm_keeps_a_model_per_node(name, monkeypatch):
+    """The class attribute the tests' lists read (which algorithms Stop at paper scale skips, which
+    golden figures predate issue 23) against the behaviour: a personalised algorithm returns K
+    models after a step and is held to the per-node budget; any other returns None."""
+    from fedviz.algorithms import ditto
+
+    cls = ALGORITHMS[name]
+    pb = sparse_problem(cls.losses[0], n=60, d=8, K=3, lam=0.1, density=0.5, seed=2)
+    algo = cls(pb)
+    algo.step()
+    models = algo.personal_models()
+    if not cls.personalised:
+        assert models is None
+        return
+    assert models.shape == (pb.data.n_nodes, pb.size) and np.isfinite(models).all()
+    monkeypatch.setattr(ditto, "PERSONAL_VALUES", pb.data.n_nodes * pb.size - 1)
+    with pytest.raises(ParameterError, match=rf"{name}\.personal_models"):
+        cls(pb)
+
+
+def test_the_registry_has_personalised_algorithms_and_others():
+    """So the lists derived from ``personalised`` are not empty by a slip of the attribute."""
+    assert {cls.personalised for cls in ALGORITHMS.values()} == {True, False}

@@ -64,6 +64,43 @@ def _naive_fsvrg_dense(pb, T, m, h, seed):
     return out
 
 
+def _dane_one_svrg_pass_dense(pb, T, m, h, seed, eta=1.0, mu=0.0):
+    """DANE (Algorithm 2) with its subproblem, eq. (10), solved by one pass of SVRG (Algorithm 1)
+    started at w^t, written from the definitions: node k's subproblem is
+    G_k(v) = F_k(v) − a_kᵀv + (μ/2)‖v − w^t‖², a_k = ∇F_k(w^t) − η∇f(w^t), its i-th term ψ_i(v) =
+    f_i(v) − a_kᵀv + (μ/2)‖v − w^t‖²; SVRG steps v ← v − h(∇ψ_i(v) − ∇ψ_i(w^t) + ∇G_k(w^t)) with the
+    samples of Algorithm 3 above (the Remark after Proposition 1); w^{t+1} = (1/K) Σ_k v_k.
+    Nothing here cancels a_k by hand: that it drops out at η = 1, μ = 0 is the proposition."""
+    X, y, lam = pb.X.toarray(), pb.y, pb.lam
+    off, K = pb.data.offsets, pb.data.n_nodes
+    sizes = np.diff(off)
+
+    def dphi(z, yi):
+        return -yi * expit(-yi * z)
+
+    w = np.zeros(pb.d)
+    out = [w.copy()]
+    for t in range(T):
+        g = X.T @ dphi(X @ w, y) / pb.n + lam * w
+        draws = np.random.default_rng([seed, t, SAMPLE_STREAM]).integers(0, np.repeat(sizes, m))
+        vs = []
+        for k in range(K):
+            Xk, yk = X[off[k]:off[k + 1]], y[off[k]:off[k + 1]]
+            a = Xk.T @ dphi(Xk @ w, yk) / sizes[k] + lam * w - eta * g
+            full = Xk.T @ dphi(Xk @ w, yk) / sizes[k] + lam * w - a          # ∇G_k(w^t)
+
+            def grad_psi(v, i):
+                return dphi(X[i] @ v, y[i]) * X[i] + lam * v - a + mu * (v - w)
+
+            v = w.copy()
+            for i in off[k] + draws[k * m:(k + 1) * m]:
+                v = v - h * (grad_psi(v, i) - grad_psi(w, i) + full)
+            vs.append(v)
+        w = np.mean(vs, axis=0)
+        out.append(w.copy())
+    return out
+
+
 def test_proposition_1_overlay_is_algorithm_3_and_dane_on_top_of_it():
     pb = sparse_problem(n=120, d=15, K=4, lam=0.05, density=0.3, seed=3, partition="equal-noniid")
     f_star = solve(pb, gtol=1e-12).objective
@@ -75,11 +112,37 @@ def test_proposition_1_overlay_is_algorithm_3_and_dane_on_top_of_it():
     np.testing.assert_allclose(o.second, expect, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(o.first, expect, rtol=1e-10, atol=1e-13)
     assert o.iterations == (0, 1, 2, 3, 4) and o.first[-1] < o.first[0]
-    # The distances are Proposition 1's figures, and at rounding: the paper's identity.
+    # The identity on the oracle's side: DANE from its definitions is Algorithm 3, at rounding.
+    dane = _dane_one_svrg_pass_dense(pb, 4, m, h, seed=5)
+    for a, b in zip(dane, ref):
+        assert np.abs(a - b).max() <= 1e-12 * max(1.0, np.abs(b).max())
+    # With μ > 0 the subproblem differs, and so does the dense DANE: the reference is not Algorithm 3 itself.
+    assert np.abs(_dane_one_svrg_pass_dense(pb, 1, m, h, seed=5, mu=0.5)[1] - ref[1]).max() > 1e-3
+    # The overlay's distances are Proposition 1's figures (the one run both read), at rounding.
     r = P.proposition_1(pb, local_steps=m, stepsize=h, iterations=4, seed=5)
-    assert o.distances[0] == 0.0 and o.distances[1:] == r.differences
+    assert o.distances[0] == 0.0 and o.distances[1:] == r.differences and o.holds == r.holds
     assert o.holds and o.distance <= 1e-12 * max(1.0, o.scale)
+    assert f"m = {m} steps with h = {h:.3g}" in o.settings and f"K = {pb.data.n_nodes} nodes" in o.settings
     assert o.scale == pytest.approx(max(np.abs(w).max() for w in ref), rel=1e-10)
+
+
+def _dual_method_images_dense(pb, alpha0, sigma, T):
+    """Algorithm 6 (Appendix A) for the squared loss, densely: h_k = argmin D_k^t(u) of eq. (15),
+    whose gradient ∇_kξ(α)/(λn²) + σ X_kX_kᵀu/(λn²) + (α_k + u − y_k)/n (X_k here n_k × d) is linear
+    in u; α ← α + h.  Returns the images (1/(λn)) X α^t, eq. (14), t = 0..T."""
+    X, y, lam, n = pb.X.toarray(), pb.y, pb.lam, pb.n
+    alpha = alpha0.copy()
+    out = [X.T @ alpha / (lam * n)]
+    for _ in range(T):
+        grad_xi = X @ (X.T @ alpha)
+        h = np.empty(n)
+        for k in range(pb.data.n_nodes):
+            s = pb.data.node_slice(k)
+            M = sigma / (lam * n) * X[s] @ X[s].T + np.eye(s.stop - s.start)
+            h[s] = np.linalg.solve(M, y[s] - alpha[s] - grad_xi[s] / (lam * n))
+        alpha = alpha + h
+        out.append(X.T @ alpha / (lam * n))
+    return out
 
 
 def test_theorem_5_overlay_is_the_theorems_figure_and_converges_to_the_closed_form_optimum():
@@ -88,8 +151,22 @@ def test_theorem_5_overlay_is_the_theorems_figure_and_converges_to_the_closed_fo
     o = theorem_5_overlay(pb, f_star, iterations=6, start="random", seed=2)
     alpha0 = np.random.default_rng(2).normal(size=pb.n)
     r = P.theorem_5(pb, alpha0=alpha0, iterations=6)
-    np.testing.assert_allclose(o.distances, r.differences, rtol=0, atol=1e-15)
-    assert o.holds == r.holds is True and o.distance <= 1e-9
+    assert o.distances == r.differences and o.holds == r.holds is True and o.distance <= 1e-9
+    # The second curve is Algorithm 6's image, from a dense transcription (σ = K by default).
+    K, n, X = pb.data.n_nodes, pb.n, pb.X.toarray()
+    images = _dual_method_images_dense(pb, alpha0, K, 6)
+    # Rounding allowed: each α update is a solve with M_k, relative error ≲ κ(M_k) n ε, over 6 of them;
+    # f is a sum of n + d nonnegative terms (relative n + d ε) and moves by ‖∇f‖₁ ‖δw‖_∞ with w.
+    eps = np.finfo(float).eps
+    kappa = max(np.linalg.cond(K / (pb.lam * n) * X[s] @ X[s].T + np.eye(s.stop - s.start))
+                for s in map(pb.data.node_slice, range(K)))
+    w_rel = 6 * kappa * n * eps
+    for gap, w in zip(o.second, images):
+        f = 0.5 * np.mean((X @ w - pb.y) ** 2) + 0.5 * pb.lam * w @ w
+        grad = X.T @ (X @ w - pb.y) / n + pb.lam * w
+        tol = (n + pb.d) * eps * (f + f_star) + np.abs(grad).sum() * w_rel * np.abs(w).max()
+        assert abs(gap - (f - f_star)) <= tol
+    assert o.scale == pytest.approx(max(np.abs(w).max() for w in images), rel=w_rel)
     # The two curves are f of the same iterates: equal to the distance's order.
     np.testing.assert_allclose(o.first, o.second, rtol=1e-8, atol=1e-12)
     # Start: w^0 = (1/(λn)) X α^0, so f(w^0) − f* is a dense computation.

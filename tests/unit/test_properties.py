@@ -259,6 +259,54 @@ def test_proposition_1_figures_are_the_iterate_differences():
     assert r.scale > 0.05 and r.iterations == 4
 
 
+_EPS = np.finfo(float).eps
+
+
+def _logistic_f(pb, w):
+    """f(w) = (1/n) Σ log(1 + exp(−y_i x_iᵀw)) + (λ/2)‖w‖² densely, and a bound on how far another
+    order of the same sums can be from it: each margin is a d-term dot product (error ≤ d ε (|X||w|)_i,
+    and the loss is 1-Lipschitz in it), f a sum of n + 1 nonnegative terms (relative error ≤ (n+1) ε)."""
+    X = pb.X.toarray()
+    terms = np.logaddexp(0.0, -pb.y * (X @ w))
+    f = float(np.mean(terms) + 0.5 * pb.lam * w @ w)
+    tol = 2 * (pb.d * np.mean(np.abs(X) @ np.abs(w)) + (pb.n + pb.d + 1) * f) * _EPS
+    return f, tol
+
+
+def _ridge_f(pb, w):
+    """f(w) = (1/2n) ‖Xw − y‖² + (λ/2)‖w‖² densely, and a bound on another order's distance from
+    it: residual i is off by at most (d+1) ε (|X||w| + |y|)_i, its square by twice that times |r_i|."""
+    X = pb.X.toarray()
+    r = X @ w - pb.y
+    f = float(0.5 * np.mean(r ** 2) + 0.5 * pb.lam * w @ w)
+    bound = (pb.d + 1) * _EPS * (np.abs(X) @ np.abs(w) + np.abs(pb.y))
+    tol = 2 * (float(np.mean(np.abs(r) * bound + bound ** 2)) + (pb.n + pb.d + 1) * _EPS * f)
+    return f, tol
+
+
+def test_proposition_1_run_records_both_methods_from_the_start():
+    """The run the Learn page overlays: f of both iterates and ‖w_naive‖_∞ at t = 0..T, by dense
+    formulas on the two methods stepped here; m and h as both ran (the derived defaults)."""
+    pb = _problem(seed=9, n=150, K=5)
+    r = P.proposition_1(pb, iterations=3, seed=4)
+    dane = DANE(pb, seed=4, eta=1.0, mu=0.0, solver="svrg", local_passes=1)
+    naive = NaiveFSVRG(pb, seed=4)
+    assert (r.m, r.h, r.seed) == (naive.m, naive.h, 4) and r.local_steps is r.stepsize is None
+    assert r.m == round(pb.n / pb.data.n_nodes)  # the default m = n/K
+    run = r.run
+    assert len(run.first) == len(run.second) == len(run.distances) == len(run.sizes) == 4
+    assert run.distances[0] == 0.0 and run.distances[1:] == r.differences and run.sizes[0] == 0.0
+    for t in range(4):
+        if t:
+            dane.step()
+            naive.step()
+        for value, w in ((run.first[t], dane.w), (run.second[t], naive.w)):
+            f, tol = _logistic_f(pb, w)
+            assert abs(value - f) <= tol
+        assert run.sizes[t] == np.abs(naive.w).max()
+    assert run.first[-1] < run.first[0]
+
+
 # ---------------------------------------------------------------------------------------
 # The Appendix: σ, Theorem 5, Lemma 4
 # ---------------------------------------------------------------------------------------
@@ -311,6 +359,38 @@ def test_theorem_5_and_lemma_4_figures_against_a_dense_image(sigma_of_K, sizes):
     assert max(lemma) <= 1e-12 and r.lemma_4_holds
     assert r.sigma == (K if sigma is None else sigma)
     assert r.equal_node_sizes == (len(set(sizes)) == 1)
+
+
+def test_theorem_5_run_records_the_primal_iterates_and_the_dual_image():
+    """The run the Learn page overlays: f(w_primal^t), f((1/(λn)) X α^t) and ‖image‖_∞, t = 0..T,
+    by dense formulas on the two methods stepped here."""
+    ds, _, _ = _data(seed=11, n=60, d=8, sizes=[10, 25, 15, 10], regression=True)
+    pb = Problem(ds, "squared", 0.1)
+    alpha0 = np.random.default_rng(1).normal(size=pb.n)
+    r = P.theorem_5(pb, sigma=2.0, alpha0=alpha0, iterations=3)
+    primal = PrimalMethod(pb, sigma=2.0, alpha0=alpha0)
+    dual = DualMethod(pb, sigma=2.0, alpha0=alpha0)
+    Xd = pb.X.toarray()
+    assert r.run.distances == r.differences and len(r.run.first) == 4
+    for t in range(4):
+        if t:
+            primal.step()
+            dual.step()
+        image = Xd.T @ dual.alpha / (pb.lam * pb.n)
+        # (1/(λn)) X α: each entry an n-term sum, off by at most (n+2) ε (|X|ᵀ|α|)_j / (λn).
+        image_tol = (pb.n + 2) * _EPS * np.max(np.abs(Xd).T @ np.abs(dual.alpha)) / (pb.lam * pb.n)
+        for value, w in ((r.run.first[t], primal.w), (r.run.second[t], image)):
+            f, tol = _ridge_f(pb, w)
+            # the image's own rounding moves f by at most ‖∇f(image)‖₁ times image_tol
+            grad = Xd.T @ (Xd @ w - pb.y) / pb.n + pb.lam * w
+            assert abs(value - f) <= tol + np.abs(grad).sum() * image_tol
+        assert abs(r.run.sizes[t] - np.abs(image).max()) <= image_tol
+
+
+def test_theorem_5_names_a_loss_other_than_squared():
+    pb = _problem(seed=3)
+    with pytest.raises(ParameterError, match="squared"):
+        P.theorem_5(pb, iterations=1)
 
 
 def test_every_figure_describes_itself_in_one_line():
