@@ -44,6 +44,8 @@ cancelled.
 from __future__ import annotations
 
 import atexit
+import base64
+import binascii
 import json
 import logging
 import os
@@ -55,14 +57,17 @@ import uuid
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from ..algorithms.spec import AlgorithmSpec
 from ..errors import FedvizError, ParameterError
 from ..validation import env_int
-from . import _probe
+from . import _probe, metrics
 from .codec import decode_float, to_json
 from .execute import Executor, Sink, Stop, Task, describe, execute
 from .job import Entry, Job, ProblemSpec, RunJob
 from .loop import IterationRecord
+from .pernode import NodeScores
 from .store import FLOAT_FIELDS
 
 log = logging.getLogger(__name__)
@@ -455,6 +460,10 @@ class Recorder:
         self._add("started", info)
 
     def record(self, label: str, rec) -> None:
+        if rec.nodes is not None and self.iterations is not None and rec.status == "running":
+            K = max((v.size for v in rec.nodes.values.values()), default=0)
+            if rec.iteration % node_stride(self.iterations, K):
+                rec = replace(rec, nodes=None)
         self._add("record", label, rec)
 
     def end(self, label: str, status: str, message: str) -> None:
@@ -466,12 +475,19 @@ class Recorder:
 
 def encode_calls(calls) -> str:
     """A sink's calls as strict JSON: what the stream carries (data, never code: a record's fields, a
-    spec's name, hyperparameters and label), read back by :func:`decode_calls`."""
+    spec's name, hyperparameters and label), read back by :func:`decode_calls`.  A record's per-node
+    vectors, when it has them, ride under ``"nodes"``: each metric's float32 values as base64 of their
+    little-endian bytes (exact, and a third of a decimal list's size)."""
     out = []
     for method, args in calls:
         if method == "record":
             label, rec = args
-            args = (label, rec.as_dict())
+            fields = rec.as_dict()
+            if rec.nodes is not None:
+                fields["nodes"] = {"iteration": int(rec.nodes.iteration),
+                                   "values": {name: base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode()
+                                              for name, v in rec.nodes.values.items()}}
+            args = (label, fields)
         elif method == "retuned":
             old, spec, note = args
             args = (old, spec.as_json(), note)
@@ -496,8 +512,9 @@ def decode_calls(text: str) -> list[tuple[str, tuple]]:
         method, args = call
         if method == "record":
             label, fields = args
+            nodes = _decode_nodes(fields.pop("nodes", None))
             fields = {k: (decode_float(v) if k in FLOAT_FIELDS else v) for k, v in fields.items()}
-            args = (label, IterationRecord(**fields))
+            args = (label, replace(IterationRecord.from_dict(fields), nodes=nodes))
         elif method == "retuned":
             old, spec, note = args
             args = (old, AlgorithmSpec(spec["name"], spec["hyper"], spec["label"], spec["group"]), note)
@@ -509,6 +526,20 @@ def decode_calls(text: str) -> list[tuple[str, tuple]]:
             args = (info,)
         out.append((method, tuple(args)))
     return out
+
+
+def _decode_nodes(encoded) -> NodeScores | None:
+    """The per-node vectors :func:`encode_calls` wrote (registered metrics only), or None."""
+    if encoded is None:
+        return None
+    try:
+        values = {}
+        for name, text in encoded["values"].items():
+            metrics.get(name)
+            values[name] = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4").astype(np.float32)
+        return NodeScores(int(encoded["iteration"]), values)
+    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as e:
+        raise FedvizError(f"a run's stream holds per-node values that are not a record's: {e}") from e
 
 
 def run_job(job: RunJob, *, topic: str | None = None, stop_event: str | None = None,
@@ -527,7 +558,7 @@ def run_job(job: RunJob, *, topic: str | None = None, stop_event: str | None = N
         job = replace(job, make_problem=_with_uploads(problem, uploads))
     if optimum is not None and optimum[0] is not None and job.f_star is None:
         job = replace(job, f_star=float(optimum[0]))
-    recorder = Recorder(topic, uuid.uuid4().hex, emit, tag)
+    recorder = Recorder(topic, uuid.uuid4().hex, emit, tag, iterations=job.iterations)
     stop = Stop()
     watcher = _watch(stop_event, stop)
     began = time.perf_counter()
@@ -771,5 +802,5 @@ def _end_open(sink: Sink, replay: Replay, stop: Stop, message: str) -> None:
 
 
 __all__ = ["ClusterMismatch", "DaskExecutor", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV", "STOP_POLL",
-           "STREAM_INTERVAL", "WORKERS_ENV", "check_cluster", "close", "describe_cluster", "environment", "get_client",
+           "STREAM_INTERVAL", "WORKERS_ENV", "NODE_STREAM_VALUES", "node_stride", "check_cluster", "close", "describe_cluster", "environment", "get_client",
            "optimum_of", "probe", "run_job", "scatter_uploads", "scheduler_address", "subscribe", "to_run_job"]
