@@ -421,11 +421,38 @@ def _with_uploads(problem: ProblemSpec, uploads: Mapping[str, bytes] | None) -> 
 
 
 # -- the worker's side ---------------------------------------------------------------------------------
-class Recorder:
-    """A sink that numbers and keeps every call and streams them as Dask events on ``topic``."""
+#: The most per-node values a run streams per algorithm and per metric (:func:`node_stride`): 100,000
+#: float32 values are 400 kB (533 kB as base64).  A tenth of what the page keeps
+#: (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`): a stream's events pass through the scheduler,
+#: which keeps the recent ones; the node picker's curve needs no more points than a screen has pixels.
+NODE_STREAM_VALUES = 100_000
 
-    def __init__(self, topic: str | None, attempt: str, emit: Callable[[str, Any], None] | None, tag: str = ""):
+
+def node_stride(iterations: int, K: int, budget: int | None = None) -> int:
+    """Every how many iterations a run streams its per-node vectors: the least power of two s such that
+    the kept iterations (0, s, 2s, … up to ``iterations``, and the last) hold at most ``budget`` values
+    of K nodes (when not even that fits, the least power of two ≥ ``iterations``: only the first and the
+    last vectors are sent)."""
+    budget = NODE_STREAM_VALUES if budget is None else budget
+    s = 1
+    while (iterations // s + 2) * K > budget and s < max(iterations, 1):
+        s *= 2
+    return s
+
+
+class Recorder:
+    """A sink that numbers and keeps every call and streams them as Dask events on ``topic``.
+
+    A record keeps its per-node vectors (every metric's, :class:`~fedviz.runner.pernode.NodeScores`) at the
+    iterations of :func:`node_stride` and at the last record of its algorithm (whose status is not
+    'running'): the page's histogram, node picker and node curve, as a run in this process has them.
+    ``iterations``: the job's, for the stride (None: every record keeps its vectors).
+    """
+
+    def __init__(self, topic: str | None, attempt: str, emit: Callable[[str, Any], None] | None, tag: str = "",
+                 iterations: int | None = None):
         self.topic, self.attempt, self.emit, self.tag = topic, attempt, emit, tag
+        self.iterations = iterations
         self.calls: list[tuple[str, tuple]] = []
         self._sent = 0
         self._last = time.monotonic()
@@ -801,6 +828,7 @@ def _end_open(sink: Sink, replay: Replay, stop: Stop, message: str) -> None:
             sink.end(label, "failed", message)
 
 
-__all__ = ["ClusterMismatch", "DaskExecutor", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV", "STOP_POLL",
-           "STREAM_INTERVAL", "WORKERS_ENV", "NODE_STREAM_VALUES", "node_stride", "check_cluster", "close", "describe_cluster", "environment", "get_client",
-           "optimum_of", "probe", "run_job", "scatter_uploads", "scheduler_address", "subscribe", "to_run_job"]
+__all__ = ["ClusterMismatch", "DaskExecutor", "NODE_STREAM_VALUES", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV",
+           "STOP_POLL", "STREAM_INTERVAL", "WORKERS_ENV", "check_cluster", "close", "describe_cluster", "environment",
+           "get_client", "node_stride", "optimum_of", "probe", "run_job", "scatter_uploads", "scheduler_address",
+           "subscribe", "to_run_job"]

@@ -46,7 +46,8 @@ SUMMARIES = {
     "p10": "the 10th percentile over the nodes (numpy's 'linear' method, Hyndman & Fan's type 7)",
     "p50": "the median node (numpy's 'linear' percentile)",
     "p90": "the 90th percentile over the nodes (numpy's 'linear' method)",
-    "worst10": "the mean of the ⌈K_t/10⌉ worst nodes (q-FFL's 'worst 10%'; at least one node)",
+    "worst10": "the mean of the ⌈K_t/10⌉ worst nodes (q-FFL's 'worst 10%'; at least one node): the highest values "
+               "of a lower-is-better metric, the lowest of a higher-is-better one",
     "min": "the lowest node value",
     "max": "the highest node value",
     "untested": "the nodes the metric leaves undefined (no test rows): counted, never silently dropped",

@@ -196,6 +196,8 @@ def score(scope: str, view) -> tuple[dict[str, float], dict[str, np.ndarray]]:
             fields.update({m.key(s): math.nan for s in m.summaries})
             continue
         row = dict(zip(STATS, next(stats))) if any(s in STATS for s in m.summaries) else {}
+        if "worst10" in row and m.direction == "higher":
+            row["worst10"] = _lowest_mean(v.per_node)  # the worst nodes of a higher-is-better metric are the lowest
         for s in m.summaries:
             if s in row:
                 value = row[s]
@@ -210,6 +212,14 @@ def score(scope: str, view) -> tuple[dict[str, float], dict[str, np.ndarray]]:
             fields[m.key(s)] = value
         vectors[m.name] = v.per_node.astype(np.float32)
     return fields, vectors
+
+
+def _lowest_mean(values: np.ndarray) -> float:
+    """The mean of the ⌈K_t/10⌉ lowest finite entries (NaN when none), summed in ascending order as
+    :func:`_summaries` sums the highest."""
+    v = np.sort(values[np.isfinite(values)])
+    top = worst_count(v.size)
+    return sum(v[:top].tolist()) / top if top else math.nan
 
 
 class SeenScope:
