@@ -203,3 +203,36 @@ def test_a_new_metric_is_one_entry(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     version, _, text = out.stdout.strip().partition(" ")
     assert int(version) == SCHEMA_VERSION and text.startswith("err") and text.endswith("%")
+
+
+def test_every_key_is_a_final_figure_of_an_experiment():
+    """An experiment stored by hand (each cell's last record given every per-node key, drawn from a seeded
+    generator): each key's median over seeds, as Results.summary and the axis figure read it, is numpy's."""
+    from fedviz.experiments import Arm, Axis, Experiment
+    from fedviz.experiments.results import load, per_node_title
+    from fedviz.plots.experiments import axis_figure
+    from fedviz.runner.loop import IterationRecord
+
+    exp = Experiment("walk", DataSpec(source="preset:identical-nodes"), (Arm.of("gd"),), (Axis.of("nodes", (2, 5)),),
+                     (0, 1, 2), iterations=1)
+    store = RunStore(":memory:")
+    info = store.open_experiment(exp.name, exp.as_json())
+    truth = {}
+    for s in range(2):
+        for seed in (0, 1, 2):
+            rng = np.random.default_rng([s, seed])
+            values = {k: float(rng.uniform(0, 1)) for k in metrics.KEYS}
+            truth[(s, seed)] = values
+            recs = [IterationRecord("gd", t, 1.0, 0.5, 0.2, 0.2, 1.0, t, t, t, t, float(t), 0.0,
+                                    "running" if t == 0 else "done", summaries=values if t else {}) for t in (0, 1)]
+            store.save_cell(info.id, key=f"{s}-{seed}", setting=(s,), arm="GD", step=None, seed=seed, label="GD",
+                            algorithm="gd", hyper={}, config={}, status="done", records=recs)
+    store.finish_experiment(info.id, "done")
+    results = load(store, exp.name)
+    for key in metrics.KEYS:
+        for s in range(2):
+            want = np.median([truth[(s, seed)][key] for seed in (0, 1, 2)])
+            assert results.summary("GD", (s,), key).median == want, key
+        fig = axis_figure(results, key)
+        assert per_node_title(key) in fig.layout.yaxis.title.text or per_node_title(key) in str(fig.layout.title.text)
+    store.close()
