@@ -218,9 +218,12 @@ def get(name: str) -> Metric:
         raise ValueError(f"no per-node metric {name!r}; registered: {', '.join(BY_NAME)}") from None
 
 
+_BY_SCOPE: Mapping[str, tuple[Metric, ...]] = {s: tuple(m for m in METRICS if m.scope == s) for s in SCOPES}
+
+
 def of_scope(scope: str) -> tuple[Metric, ...]:
-    """The metrics of one scope, in registry order."""
-    return tuple(m for m in METRICS if m.scope == scope)
+    """The metrics of one scope, in registry order (asked at every record: computed once)."""
+    return _BY_SCOPE[scope]
 
 
 def absent(scope: str) -> dict[str, float]:

@@ -229,7 +229,7 @@ class SeenScope:
     def __init__(self, ev: "NodeEvaluator", w, z, z_test, loss_sums=None):
         self.ev, self.w, self.z, self.z_test, self.loss_sums = ev, w, z, z_test, loss_sums
         self.K, self.untested = ev.K, ev.untested
-        self._errors = None
+        self._errors = self._losses = None
 
     def test_errors(self) -> tuple[np.ndarray, float]:
         if self._errors is None:
@@ -238,7 +238,9 @@ class SeenScope:
 
     def own_losses(self) -> tuple[np.ndarray, float]:
         """F_k(w) per node; the pooled value is the record's objective (not repeated here)."""
-        return self.ev.node_loss(self.w, self.z, self.loss_sums), math.nan
+        if self._losses is None:
+            self._losses = self.ev.node_loss(self.w, self.z, self.loss_sums), math.nan
+        return self._losses
 
     def distances(self) -> None:
         return None
