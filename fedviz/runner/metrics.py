@@ -228,8 +228,12 @@ def of_scope(scope: str) -> tuple[Metric, ...]:
 
 def absent(scope: str) -> dict[str, float]:
     """The keys of a scope a record does not have (no unseen nodes, no personal models): NaN, but for
-    ``nodes``, which counts them (0)."""
-    return {m.key(s): (0.0 if s == "nodes" else math.nan) for m in of_scope(scope) for s in m.summaries}
+    ``nodes``, which counts them (0).  A new dict (the caller may change it)."""
+    return dict(_ABSENT[scope])
+
+
+_ABSENT = {scope: {m.key(s): (0.0 if s == "nodes" else math.nan) for m in of_scope(scope) for s in m.summaries}
+           for scope in SCOPES}
 
 
 def format_value(metric: Metric, value: float, *, regression: bool = False) -> str:

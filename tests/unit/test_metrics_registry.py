@@ -236,3 +236,16 @@ def test_every_key_is_a_final_figure_of_an_experiment():
         fig = axis_figure(results, key)
         assert per_node_title(key) in fig.layout.yaxis.title.text or per_node_title(key) in str(fig.layout.title.text)
     store.close()
+
+
+@pytest.mark.parametrize("nodes", [{"iteration": 1, "values": {"no_such_metric": ""}},
+                                   {"iteration": 1, "values": {"node_error": "not base64!"}},
+                                   {"values": {}}, ["node_error"]])
+def test_per_node_values_in_a_stream_that_are_not_a_records_are_refused(run, nodes):
+    from fedviz.errors import FedvizError
+
+    _, recs = run
+    (call,) = json.loads(encode_calls([("record", ("ditto", recs[0]))]))
+    call[1][1]["nodes"] = nodes
+    with pytest.raises(FedvizError, match="per-node values that are not a record's"):
+        decode_calls(json.dumps([call]))
