@@ -157,8 +157,9 @@ class _Series:
             n -= 1
         elif n == len(self.cols["iteration"]):
             self.cols = {f: np.concatenate([a, np.empty_like(a)]) for f, a in self.cols.items()}
+        summaries = rec.summaries
         for f, a in self.cols.items():
-            a[n] = getattr(rec, f)
+            a[n] = summaries[f] if f in summaries else getattr(rec, f)  # a summary the record lacks: NaN
         self.records.append(rec)
 
     def views(self) -> Mapping[str, np.ndarray]:
