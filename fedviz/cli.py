@@ -221,7 +221,7 @@ def _cmd_run(args) -> int:
     from .errors import ParameterError
     from .problems.objective import Problem
     from .problems.optimum import solve
-    from .runner import FIELDS, iterate
+    from .runner import FIELDS, iterate, metrics
     from .personal import Personaliser
     from .runner.personal_target import exact_target
 
@@ -271,14 +271,12 @@ def _cmd_run(args) -> int:
                 # MSE on real targets: Problem.error_metric.
                 err = (f"test MSE {rec.test_error:9.4g}" if problem.error_metric == "mse"
                        else f"test err {100 * rec.test_error:6.2f}%")
-                if ds.unseen is not None:  # the held-out nodes' test rows, scored by the same model
-                    err += (f"  unseen MSE {rec.unseen_test_error:9.4g}" if problem.error_metric == "mse"
-                            else f"  unseen err {100 * rec.unseen_test_error:6.2f}%")
-                if not math.isnan(rec.personal_test_error):  # Ditto, APFL: each node with its own model
-                    err += (f"  personal MSE {rec.personal_test_error:9.4g}" if problem.error_metric == "mse"
-                            else f"  personal err {100 * rec.personal_test_error:6.2f}%")
-                if not math.isnan(rec.personal_distance):
-                    err += f"  dist to v_k(λ_D) {rec.personal_distance:9.3e}"
+                # Each per-node metric's headline that the record has (the unseen nodes' pooled error,
+                # the personal models' of Ditto and APFL, the distance to the exact v_k(λ_D)).
+                for m in metrics.METRICS:
+                    value = getattr(rec, m.key(m.headline)) if m.headline else math.nan
+                    if not math.isnan(value):
+                        err += f"  {m.cli} {metrics.format_value(m, value, regression=problem.error_metric == 'mse')}"
                 print(f"{rec.algorithm:>14} it {rec.iteration:>4}  f-f* {rec.suboptimality:10.3e}  "
                       f"{err}  rounds {rec.rounds:>4}  "
                       f"{rec.seconds:7.2f}s  {rec.status}{'  ' + rec.message if rec.message else ''}",

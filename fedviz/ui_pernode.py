@@ -13,10 +13,16 @@ import streamlit as st
 from .plots.figures import x_values
 from .plots.pernode import (band_figure, caption, distance_figure, distance_runs, histogram_figure, node_figure,
                             personal_caption, personal_figure, personal_runs, unseen_caption)
+from .runner import metrics
 from .runner.personal_target import CONVERGENCE_NOTE, target_sentence
 
-#: The "Per node" choices in words: the seen nodes' test error and own loss, the unseen nodes' test error.
-METRICS = {"error": "test error", "loss": "own loss F_k(w)", "unseen": "unseen nodes' test error"}
+
+def metric_options(*, untested: int, K: int, unseen: bool) -> list[str]:
+    """The "Per node" choices (the registry's metrics with a ``choice`` and a band, in its order): those of
+    the seen nodes, an error only when some node has test rows, and the unseen nodes' when there are some."""
+    return [m.name for m in metrics.METRICS if m.choice and m.band
+            and (m.scope == "seen" or (m.scope == "unseen" and unseen))
+            and not (m.scope == "seen" and m.needs_test_rows and untested == K)]
 
 
 def node_counts(ds) -> tuple[np.ndarray, np.ndarray, int]:
@@ -64,12 +70,12 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
                                   regression=regression, untested=int(np.count_nonzero(node_counts(unseen)[1] == 0))))
     nodes = snap.summary.get("nodes", K)
     runs = {label: snap.columns[label] for label in labels}
-    options = (["loss"] if untested == K else ["error", "loss"]) + (["unseen"] if unseen is not None else [])
+    options = metric_options(untested=untested, K=K, unseen=unseen is not None)
+    helps = ", or ".join(m.help for m in metrics.METRICS if m.choice and m.band
+                         and (m.scope == "seen" or (m.scope == "unseen" and unseen is not None)))
     metric = options[0] if len(options) == 1 else st.radio(
-        "Per node", options, horizontal=True, key=f"{key}-node-metric", format_func=METRICS.get,
-        help="Each node's test error on its own test rows, or its own objective F_k(w) of the paper's eq. (6) "
-             "on its training rows" + (", or the test error of each unseen node (held out of training) under "
-                                       "the same model" if unseen is not None else "") + ".")
+        "Per node", options, horizontal=True, key=f"{key}-node-metric", format_func=lambda n: metrics.get(n).choice,
+        help=helps[:1].upper() + helps[1:] + ".")
     version = (snap.run_id, snap.version, axis, cost, metric)
     cached = st.session_state.get(key + "-band")
     if cached is None or cached[0] != version:
@@ -77,23 +83,12 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
                           height=height, width=width, metric=metric)
         cached = st.session_state[key + "-band"] = (version, fig)
     st.plotly_chart(cached[1], width="stretch", key=f"{key}-band-chart")
-    if metric == "unseen":
-        st.caption("The band spans the unseen nodes' 10th to 90th percentile test error under the model in force, "
-                   "every unseen node counted alike; the solid line is the median unseen node, the dotted one the "
-                   "error pooled over their test rows.")
-    elif metric == "error":
-        st.caption("The band spans the nodes' 10th to 90th percentile test error over the nodes with test rows, "
-                   "every node counted alike; the solid line is the median node, the dotted one the pooled "
-                   "error over all test rows (the chart above).")
-    else:
-        st.caption("The band spans the nodes' 10th to 90th percentile own loss F_k(w), every node counted alike; "
-                   "the solid line is the median node, the dotted one f(w), their mean weighted by the nodes' "
-                   "rows n_k/n (eq. (1)).")
+    st.caption(metrics.get(metric).caption)
     personal_view(snap, runs, key, axis, cost, nodes=nodes, K=K, regression=regression, styles=styles,
                   width=width, height=height)
     tracks = {label: snap.nodes.get(label) for label in labels}
     tracks = {label: t for label, t in tracks.items() if t is not None and t.latest is not None}
-    if metric == "unseen":
+    if metrics.get(metric).scope == "unseen":
         _unseen_histogram(snap, tracks, key, regression=regression)
         return
     if not tracks or untested == K:

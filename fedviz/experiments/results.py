@@ -16,12 +16,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
-from typing import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import ParameterError
+from ..runner import metrics as pernode_metrics
 from ..runner.codec import to_json
 from ..runner.experiment_store import CellInfo, ExperimentInfo
 from ..runner.store import RunStore
@@ -30,6 +31,16 @@ from .spec import Experiment, from_json
 #: The final figures a view can show, and how each reads.
 METRICS = {"suboptimality": "final f − f*", "test_error": "final test error", "rounds": "rounds to reach ε",
            "objective": "final objective"}
+
+
+def per_node_title(key: str) -> str:
+    """How a per-node summary (a key of :data:`fedviz.runner.metrics.KEYS`) reads as a final figure:
+    "final test error per node: worst10"."""
+    for m in pernode_metrics.METRICS:
+        for s in m.summaries:
+            if m.key(s) == key:
+                return f"final {m.title[:1].lower()}{m.title[1:]}: {s}"
+    raise KeyError(key)
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,12 @@ class CellResult:
     rounds: float               # rounds to reach f − f* ≤ ε (inf: never)
     iterations: int
     worker: str
+    #: The last record's per-node summaries (:data:`fedviz.runner.metrics.KEYS`; NaN where not measured).
+    final: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
+
+    def value(self, metric: str) -> float:
+        """A final figure: one of :data:`METRICS` or a per-node summary's key."""
+        return self.final.get(metric, math.nan) if metric in _PER_NODE else getattr(self, metric)
 
 
 @dataclass(frozen=True)
@@ -103,7 +120,7 @@ class Results:
         _check_metric(metric)
         if step == "best":
             step = self.best_step(arm, setting, seeds)
-        values = [getattr(c, metric) for c in self.of(arm, setting, step, seeds)
+        values = [c.value(metric) for c in self.of(arm, setting, step, seeds)
                   if c.status in ("done", "diverged")]
         return summarise(values)
 
@@ -237,7 +254,8 @@ def _summarise(c: CellInfo, cols: dict, target: float, param: str | None) -> Cel
                       float(sub[last]) if last >= 0 else math.nan,
                       float(cols["test_error"][last]) if last >= 0 else math.nan,
                       float(cols["objective"][last]) if last >= 0 else math.nan,
-                      rounds, int(cols["iteration"][last]) if last >= 0 else 0, c.worker)
+                      rounds, int(cols["iteration"][last]) if last >= 0 else 0, c.worker,
+                      {k: float(cols[k][last]) if last >= 0 else math.nan for k in pernode_metrics.KEYS})
 
 
 #: The longest failure reason shown (characters): a traceback's first line says enough.
@@ -283,9 +301,13 @@ def _rank(x: float) -> float:
 
 
 def _check_metric(metric: str) -> None:
-    if metric not in METRICS:
-        raise ParameterError("metric", metric, "one of " + ", ".join(METRICS))
+    if metric not in METRICS and metric not in _PER_NODE:
+        raise ParameterError("metric", metric, "one of " + ", ".join(METRICS) + ", or a per-node summary ("
+                             + ", ".join(pernode_metrics.KEYS[:3]) + ", …: fedviz.runner.metrics.KEYS)")
+
+
+_PER_NODE = frozenset(pernode_metrics.KEYS)
 
 
 __all__ = ["CellResult", "METRICS", "REASON_WIDTH", "Results", "Summary", "failure_reasons", "failure_text", "load",
-           "summarise"]
+           "per_node_title", "summarise"]

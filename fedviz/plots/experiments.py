@@ -34,7 +34,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..experiments.results import METRICS, Results
+from ..experiments.results import METRICS, Results, per_node_title
+from ..runner import metrics as pernode_metrics
 from .figures import _LAYOUT, _PALETTE, decade_text, log_axis
 from .styles import Style, run_styles
 
@@ -66,7 +67,7 @@ def arm_colors(results: Results) -> dict[str, str]:
 def _metric_title(metric: str, results: Results) -> str:
     if metric == "rounds":
         return f"rounds to reach f − f* ≤ {results.experiment.target:g}"
-    return METRICS[metric]
+    return METRICS[metric] if metric in METRICS else per_node_title(metric)
 
 
 def _grid(n: int, cols: int = 3) -> tuple[int, int]:
@@ -244,10 +245,11 @@ def axis_figure(results: Results, metric: str = "suboptimality", *, axis: int = 
     "Never reached" (rounds to ε of ∞) is left out of the line and said in the hover text.
     """
     exp = results.experiment
-    if metric not in METRICS:
+    if metric not in METRICS and metric not in pernode_metrics.KEYS:
         from ..errors import ParameterError
 
-        raise ParameterError("metric", metric, "one of " + ", ".join(METRICS))
+        raise ParameterError("metric", metric, "one of " + ", ".join(METRICS) + ", or a per-node summary ("
+                             + ", ".join(pernode_metrics.KEYS[:3]) + ", …: fedviz.runner.metrics.KEYS)")
     looks = arm_styles(results)
     if not exp.axes:
         xs, xtype, other = ["base"], "category", [None]

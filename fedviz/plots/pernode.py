@@ -15,6 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..data.split import DEAL_REMEDY
+from ..runner import metrics
+from ..runner.metrics import Metric
 from ..runner.pernode import untested_sentence, worst_count
 from .figures import _AXIS_TITLES, _LAYOUT, error_labels, legend_below, styles_of, x_values
 
@@ -41,27 +43,32 @@ def _rgba(color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
+def metric_labels(metric: Metric, *, regression: bool = False) -> dict:
+    """Title, axis title, tick format and hover text of a per-node metric's chart: the test error's
+    (:func:`~fedviz.plots.figures.error_labels`: a rate, or the MSE on real targets) for an error, else the
+    metric's own axis with 4 significant digits (3 in powers of ten for a distance)."""
+    if metric.kind == "error":
+        return {**error_labels("mse" if regression else "error"), "title": metric.title}
+    return dict(title=metric.title, axis=metric.axis, tickformat=None,
+                hover="%{y:.3e}" if metric.kind == "distance" else "%{y:.4g}")
+
+
 def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "iteration", nodes: int = 1,
                 round_cost: float = 0.0, regression: bool = False, styles: Mapping[str, str] | None = None,
-                height: int = 420, width: int = 340, metric: str = "error") -> go.Figure:
-    """For every run: the band between the nodes' 10th and 90th percentile test error, their median
-    (solid) and the pooled test error (dotted), against the chosen x axis.  ``runs``: label → record
-    columns with ``node_error_p10/p50/p90`` and ``test_error``; a run whose nodes have no test rows
-    (all NaN) draws only its pooled curve.  ``metric="loss"``: the same of the own losses F_k(w)
-    (eq. (6); ``node_loss_*``), whose row-weighted mean, the pooled curve, is the objective f(w).
-    ``metric="unseen"``: the test error of the unseen nodes (issue 23, point 2; ``unseen_error_*``),
-    pooled over their test rows (``unseen_test_error``)."""
-    if metric == "unseen":
-        labels = {**error_labels("mse" if regression else "error"), "title": "Test error per unseen node"}
-        prefix, pooled_col = "unseen_error", "unseen_test_error"
-    elif metric == "loss":
-        labels = dict(title="Own loss F_k(w) per node", axis="F_k(w)",
-                      tickformat=None, hover="%{y:.4g}")
-        prefix, pooled_col = "node_loss", "objective"
-    else:
-        labels = {**error_labels("mse" if regression else "error"),
-                  "title": "Test error per node"}
-        prefix, pooled_col = "node_error", "test_error"
+                height: int = 420, width: int = 340, metric: str = "node_error") -> go.Figure:
+    """For every run: the band between the nodes' 10th and 90th percentile of a per-node ``metric`` (a name of
+    the registry :mod:`fedviz.runner.metrics` that keeps p10, p50 and p90), their median (solid) and the
+    pooled value (dotted), against the chosen x axis.  ``runs``: label → record columns with
+    ``<metric>_p10/p50/p90`` and the metric's pooled key; a run whose nodes are all undefined (NaN: no
+    test rows) draws only its pooled curve.  The default, ``node_error``, is the test error (pooled:
+    ``test_error``); ``node_loss`` the own losses F_k(w) (eq. (6)), whose row-weighted mean, the pooled
+    curve, is the objective f(w); ``unseen_error`` the test error of the unseen nodes (issue 23, point 2),
+    pooled over their test rows."""
+    m = metrics.get(metric)
+    if not m.band:
+        raise ValueError(f"the per-node metric {metric!r} keeps no 10th, 50th and 90th percentiles to draw a band")
+    labels = metric_labels(m, regression=regression)
+    prefix, pooled_col = m.name, m.pooled_key
     fig = go.Figure()
     st = styles_of(runs, styles)
     names, tops = [], []
@@ -70,12 +77,14 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
             continue
         x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)
         color = st[label].color
-        lo, mid, hi = (np.asarray(cols[f"{prefix}_{q}"], dtype=float) for q in ("p10", "p50", "p90"))
-        tops += [hi[np.isfinite(hi)], np.asarray(cols[pooled_col], dtype=float)]
+        lo, mid, hi = (np.asarray(cols[m.key(q)], dtype=float) for q in ("p10", "p50", "p90"))
+        tops += [hi[np.isfinite(hi)]] + ([np.asarray(cols[pooled_col], dtype=float)] if pooled_col else [])
         if np.isfinite(mid).any():
             name = f"{label}: median node (band 10th–90th)"
             _band(fig, x, lo, mid, hi, color, label, name, "", labels["hover"])
             names.append(name)
+        if pooled_col is None:
+            continue
         name = f"{label}: pooled"
         fig.add_scatter(x=x, y=np.asarray(cols[pooled_col], dtype=float), mode="lines", name=name,
                         legendgroup=label, line=dict(color=color, width=1.5, dash="dot"),
@@ -86,7 +95,7 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
     legend_below(fig, names, height=height, width=width)
     top = np.concatenate(tops) if tops else np.empty(0)
     top = top[np.isfinite(top)]
-    if metric != "loss" and not regression and top.size:
+    if m.kind == "error" and not regression and top.size:
         # Error rates from 0: the band's upper edge (often 100% on small nodes) inside the frame.
         fig.update_yaxes(range=[0.0, min(1.0, float(top.max())) * 1.04 + 0.005])
     return fig
@@ -203,16 +212,20 @@ def unseen_caption(last: Mapping[str, object], *, K: int, seen: int, test_rows: 
 # Personal models (issue 23, point 3): Ditto's and APFL's per-node models on the Run page
 # ---------------------------------------------------------------------------------------------
 
+#: The metrics the personal models' figures and sentences read (:mod:`fedviz.runner.metrics`).
+_ERROR, _PERSONAL, _DISTANCE = (metrics.get(n) for n in ("node_error", "personal_error", "personal_distance"))
+
+
 def personal_runs(runs: Mapping[str, Mapping[str, np.ndarray]]) -> list[str]:
     """The labels of the runs whose records carry personal models' scores (Ditto, APFL)."""
     return [label for label, cols in runs.items()
-            if len(cols.get("iteration", ())) and np.isfinite(np.asarray(cols["personal_error_p50"], float)).any()]
+            if len(cols.get("iteration", ())) and np.isfinite(np.asarray(cols[_PERSONAL.key("p50")], float)).any()]
 
 
 def distance_runs(runs: Mapping[str, Mapping[str, np.ndarray]]) -> list[str]:
     """The labels of the runs whose records carry a distance to an exact target (Ditto given v_k(λ_D))."""
     return [label for label, cols in runs.items()
-            if len(cols.get("iteration", ())) and np.isfinite(np.asarray(cols["personal_distance"], float)).any()]
+            if len(cols.get("iteration", ())) and np.isfinite(np.asarray(cols[_DISTANCE.key("rms")], float)).any()]
 
 
 def personal_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "iteration", nodes: int = 1,
@@ -222,7 +235,7 @@ def personal_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str =
     the band between the nodes' 10th and 90th percentile test error around their median (solid), beside
     the median node under the run's global model (dashed).  ``runs``: label → record columns with
     ``personal_error_p10/p50/p90`` and ``node_error_p50``."""
-    labels = {**error_labels("mse" if regression else "error"), "title": "Personal models: test error per node"}
+    labels = metric_labels(_PERSONAL, regression=regression)
     fig = go.Figure()
     st = styles_of(runs, styles)
     names, tops = [], []
@@ -230,8 +243,8 @@ def personal_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str =
         cols = runs[label]
         x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)
         color = st[label].color
-        lo, mid, hi = (np.asarray(cols[f"personal_error_{q}"], dtype=float) for q in ("p10", "p50", "p90"))
-        glob = np.asarray(cols["node_error_p50"], dtype=float)
+        lo, mid, hi = (np.asarray(cols[_PERSONAL.key(q)], dtype=float) for q in ("p10", "p50", "p90"))
+        glob = np.asarray(cols[_ERROR.key("p50")], dtype=float)
         tops += [hi[np.isfinite(hi)], glob[np.isfinite(glob)]]
         name = f"{label}: personal models, median node (band 10th–90th)"
         _band(fig, x, lo, mid, hi, color, label, name, "personal", labels["hover"])
@@ -261,14 +274,14 @@ def distance_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str =
     for label in distance_runs(runs):
         cols = runs[label]
         x = np.asarray(x_values(cols, axis, nodes=nodes, round_cost=round_cost), dtype=float)
-        y = np.asarray(cols["personal_distance"], dtype=float)
+        y = np.asarray(cols[_DISTANCE.key("rms")], dtype=float)
         y = np.where(y > 0, y, np.nan)
         name = f"{label}: RMS over nodes of ‖v_k − v_k(λ_D)‖"
         fig.add_scatter(x=x, y=y, mode="lines", name=name, line=dict(color=st[label].color, width=2),
                         hovertemplate=f"{label}<br>distance %{{y:.3e}}<extra></extra>")
         names.append(name)
-    fig.update_layout(title="Distance of the personal models to the exact Ditto models", yaxis_type="log",
-                      xaxis_title=_AXIS_TITLES[axis], yaxis_title="RMS ‖v_k − v_k(λ_D)‖", **_LAYOUT)
+    fig.update_layout(title=_DISTANCE.title, yaxis_type="log", xaxis_title=_AXIS_TITLES[axis],
+                      yaxis_title=_DISTANCE.axis, **_LAYOUT)
     fig.update_yaxes(exponentformat="power")
     legend_below(fig, names, height=height, width=width)
     return fig
@@ -284,14 +297,14 @@ def personal_caption(runs: Mapping[str, Mapping[str, np.ndarray]], *, regression
     for label in personal_runs(runs):
         cols = runs[label]
         i = len(cols["iteration"]) - 1
-        pooled, med = float(cols["personal_test_error"][i]), float(cols["personal_error_p50"][i])
-        gpooled, gmed = float(cols["test_error"][i]), float(cols["node_error_p50"][i])
+        pooled, med = float(cols[_PERSONAL.pooled_key][i]), float(cols[_PERSONAL.key("p50")][i])
+        gpooled, gmed = float(cols[_ERROR.pooled_key][i]), float(cols[_ERROR.key("p50")][i])
         if not all(math.isfinite(v) for v in (pooled, med, gpooled, gmed)):
             continue
         text = (f"{label} at iteration {int(cols['iteration'][i]):,}: its personal models' {what} is "
                 f"{fmt(pooled)} pooled and {fmt(med)} at the median node, the global model's {fmt(gpooled)} and "
                 f"{fmt(gmed)}")
-        dist = np.asarray(cols["personal_distance"], dtype=float)
+        dist = np.asarray(cols[_DISTANCE.key("rms")], dtype=float)
         if math.isfinite(dist[0]) and math.isfinite(dist[i]):
             text += (f"; their distance to the exact models went from {dist[0]:.3g} at iteration "
                      f"{int(cols['iteration'][0]):,} to {dist[i]:.3g}")

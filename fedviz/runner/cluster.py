@@ -44,6 +44,8 @@ cancelled.
 from __future__ import annotations
 
 import atexit
+import base64
+import binascii
 import json
 import logging
 import os
@@ -55,14 +57,17 @@ import uuid
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from ..algorithms.spec import AlgorithmSpec
 from ..errors import FedvizError, ParameterError
 from ..validation import env_int
-from . import _probe
+from . import _probe, metrics
 from .codec import decode_float, to_json
 from .execute import Executor, Sink, Stop, Task, describe, execute
 from .job import Entry, Job, ProblemSpec, RunJob
 from .loop import IterationRecord
+from .pernode import NodeScores
 from .store import FLOAT_FIELDS
 
 log = logging.getLogger(__name__)
@@ -416,11 +421,38 @@ def _with_uploads(problem: ProblemSpec, uploads: Mapping[str, bytes] | None) -> 
 
 
 # -- the worker's side ---------------------------------------------------------------------------------
-class Recorder:
-    """A sink that numbers and keeps every call and streams them as Dask events on ``topic``."""
+#: The most per-node values a run streams per algorithm and per metric (:func:`node_stride`): 100,000
+#: float32 values are 400 kB (533 kB as base64).  A tenth of what the page keeps
+#: (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`): a stream's events pass through the scheduler,
+#: which keeps the recent ones; the node picker's curve needs no more points than a screen has pixels.
+NODE_STREAM_VALUES = 100_000
 
-    def __init__(self, topic: str | None, attempt: str, emit: Callable[[str, Any], None] | None, tag: str = ""):
+
+def node_stride(iterations: int, K: int, budget: int | None = None) -> int:
+    """Every how many iterations a run streams its per-node vectors: the least power of two s such that
+    the kept iterations (0, s, 2s, … up to ``iterations``, and the last) hold at most ``budget`` values
+    of K nodes (when not even that fits, the least power of two ≥ ``iterations``: only the first and the
+    last vectors are sent)."""
+    budget = NODE_STREAM_VALUES if budget is None else budget
+    s = 1
+    while (iterations // s + 2) * K > budget and s < max(iterations, 1):
+        s *= 2
+    return s
+
+
+class Recorder:
+    """A sink that numbers and keeps every call and streams them as Dask events on ``topic``.
+
+    A record keeps its per-node vectors (every metric's, :class:`~fedviz.runner.pernode.NodeScores`) at the
+    iterations of :func:`node_stride` and at the last record of its algorithm (whose status is not
+    'running'): the page's histogram, node picker and node curve, as a run in this process has them.
+    ``iterations``: the job's, for the stride (None: every record keeps its vectors).
+    """
+
+    def __init__(self, topic: str | None, attempt: str, emit: Callable[[str, Any], None] | None, tag: str = "",
+                 iterations: int | None = None):
         self.topic, self.attempt, self.emit, self.tag = topic, attempt, emit, tag
+        self.iterations = iterations
         self.calls: list[tuple[str, tuple]] = []
         self._sent = 0
         self._last = time.monotonic()
@@ -455,6 +487,10 @@ class Recorder:
         self._add("started", info)
 
     def record(self, label: str, rec) -> None:
+        if rec.nodes is not None and self.iterations is not None and rec.status == "running":
+            K = max((v.size for v in rec.nodes.values.values()), default=0)
+            if rec.iteration % node_stride(self.iterations, K):
+                rec = replace(rec, nodes=None)
         self._add("record", label, rec)
 
     def end(self, label: str, status: str, message: str) -> None:
@@ -466,12 +502,19 @@ class Recorder:
 
 def encode_calls(calls) -> str:
     """A sink's calls as strict JSON: what the stream carries (data, never code: a record's fields, a
-    spec's name, hyperparameters and label), read back by :func:`decode_calls`."""
+    spec's name, hyperparameters and label), read back by :func:`decode_calls`.  A record's per-node
+    vectors, when it has them, ride under ``"nodes"``: each metric's float32 values as base64 of their
+    little-endian bytes (exact, and a third of a decimal list's size)."""
     out = []
     for method, args in calls:
         if method == "record":
             label, rec = args
-            args = (label, rec.as_dict())
+            fields = rec.as_dict()
+            if rec.nodes is not None:
+                fields["nodes"] = {"iteration": int(rec.nodes.iteration),
+                                   "values": {name: base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode()
+                                              for name, v in rec.nodes.values.items()}}
+            args = (label, fields)
         elif method == "retuned":
             old, spec, note = args
             args = (old, spec.as_json(), note)
@@ -496,8 +539,9 @@ def decode_calls(text: str) -> list[tuple[str, tuple]]:
         method, args = call
         if method == "record":
             label, fields = args
+            nodes = _decode_nodes(fields.pop("nodes", None))
             fields = {k: (decode_float(v) if k in FLOAT_FIELDS else v) for k, v in fields.items()}
-            args = (label, IterationRecord(**fields))
+            args = (label, replace(IterationRecord.from_dict(fields), nodes=nodes))
         elif method == "retuned":
             old, spec, note = args
             args = (old, AlgorithmSpec(spec["name"], spec["hyper"], spec["label"], spec["group"]), note)
@@ -509,6 +553,20 @@ def decode_calls(text: str) -> list[tuple[str, tuple]]:
             args = (info,)
         out.append((method, tuple(args)))
     return out
+
+
+def _decode_nodes(encoded) -> NodeScores | None:
+    """The per-node vectors :func:`encode_calls` wrote (registered metrics only), or None."""
+    if encoded is None:
+        return None
+    try:
+        values = {}
+        for name, text in encoded["values"].items():
+            metrics.get(name)
+            values[name] = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4").astype(np.float32)
+        return NodeScores(int(encoded["iteration"]), values)
+    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as e:
+        raise FedvizError(f"a run's stream holds per-node values that are not a record's: {e}") from e
 
 
 def run_job(job: RunJob, *, topic: str | None = None, stop_event: str | None = None,
@@ -527,7 +585,7 @@ def run_job(job: RunJob, *, topic: str | None = None, stop_event: str | None = N
         job = replace(job, make_problem=_with_uploads(problem, uploads))
     if optimum is not None and optimum[0] is not None and job.f_star is None:
         job = replace(job, f_star=float(optimum[0]))
-    recorder = Recorder(topic, uuid.uuid4().hex, emit, tag)
+    recorder = Recorder(topic, uuid.uuid4().hex, emit, tag, iterations=job.iterations)
     stop = Stop()
     watcher = _watch(stop_event, stop)
     began = time.perf_counter()
@@ -770,6 +828,7 @@ def _end_open(sink: Sink, replay: Replay, stop: Stop, message: str) -> None:
             sink.end(label, "failed", message)
 
 
-__all__ = ["ClusterMismatch", "DaskExecutor", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV", "STOP_POLL",
-           "STREAM_INTERVAL", "WORKERS_ENV", "check_cluster", "close", "describe_cluster", "environment", "get_client",
-           "optimum_of", "probe", "run_job", "scatter_uploads", "scheduler_address", "subscribe", "to_run_job"]
+__all__ = ["ClusterMismatch", "DaskExecutor", "NODE_STREAM_VALUES", "PINNED", "Recorder", "Replay", "SCHEDULER_ENV",
+           "STOP_POLL", "STREAM_INTERVAL", "WORKERS_ENV", "check_cluster", "close", "describe_cluster", "environment",
+           "get_client", "node_stride", "optimum_of", "probe", "run_job", "scatter_uploads", "scheduler_address",
+           "subscribe", "to_run_job"]

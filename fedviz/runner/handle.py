@@ -84,8 +84,9 @@ class RunSnapshot:
     version : int
         Grows with every change; equal versions mean equal contents.
     nodes : mapping label → :class:`~fedviz.runner.pernode.NodeTrack`
-        Every node's test error and own loss: the latest, and a bounded history for the node
-        picker (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`).
+        Every node's value of each per-node metric at the latest record, and of the metrics with a
+        history (the test error and own loss) a bounded history for the node picker
+        (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`).
     """
 
     run_id: str
@@ -145,9 +146,6 @@ class _Series:
             # The per-node vectors go to the bounded history, not into every kept record.
             self.nodes.add(rec.nodes)
             rec = replace(rec, nodes=None)
-        if rec.personal is not None:
-            # The personal models' scores live on as the record's fields (pernode.PERSONAL_FIELDS).
-            rec = replace(rec, personal=None)
         n = self.n
         if n and rec.iteration > self.records[-1].iteration:
             # The loop's seconds are the algorithm's own time: their difference is this step's.
@@ -159,8 +157,9 @@ class _Series:
             n -= 1
         elif n == len(self.cols["iteration"]):
             self.cols = {f: np.concatenate([a, np.empty_like(a)]) for f, a in self.cols.items()}
+        summaries = rec.summaries
         for f, a in self.cols.items():
-            a[n] = getattr(rec, f)
+            a[n] = summaries[f] if f in summaries else getattr(rec, f)  # a summary the record lacks: NaN
         self.records.append(rec)
 
     def views(self) -> Mapping[str, np.ndarray]:

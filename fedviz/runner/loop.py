@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -34,7 +34,7 @@ from ..algorithms.base import Algorithm, StopRequested
 from ..errors import ParameterError
 from ..problems.dissimilarity import local_dissimilarity
 from ..problems.objective import Problem
-from . import pernode
+from . import metrics, pernode
 from .health import Watch, assess
 
 log = logging.getLogger(__name__)
@@ -46,23 +46,15 @@ STATUSES = ("running", "done", "diverged", "stopped", "failed")
 class IterationRecord:
     """The state after ``iteration`` outer iterations (iteration 0 is the starting point).
 
-    The per-node fields (issue 23; :mod:`fedviz.runner.pernode` defines them) summarise every
-    node's test error (``node_error_*``, over the nodes with test rows; the pooled value is
-    ``test_error``) and own loss F_k (``node_loss_*``; the pooled value is ``objective``), and
-    count the nodes without test rows (``nodes_untested``); NaN in records written before them.
-    The unseen fields (issue 23, point 2; :data:`~fedviz.runner.pernode.UNSEEN_FIELDS`) score the
-    nodes the data set holds out of training: ``nodes_unseen`` of them (0: none), the model's test
-    error pooled over their test rows (``unseen_test_error``) and its distribution over them
-    (``unseen_error_*``), and those without test rows (``unseen_untested``).
+    ``summaries`` holds the per-node metrics' summaries by record key (issue 23; the registry
+    :mod:`fedviz.runner.metrics` says which: e.g. ``node_error_p50``, the median node's test error,
+    ``nodes_untested``, ``unseen_test_error``, ``personal_distance``), each also read as an attribute
+    (``rec.node_error_p50``); a key the record lacks (a record written before its metric) reads NaN.
+    The pooled values of the seen nodes' test error and own loss are ``test_error`` and ``objective``.
     ``dissimilarity`` is FedProx's (1/K) Σ_k ‖∇F_k(w) − ∇f(w)‖²
     (:func:`~fedviz.problems.dissimilarity.local_dissimilarity`), NaN unless the run asked for it.
-    The personal fields (issue 23, point 3; :data:`~fedviz.runner.pernode.PERSONAL_FIELDS`), for an
-    algorithm with a model per node (Ditto, APFL): each node's test rows scored with its own model,
-    pooled over the rows of the nodes (``personal_test_error``) and per node (``personal_error_*``),
-    and the root mean square over the nodes of ‖v_k − v_k*‖ to the exact target the run was given
-    (``personal_distance``: Ditto's v_k(λ_D)); NaN for the other algorithms and without a target.
-    ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`)
-    in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
+    ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`, every
+    metric's) in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
     """
 
     algorithm: str
@@ -81,53 +73,32 @@ class IterationRecord:
     status: str
     message: str = ""
     dissimilarity: float = math.nan
-    node_error_mean: float = math.nan
-    node_error_std: float = math.nan
-    node_error_p10: float = math.nan
-    node_error_p50: float = math.nan
-    node_error_p90: float = math.nan
-    node_error_worst10: float = math.nan
-    node_error_min: float = math.nan
-    node_error_max: float = math.nan
-    node_loss_mean: float = math.nan
-    node_loss_std: float = math.nan
-    node_loss_p10: float = math.nan
-    node_loss_p50: float = math.nan
-    node_loss_p90: float = math.nan
-    node_loss_worst10: float = math.nan
-    node_loss_min: float = math.nan
-    node_loss_max: float = math.nan
-    nodes_untested: float = math.nan
-    nodes_unseen: float = math.nan
-    unseen_test_error: float = math.nan
-    unseen_error_mean: float = math.nan
-    unseen_error_std: float = math.nan
-    unseen_error_p10: float = math.nan
-    unseen_error_p50: float = math.nan
-    unseen_error_p90: float = math.nan
-    unseen_error_worst10: float = math.nan
-    unseen_error_min: float = math.nan
-    unseen_error_max: float = math.nan
-    unseen_untested: float = math.nan
-    personal_test_error: float = math.nan
-    personal_error_mean: float = math.nan
-    personal_error_p10: float = math.nan
-    personal_error_p50: float = math.nan
-    personal_error_p90: float = math.nan
-    personal_error_worst10: float = math.nan
-    personal_distance: float = math.nan
+    summaries: Mapping[str, float] = field(default_factory=dict, hash=False)
     nodes: pernode.NodeScores | None = field(default=None, compare=False, repr=False)
-    #: An algorithm with a model per node (Ditto, APFL): every node scored with its own model
-    #: (:class:`~fedviz.runner.pernode.PersonalScores`), in memory only as ``nodes``; None otherwise.
-    personal: pernode.PersonalScores | None = field(default=None, compare=False, repr=False)
+
+    def __getattr__(self, name: str):
+        # Only called when the ordinary lookup fails: a per-node key reads from the summaries.
+        if name in _KEYS:
+            return self.__dict__.get("summaries", {}).get(name, math.nan)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def as_dict(self) -> dict:
-        """The fields of :data:`FIELDS` (not the in-memory per-node vectors)."""
+        """The fields of :data:`FIELDS`, the summaries spread out (not the in-memory per-node vectors)."""
         return {f: getattr(self, f) for f in FIELDS}
 
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "IterationRecord":
+        """The record of an :meth:`as_dict` (a per-node key absent from ``d`` reads NaN; others are ignored)."""
+        return cls(**{f: d[f] for f in CORE_FIELDS if f in d},
+                   summaries={k: d[k] for k in metrics.KEYS if k in d})
 
-FIELDS = tuple(f for f in IterationRecord.__dataclass_fields__ if f not in ("nodes", "personal"))
-assert FIELDS[-len(pernode.FIELDS):] == pernode.FIELDS, "the record's per-node fields follow pernode.FIELDS"
+
+#: The record's own fields (without the per-node summaries and vectors).
+CORE_FIELDS = tuple(f for f in IterationRecord.__dataclass_fields__ if f not in ("summaries", "nodes"))
+#: Every field of a record as :meth:`IterationRecord.as_dict` spreads it: the core fields, then every
+#: per-node key of the registry (:data:`fedviz.runner.metrics.KEYS`).
+FIELDS = CORE_FIELDS + metrics.KEYS
+_KEYS = frozenset(metrics.KEYS)
 
 
 def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: int,
@@ -146,7 +117,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     starts); after that nothing is raised: the last record's status says how it ended.
     ``f_star`` defaults to NaN suboptimality when not given.  ``personal_target`` (K × d), for an
     algorithm with personal models only, is the exact model of each node (the exact Ditto v_k(λ)):
-    every record's ``personal.distance`` is then the distance of the run's personal models to it.
+    every record's ``personal_distance`` is then the distance of the run's personal models to it.
     """
     cls = get_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
     algo = cls(problem, seed=seed, w0=w0, hp=hyper if hyper is not None else {})
@@ -257,20 +228,19 @@ def _record(algo: Algorithm, label: str, f_star: float, start: float, status: st
                                                     algo.node_loss_sums())
         # The held-out nodes: the same model on their test rows (one product with those rows).
         per_node, scores = unseen.add(w, per_node, scores) if unseen is not None else \
-            ({**per_node, "nodes_unseen": 0.0}, scores)
+            ({**per_node, **metrics.absent("unseen")}, scores)
         train_err = algo.train_error()
         if dissimilarity:
             dissim = local_dissimilarity(p, w, z=z)
     personal = getattr(nodes, "personal", None)
-    if personal is not None:
-        personal = personal.evaluate(algo.personal_models(), algo.iteration)
-    per_node = {**per_node, **pernode.personal_fields(personal)}  # NaN without personal models
+    per_node, scores = personal.add(algo.personal_models(), per_node, scores) if personal is not None else \
+        ({**per_node, **metrics.absent("personal")}, scores)  # NaN without personal models
     return IterationRecord(
         algorithm=label, iteration=algo.iteration, objective=obj, suboptimality=obj - f_star,
         test_error=test_err, train_error=train_err, grad_norm=grad_norm, rounds=algo.rounds,
         vectors_up=algo.vectors_up, vectors_down=algo.vectors_down, grad_evals=algo.grad_evals,
         passes=algo.grad_evals / p.n, seconds=time.perf_counter() - start, status=status,
-        dissimilarity=dissim, nodes=scores, personal=personal, **per_node)
+        dissimilarity=dissim, summaries=per_node, nodes=scores)
 
 
 def _final(algo, label, f_star, start, nodes, unseen, status, message, dissimilarity=False) -> IterationRecord:
@@ -285,8 +255,4 @@ def _final(algo, label, f_star, start, nodes, unseen, status, message, dissimila
 
 
 def _replace(rec: IterationRecord, **changes) -> IterationRecord:
-    d = rec.as_dict()
-    d["nodes"] = rec.nodes
-    d["personal"] = rec.personal
-    d.update(changes)
-    return IterationRecord(**d)
+    return replace(rec, **changes)

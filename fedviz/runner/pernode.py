@@ -43,12 +43,20 @@ problem of the held-out nodes): the model in force on each unseen node's test ro
 iteration, as ``unseen_test_error`` (pooled over their test rows) and ``unseen_error_<stat>``.
 Their cost is one product with the unseen test rows (a share of the test set the seen nodes no
 longer have).
+
+Which vectors a record keeps and which summaries of them is the registry's (:mod:`fedviz.runner.metrics`):
+each evaluator here scores one of its *scopes* (:class:`NodeEvaluator` the seen nodes under the global
+model, :class:`UnseenEvaluator` the held-out ones, :class:`PersonalEvaluator` each seen node under its own
+model) and hands the metrics of that scope a view of its evaluation (:class:`SeenScope`,
+:class:`UnseenScope`, :class:`PersonalScope`); :func:`score` computes every metric of the scope and their
+summaries, the statistics of all of them in one compiled call.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numba
 import numpy as np
@@ -56,25 +64,12 @@ import numpy as np
 from ..data.split import DEAL_REMEDY
 from ..problems._compiled import LOSS_CODES, LOGISTIC, SQUARED
 from ..problems.losses import segment_sums
+from . import metrics
+from .metrics import STATS
 
-#: The statistics of a per-node vector that every record keeps (see the module docstring).
-STATS = ("mean", "std", "p10", "p50", "p90", "worst10", "min", "max")
-#: The record fields: ``node_error_<stat>`` and ``node_loss_<stat>``, then ``nodes_untested``.
-#: The pooled values are fields already: ``test_error`` and ``objective``.
-ERROR_FIELDS = tuple(f"node_error_{s}" for s in STATS)
-LOSS_FIELDS = tuple(f"node_loss_{s}" for s in STATS)
-#: The unseen nodes' fields (issue 23, point 2): how many there are, their pooled and per-node test
-#: error, and those of them without test rows.  ``nodes_unseen`` is 0 for a data set that holds none
-#: (and the others NaN); every one is NaN in records written before them.
-UNSEEN_FIELDS = ("nodes_unseen", "unseen_test_error", *(f"unseen_error_{s}" for s in STATS), "unseen_untested")
-#: The personal models' fields (issue 23, point 3; :class:`PersonalScores`): for an algorithm with a
-#: model per node (Ditto, APFL), every node scored with its own model — the test error pooled over the
-#: test rows of the nodes, its distribution over the nodes, and the root mean square over the nodes of
-#: ‖v_k − v_k*‖ to the exact target (Ditto's v_k(λ_D)) when the run has one.  NaN for an algorithm
-#: without personal models, and in records written before them.
-PERSONAL_FIELDS = ("personal_test_error", *(f"personal_error_{s}" for s in ("mean", "p10", "p50", "p90", "worst10")),
-                   "personal_distance")
-FIELDS = ERROR_FIELDS + LOSS_FIELDS + ("nodes_untested",) + UNSEEN_FIELDS + PERSONAL_FIELDS
+#: The per-node metrics, their summaries and record keys are the registry's (:mod:`fedviz.runner.metrics`);
+#: :data:`STATS` the statistics of one compiled call, :data:`FIELDS` every key a record keeps.
+FIELDS = metrics.KEYS
 
 #: The percentiles' interpolation, passed to numpy.percentile.
 PERCENTILE_METHOD = "linear"
@@ -151,17 +146,104 @@ def _summaries(values, out):
 
 @dataclass(frozen=True, eq=False)
 class NodeScores:
-    """Every node's test error (NaN without test rows) and own loss F_k(w) at one iteration.
+    """Every node's value of each per-node metric at one iteration: metric name → vector
+    (:data:`metrics.METRICS <fedviz.runner.metrics.METRICS>`; the vectors of one scope have its K entries).
 
     Stored as float32: enough for a histogram and a curve, half the memory of a run's history
     (:class:`~fedviz.runner.handle.RunHandle` keeps a bounded number of them).
     """
 
     iteration: int
-    error: np.ndarray
-    loss: np.ndarray
-    #: The unseen nodes' test errors (float32; :class:`UnseenEvaluator`), None without unseen nodes.
-    unseen: np.ndarray | None = None
+    values: Mapping[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.values[name]
+
+    def get(self, name: str) -> np.ndarray | None:
+        return self.values.get(name)
+
+    def with_values(self, more: Mapping[str, np.ndarray]) -> "NodeScores":
+        """These scores and ``more`` (another scope's vectors at the same iteration)."""
+        return NodeScores(self.iteration, {**self.values, **more})
+
+    # The three vectors the Run page reads by name (the seen nodes' test error and own loss, the unseen
+    # nodes' test error; None where the record has none).
+    error = property(lambda self: self.values.get("node_error"))
+    loss = property(lambda self: self.values.get("node_loss"))
+    unseen = property(lambda self: self.values.get("unseen_error"))
+
+
+def score(scope: str, view) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Every metric of ``scope`` (:func:`metrics.of_scope <fedviz.runner.metrics.of_scope>`) computed on
+    ``view`` (the scope's evaluation): (their summaries by record key, their per-node vectors as float32).
+
+    The statistics :data:`STATS` of all the scope's vectors come from one compiled call (:func:`_summaries`,
+    one row per vector); a metric that ``view`` cannot measure (its ``compute`` gives None) keeps NaN.
+    """
+    chosen = metrics.of_scope(scope)
+    computed = [m.compute(view) for m in chosen]
+    rows = [v.per_node for m, v in zip(chosen, computed) if v is not None and any(s in STATS for s in m.summaries)]
+    table = np.empty((len(rows), view.K))
+    for i, r in enumerate(rows):
+        table[i] = r
+    stats = np.empty((len(rows), len(STATS)))
+    if rows:
+        _summaries(table, stats)
+    stats = iter(stats.tolist())
+    fields, vectors = {}, {}
+    for m, v in zip(chosen, computed):
+        if v is None:
+            fields.update({m.key(s): math.nan for s in m.summaries})
+            continue
+        row = dict(zip(STATS, next(stats))) if any(s in STATS for s in m.summaries) else {}
+        if "worst10" in row and m.direction == "higher":
+            row["worst10"] = _lowest_mean(v.per_node)  # the worst nodes of a higher-is-better metric are the lowest
+        for s in m.summaries:
+            if s in row:
+                value = row[s]
+            elif s == "pooled":
+                value = float(v.pooled)
+            elif s == "untested":
+                value = float(v.untested)
+            elif s == "nodes":
+                value = float(view.K)
+            else:  # "rms"
+                value = float(np.sqrt(np.mean(v.per_node ** 2)))
+            fields[m.key(s)] = value
+        vectors[m.name] = v.per_node.astype(np.float32)
+    return fields, vectors
+
+
+def _lowest_mean(values: np.ndarray) -> float:
+    """The mean of the ⌈K_t/10⌉ lowest finite entries (NaN when none), summed in ascending order as
+    :func:`_summaries` sums the highest."""
+    v = np.sort(values[np.isfinite(values)])
+    top = worst_count(v.size)
+    return sum(v[:top].tolist()) / top if top else math.nan
+
+
+class SeenScope:
+    """The global model w on the training nodes, as the metrics of the "seen" scope read it: the test
+    margins and training margins of the loop's record, each quantity computed once when first asked."""
+
+    def __init__(self, ev: "NodeEvaluator", w, z, z_test, loss_sums=None):
+        self.ev, self.w, self.z, self.z_test, self.loss_sums = ev, w, z, z_test, loss_sums
+        self.K, self.untested = ev.K, ev.untested
+        self._errors = self._losses = None
+
+    def test_errors(self) -> tuple[np.ndarray, float]:
+        if self._errors is None:
+            self._errors = self.ev.test_errors(self.z_test)
+        return self._errors
+
+    def own_losses(self) -> tuple[np.ndarray, float]:
+        """F_k(w) per node; the pooled value is the record's objective (not repeated here)."""
+        if self._losses is None:
+            self._losses = self.ev.node_loss(self.w, self.z, self.loss_sums), math.nan
+        return self._losses
+
+    def distances(self) -> None:
+        return None
 
 
 class NodeEvaluator:
@@ -280,20 +362,13 @@ class NodeEvaluator:
 
     def evaluate(self, w: np.ndarray, z: np.ndarray, z_test: np.ndarray, iteration: int = 0,
                  loss_sums: np.ndarray | None = None):
-        """(pooled test error, the record's per-node fields :data:`FIELDS`, :class:`NodeScores`).
+        """(pooled test error, the summaries of the "seen" metrics by record key, :class:`NodeScores`).
 
         ``loss_sums``: the nodes' loss sums of the pass that computed f(w) (:meth:`node_loss`).
         """
-        err, pooled = self.test_errors(z_test)
-        loss = self.node_loss(w, z, loss_sums)
-        both = np.empty((2, self.K))
-        both[0], both[1] = err, loss
-        stats = np.empty((2, len(STATS)))
-        _summaries(both, stats)
-        fields = dict(zip(FIELDS, stats.ravel().tolist()))
-        fields["nodes_untested"] = float(self.untested)
-        scores = NodeScores(iteration, err.astype(np.float32), loss.astype(np.float32))
-        return pooled, fields, scores
+        view = SeenScope(self, w, z, z_test, loss_sums)
+        fields, vectors = score("seen", view)
+        return view.test_errors()[1], fields, NodeScores(iteration, vectors)
 
 
 def _node_loss_sums_py(z, y, offsets, code, gamma, out):
@@ -388,25 +463,38 @@ class UnseenEvaluator:
         u = unseen_problem(problem)
         return None if u is None else cls(u)
 
-    def evaluate(self, w: np.ndarray) -> tuple[dict[str, float], np.ndarray]:
-        """(the record's unseen fields :data:`UNSEEN_FIELDS`, the unseen nodes' test errors as float32)."""
-        z = self.nodes.test_margins(w)
-        err = self.nodes.node_test_error(z)
-        fields = {"nodes_unseen": float(self.K), "unseen_test_error": self.nodes.pooled_test_error(z)}
-        fields.update({f"unseen_error_{k}": v for k, v in summarize(err).items()})
-        fields["unseen_untested"] = float(self.nodes.untested)
-        return fields, err.astype(np.float32)
+    def evaluate(self, w: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """(the summaries of the "unseen" metrics by record key, their per-node vectors as float32)."""
+        return score("unseen", UnseenScope(self.nodes, w))
 
     def add(self, w: np.ndarray, fields: dict, scores: "NodeScores | None"):
-        """``fields`` with the unseen ones, and ``scores`` with the unseen errors (the loop's record)."""
-        extra, err = self.evaluate(w)
+        """``fields`` with the unseen ones, and ``scores`` with the unseen vectors (the loop's record)."""
+        extra, vectors = self.evaluate(w)
         if scores is not None:
-            scores = NodeScores(scores.iteration, scores.error, scores.loss, err)
+            scores = scores.with_values(vectors)
         return {**fields, **extra}, scores
 
 
+class UnseenScope:
+    """The global model w on the unseen nodes' test rows (one product with them), as the metrics of the
+    "unseen" scope read it.  Their own losses are not computed (see :class:`UnseenEvaluator`)."""
+
+    def __init__(self, ev: NodeEvaluator, w: np.ndarray):
+        self.ev, self.K, self.untested = ev, ev.K, ev.untested
+        self.z_test = ev.test_margins(w)
+
+    def test_errors(self) -> tuple[np.ndarray, float]:
+        return self.ev.node_test_error(self.z_test), self.ev.pooled_test_error(self.z_test)
+
+    def own_losses(self):
+        raise NotImplementedError("the unseen nodes are scored on their test rows only: no own loss F_k")
+
+    def distances(self) -> None:
+        return None
+
+
 def nan_fields() -> dict[str, float]:
-    """The per-node fields of a record whose model is not finite: all NaN."""
+    """The per-node keys of a record whose model is not finite: all NaN."""
     return {f: math.nan for f in FIELDS}
 
 
@@ -428,23 +516,32 @@ def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
 #: node picker: 1,000,000 float32 values are 4 MB; two metrics 8 MB per algorithm (a stepsize
 #: sweep of three algorithms holds fifteen).  Every iteration is kept while the budget allows
 #: (K = 500 nodes: 2,000 iterations; the paper's K = 10,000: 100); beyond it the history is
-#: thinned to every 2nd, 4th, … iteration, so it always spans the whole run.
+#: thinned to every 2nd, 4th, … iteration, so it always spans the whole run.  The metrics kept
+#: over the iterations are the registry's with ``history`` (the seen nodes' test error and own
+#: loss); of the others only the latest vector.
 NODE_HISTORY_VALUES = 1_000_000
+
+#: The metrics whose per-node values a run keeps over the iterations (:attr:`Metric.history
+#: <fedviz.runner.metrics.Metric.history>`); they share the seen nodes' K.
+HISTORY = tuple(m.name for m in metrics.METRICS if m.history)
 
 
 @dataclass(frozen=True, eq=False)
 class NodeTrack:
     """One algorithm's per-node history as a page reads it (read-only arrays).
 
-    ``iterations`` (m,), ``error`` and ``loss`` (m, K): the kept iterations, every ``stride``-th
-    one (1: all of them) plus the latest; ``latest``: the per-node scores of the last record.
+    ``iterations`` (m,) and ``values`` (metric name → (m, K), the metrics of :data:`HISTORY`): the kept
+    iterations, every ``stride``-th one (1: all of them) plus the latest; ``latest``: the per-node
+    scores of the last record (every metric's).
     """
 
     iterations: np.ndarray
-    error: np.ndarray
-    loss: np.ndarray
+    values: Mapping[str, np.ndarray]
     stride: int
     latest: NodeScores | None
+
+    error = property(lambda self: self.values["node_error"])
+    loss = property(lambda self: self.values["node_loss"])
 
     def node(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(iterations, test error, own loss) of node ``k`` over the kept iterations."""
@@ -456,7 +553,8 @@ class NodeHistory:
 
     Append-only buffers, as the handle's record columns are: a :meth:`track` holds read-only
     views of their filled rows, which no later :meth:`add` changes (a repeated iteration and a
-    thinning copy the buffers first).
+    thinning copy the buffers first).  A metric of :data:`HISTORY` that a record does not carry
+    (not measured at that record) is NaN in its row.
     """
 
     def __init__(self, budget: int = NODE_HISTORY_VALUES):
@@ -465,15 +563,16 @@ class NodeHistory:
         self.n = 0
         self.latest: NodeScores | None = None
         self._it = np.empty(0, dtype=np.int64)
-        self._err = self._loss = None
+        self._v: dict[str, np.ndarray] | None = None
 
     def add(self, s: NodeScores) -> None:
-        K = s.error.size
-        if self._err is None:
+        if not any(s.get(name) is not None for name in HISTORY):
+            return  # no vector of the seen nodes (their model was not finite)
+        K = next(s[name].size for name in HISTORY if s.get(name) is not None)
+        if self._v is None:
             rows = max(1, min(64, self.budget // max(K, 1)))
             self._it = np.empty(rows, dtype=np.int64)
-            self._err = np.empty((rows, K), dtype=np.float32)
-            self._loss = np.empty((rows, K), dtype=np.float32)
+            self._v = {name: np.empty((rows, K), dtype=np.float32) for name in HISTORY}
         self.latest = s
         if self.n and s.iteration == self._it[self.n - 1]:
             self._copy()           # the loop's final record re-reports the last iteration
@@ -489,60 +588,50 @@ class NodeHistory:
                 self._copy()       # more nodes than the budget: only the latest scores are kept
                 self.n = 0
         i = self.n
-        self._it[i], self._err[i], self._loss[i] = s.iteration, s.error, s.loss
+        self._it[i] = s.iteration
+        for name, a in self._v.items():
+            v = s.get(name)
+            a[i] = np.nan if v is None else v
         self.n += 1
 
     def track(self) -> NodeTrack:
         n = self.n
-        if self._err is None:
+        if self._v is None:
             e = np.empty((0, 0), dtype=np.float32)
-            return NodeTrack(self._it[:0], e, e, self.stride, None)
-        views = [a[:n] for a in (self._it, self._err, self._loss)]
-        for v in views:
-            v.flags.writeable = False
-        return NodeTrack(*views, self.stride, self.latest)
+            return NodeTrack(self._it[:0], {name: e for name in HISTORY}, self.stride, None)
+        it = self._it[:n]
+        it.flags.writeable = False
+        views = {}
+        for name, a in self._v.items():
+            views[name] = a[:n]
+            views[name].flags.writeable = False
+        return NodeTrack(it, views, self.stride, self.latest)
 
     def _copy(self) -> None:
-        self._it, self._err, self._loss = self._it.copy(), self._err.copy(), self._loss.copy()
+        self._it = self._it.copy()
+        self._v = {name: a.copy() for name, a in self._v.items()}
 
     def _grow(self) -> None:
         self._it = np.concatenate([self._it, np.empty_like(self._it)])
-        self._err = np.concatenate([self._err, np.empty_like(self._err)])
-        self._loss = np.concatenate([self._loss, np.empty_like(self._loss)])
+        self._v = {name: np.concatenate([a, np.empty_like(a)]) for name, a in self._v.items()}
 
     def _thin(self) -> None:
         """Keep the iterations that are multiples of twice the stride (into new buffers)."""
         self.stride *= 2
         keep = np.flatnonzero(self._it[:self.n] % self.stride == 0)
         m = keep.size
-        it, err, loss = (np.empty_like(a) for a in (self._it, self._err, self._loss))
-        it[:m], err[:m], loss[:m] = self._it[keep], self._err[keep], self._loss[keep]
-        self._it, self._err, self._loss, self.n = it, err, loss, m
+        it = np.empty_like(self._it)
+        it[:m] = self._it[keep]
+        v = {}
+        for name, a in self._v.items():
+            v[name] = np.empty_like(a)
+            v[name][:m] = a[keep]
+        self._it, self._v, self.n = it, v, m
 
 
 # ---------------------------------------------------------------------------------------------
 # Personal models (issue 23, point 3): each node scored with its own model
 # ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, eq=False)
-class PersonalScores:
-    """Every node scored with its own model at one iteration (Ditto's v_k, APFL's mixture;
-    :meth:`~fedviz.algorithms.base.Algorithm.personal_models`), beside the global model's.
-
-    ``test_error``: pooled over the test rows that belong to a node, each row scored by its node's
-    model (rows of no node have no personal model and are left out); ``fields``: the per-node
-    summaries :data:`FIELDS` of these models (``node_loss_*`` of F_k(v_k), eq. (6));
-    ``scores``: the per-node vectors; ``distance``: the root mean square over the K nodes of
-    ‖v_k − v_k*‖₂ to an exact target v_k* when the run was given one (the exact Ditto v_k(λ)),
-    else NaN, and ``node_distance`` the K distances (float32) or None.
-    """
-
-    test_error: float
-    fields: dict
-    scores: NodeScores
-    distance: float = math.nan
-    node_distance: np.ndarray | None = None
-
 
 class PersonalEvaluator:
     """Scores node k's training and test rows with row k of a K × d model array.
@@ -570,42 +659,60 @@ class PersonalEvaluator:
                                      f"one model per node, K × d = {self.K} × {p.size}")
         self.target = target
 
-    def evaluate(self, V: np.ndarray, iteration: int = 0) -> PersonalScores:
-        ev = self.ev
+    def evaluate(self, V: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """(the summaries of the "personal" metrics by record key, their per-node vectors as float32) of
+        the K models ``V`` (Ditto's v_k, APFL's mixture; :meth:`~fedviz.algorithms.base.Algorithm.personal_models`).
+        A non-finite model gives NaN summaries and no vectors (the objective says it diverged)."""
         V = np.ascontiguousarray(V, dtype=np.float64)
         sq = np.empty(self.K)
-        if not _row_squares(V, sq):   # a non-finite model: no scores (the objective says it diverged)
-            nan = np.full(self.K, np.nan, np.float32)
-            return PersonalScores(math.nan, nan_fields(), NodeScores(iteration, nan, nan))
-        z = np.empty(self._train[0].size - 1)
-        _personal_margins(*self._train, V, z)
-        z_test = np.empty(self._test[0].size - 1)
-        _personal_margins(*self._test, V, z_test)
+        if not _row_squares(V, sq):
+            return metrics.absent("personal"), {}
+        return score("personal", PersonalScope(self, V, sq))
+
+    def add(self, V: np.ndarray, fields: dict, scores: "NodeScores | None"):
+        """``fields`` with the personal ones, and ``scores`` (when the global model has some) with the
+        personal vectors (the loop's record)."""
+        extra, vectors = self.evaluate(V)
+        if scores is not None:
+            scores = scores.with_values(vectors)
+        return {**fields, **extra}, scores
+
+
+class PersonalScope:
+    """Every seen node scored with its own model (row k of V), as the metrics of the "personal" scope read
+    it: one compiled pass over the stored entries of X_test for the test margins, of X for the training
+    ones (asked for only by a metric of the own losses).
+
+    - ``test_errors()``: each node's error under its model; pooled over the test rows that belong to a
+      node (rows of no node have no personal model and are left out);
+    - ``own_losses()``: F_k(v_k) of eq. (6), (1/n_k) Σ φ_i(x_iᵀv_k) + (λ/2)‖v_k‖²;
+    - ``distances()``: ‖v_k − v_k*‖₂ to the exact target v_k* when the run was given one (the exact
+      Ditto v_k(λ)), else None.
+    """
+
+    def __init__(self, pe: PersonalEvaluator, V: np.ndarray, sq: np.ndarray):
+        self.pe, self.V, self.sq = pe, V, sq
+        self.K, self.untested = pe.K, pe.ev.untested
+
+    def test_errors(self) -> tuple[np.ndarray, float]:
+        ev = self.pe.ev
+        z_test = np.empty(self.pe._test[0].size - 1)
+        _personal_margins(*self.pe._test, self.V, z_test)
         err = ev.node_test_error(z_test)
-        # F_k(v_k) = (1/n_k) Σ φ_i(x_iᵀv_k) + (λ/2)‖v_k‖²: the data part with no global w (a zero w adds 0).
-        loss = ev.node_loss(_NO_MODEL, z) + 0.5 * self.problem.lam * sq
-        fields = {f"node_error_{k}": v for k, v in summarize(err).items()}
-        fields.update({f"node_loss_{k}": v for k, v in summarize(loss).items()})
-        fields["nodes_untested"] = float(ev.untested)
         counts = ev.test_counts
         pooled = (float(np.nansum(err * counts) / counts.sum()) if counts.sum() > 0 else math.nan)
-        dist, node_dist = math.nan, None
-        if self.target is not None:
-            nd = np.linalg.norm(V - self.target, axis=1)
-            dist, node_dist = float(np.sqrt(np.mean(nd ** 2))), nd.astype(np.float32)
-        return PersonalScores(pooled, fields, NodeScores(iteration, err.astype(np.float32), loss.astype(np.float32)),
-                              dist, node_dist)
+        return err, pooled
 
+    def own_losses(self) -> tuple[np.ndarray, float]:
+        z = np.empty(self.pe._train[0].size - 1)
+        _personal_margins(*self.pe._train, self.V, z)
+        # The data part with no global w (a zero w adds 0), then each node's own (λ/2)‖v_k‖².
+        return self.pe.ev.node_loss(_NO_MODEL, z) + 0.5 * self.pe.problem.lam * self.sq, math.nan
 
-def personal_fields(scores: "PersonalScores | None") -> dict[str, float]:
-    """The record's :data:`PERSONAL_FIELDS` of ``scores`` (all NaN for None: no personal models)."""
-    if scores is None:
-        return {f: math.nan for f in PERSONAL_FIELDS}
-    out = {"personal_test_error": float(scores.test_error)}
-    out.update({f: float(scores.fields[f"node_error_{f[len('personal_error_'):]}"])
-                for f in PERSONAL_FIELDS[1:-1]})
-    out["personal_distance"] = float(scores.distance)
-    return out
+    def distances(self) -> np.ndarray | None:
+        if self.pe.target is None:
+            return None
+        return np.linalg.norm(self.V - self.pe.target, axis=1)
 
 
 _NO_MODEL = np.zeros(1)

@@ -28,6 +28,14 @@ unambiguously; ±inf are stored as SQLite's ±Inf reals.  The JSON export writes
 convention, :mod:`.codec`), so it is strict JSON and still round-trips through
 :meth:`RunStore.import_json`.
 
+Per-node summaries
+------------------
+A record's per-node summaries (the registry :mod:`.metrics`: ``node_error_p50``, ``nodes_untested``,
+``personal_distance``, …) are one JSON object in the column ``summaries`` (schema version 9), written
+by the codec (every digit, ±inf as ``"Infinity"``), a NaN summary left out and read back as NaN.  A new
+metric is a new key, not a new column: no migration.  The exports spread the keys out, one column each,
+as they were before version 9; an export that lacks a key (written before its metric) imports as NaN.
+
 Owners
 ------
 Several processes may share one history (two dashboards, a dashboard and the CLI).  Each
@@ -78,13 +86,13 @@ from ..errors import FedvizError, ParameterError
 from .codec import decode_float, from_json, to_json
 from .describe import INTERRUPTED_MESSAGE, describe_run
 from .experiment_store import ExperimentTables
-from .loop import FIELDS, IterationRecord
-from .pernode import FIELDS as PERNODE_FIELDS
-from .pernode import PERSONAL_FIELDS, UNSEEN_FIELDS
+from .loop import CORE_FIELDS, FIELDS, IterationRecord
+from .metrics import KEYS as SUMMARY_KEYS
 from .stamps import now, session_token
 
-#: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.
-SCHEMA_VERSION = 8
+#: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.  Version 9 holds
+#: every per-node summary in one JSON column: a new metric (:mod:`fedviz.runner.metrics`) needs no new one.
+SCHEMA_VERSION = 9
 
 #: How often a store tells the others it is alive, and how long a silence (from another host,
 #: where its pid cannot be checked) makes it dead.  Long enough that a store busy writing
@@ -96,12 +104,14 @@ STALE_SECONDS = 120.0
 #: 'queued' and the store's 'interrupted' (the server stopped during the run).
 RUN_STATUSES = ("queued", "running", "done", "diverged", "stopped", "failed", "interrupted")
 
-#: The record fields stored as REAL (NULL ↔ NaN) and as INTEGER.
+#: The record fields that are floats (NaN where undefined) and integers; the per-node summaries
+#: (:data:`fedviz.runner.metrics.KEYS`) are floats, stored in the JSON column ``summaries``.
 FLOAT_FIELDS = ("objective", "suboptimality", "test_error", "train_error", "grad_norm", "passes",
-                "seconds", "dissimilarity", *PERNODE_FIELDS)
+                "seconds", "dissimilarity", *SUMMARY_KEYS)
 INT_FIELDS = ("iteration", "rounds", "vectors_up", "vectors_down", "grad_evals")
 #: The numeric record fields, in record order: the columns of :meth:`RunStore.columns`.
 NUMERIC_FIELDS = tuple(f for f in FIELDS if f in FLOAT_FIELDS or f in INT_FIELDS)
+_SUMMARY_SET = frozenset(SUMMARY_KEYS)
 
 _SCHEMA_V1 = """
 CREATE TABLE runs (
@@ -197,16 +207,20 @@ ALTER TABLE experiments ADD COLUMN session TEXT;
 CREATE INDEX runs_session ON runs (session);
 """
 
-# Version 5: the per-node summaries of every record (issue 23; fedviz.runner.pernode.FIELDS, then
-# without the unseen ones), NULL (read as NaN) in the records written before.
-_SCHEMA_V5 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in PERNODE_FIELDS
-                     if f not in UNSEEN_FIELDS and f not in PERSONAL_FIELDS)
-# Version 6: the unseen nodes' fields (issue 23, point 2; pernode.UNSEEN_FIELDS), NULL (NaN) before.
-_SCHEMA_V6 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in UNSEEN_FIELDS)
-# Version 8 (below, after 7): the personal models' fields (issue 23, point 3; pernode.PERSONAL_FIELDS),
-# NULL (NaN) before, and in the records of an algorithm without personal models.
-_SCHEMA_V8 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in PERSONAL_FIELDS)
-
+# Versions 5, 6 and 8 added the per-node summaries as columns, one group per version (their names frozen
+# here: the registry of metrics now grows without a schema change); version 9 moved them into ``summaries``.
+_STATS_V5 = ("mean", "std", "p10", "p50", "p90", "worst10", "min", "max")
+# Version 5: the per-node summaries of every record (issue 23), NULL (read as NaN) in the records written before.
+_COLUMNS_V5 = (*(f"node_error_{s}" for s in _STATS_V5), *(f"node_loss_{s}" for s in _STATS_V5), "nodes_untested")
+# Version 6: the unseen nodes' fields (issue 23, point 2), NULL (NaN) before.
+_COLUMNS_V6 = ("nodes_unseen", "unseen_test_error", *(f"unseen_error_{s}" for s in _STATS_V5), "unseen_untested")
+# Version 8 (below, after 7): the personal models' fields (issue 23, point 3), NULL (NaN) before, and in the
+# records of an algorithm without personal models.
+_COLUMNS_V8 = ("personal_test_error", *(f"personal_error_{s}" for s in ("mean", "p10", "p50", "p90", "worst10")),
+               "personal_distance")
+_SCHEMA_V5 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in _COLUMNS_V5)
+_SCHEMA_V6 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in _COLUMNS_V6)
+_SCHEMA_V8 = "".join(f"ALTER TABLE records ADD COLUMN {f} REAL;\n" for f in _COLUMNS_V8)
 
 #: (old, new) in order; see :func:`_renamed`.
 _PRESET_RENAMES = (('"preset:fedprox-synthetic"', '"preset:fedprox-synthetic-binary"'),
@@ -239,14 +253,71 @@ def _rename_presets(text: str) -> str:
 _SCHEMA_V7 = ("ALTER TABLE records ADD COLUMN dissimilarity REAL;\n"
               f"{_renamed('runs', 'config_json')};\n{_renamed('experiments', 'spec_json')};\n")
 
-#: version → the script that brings a database from version - 1 to version.
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6,
-               7: _SCHEMA_V7, 8: _SCHEMA_V8}
-
-# The record columns in IterationRecord order (checked against FIELDS by the tests).
+# The record columns of every version from 9 on: the record's own fields, then the per-node summaries of the
+# registry (fedviz.runner.metrics) as one JSON object, key → value, a NaN summary left out (read back as NaN).
 _RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",
                    "grad_norm", "rounds", "vectors_up", "vectors_down", "grad_evals", "passes", "seconds",
-                   "status", "message", "dissimilarity", *PERNODE_FIELDS)
+                   "status", "message", "dissimilarity", "summaries")
+_LEGACY_COLUMNS = _COLUMNS_V5 + _COLUMNS_V6 + _COLUMNS_V8
+_RECORDS_V9 = """
+CREATE TABLE records_v9 (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    iteration INTEGER NOT NULL,
+    algorithm TEXT NOT NULL,
+    objective REAL,
+    suboptimality REAL,
+    test_error REAL,
+    train_error REAL,
+    grad_norm REAL,
+    rounds INTEGER NOT NULL,
+    vectors_up INTEGER NOT NULL,
+    vectors_down INTEGER NOT NULL,
+    grad_evals INTEGER NOT NULL,
+    passes REAL,
+    seconds REAL,
+    status TEXT NOT NULL,
+    message TEXT NOT NULL,
+    dissimilarity REAL,
+    summaries TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (run_id, iteration)
+) WITHOUT ROWID
+"""
+
+
+def _summaries_json(summaries: Mapping[str, float]) -> str:
+    """The ``summaries`` column of a record: its per-node summaries as strict JSON in the codec's convention
+    (:mod:`.codec`: every digit, ±inf as "Infinity" / "-Infinity"), the NaN ones left out.  Written here
+    rather than by the codec's general walk, which costs a record's writing five times over."""
+    out = {}
+    for k, v in summaries.items():
+        v = float(v)
+        if v - v == 0.0:
+            out[k] = v
+        elif v == v:  # ±inf (NaN, the other non-finite value, is left out)
+            out[k] = "Infinity" if v > 0 else "-Infinity"
+    return json.dumps(out, allow_nan=False, separators=(",", ":"))
+
+
+def _migrate_v9(c: sqlite3.Connection) -> None:
+    """Version 9: the per-node summary columns of versions 5, 6 and 8 become one JSON object per record
+    (``summaries``, under the same names: the exports' columns and the registry's keys), the table rebuilt
+    once; NULL (NaN) values are left out of the object, as a record written from 9 on leaves them."""
+    def pack(*values):
+        return _summaries_json({k: v for k, v in zip(_LEGACY_COLUMNS, values) if v is not None})
+
+    c.create_function("fedviz_summaries_v9", len(_LEGACY_COLUMNS), pack, deterministic=True)
+    own = ", ".join(_RECORD_COLUMNS[:-1])
+    c.execute(_RECORDS_V9)
+    c.execute(f"INSERT INTO records_v9 (run_id, {own}, summaries) SELECT run_id, {own}, "
+              f"fedviz_summaries_v9({', '.join(_LEGACY_COLUMNS)}) FROM records")
+    c.execute("DROP TABLE records")
+    c.execute("ALTER TABLE records_v9 RENAME TO records")
+
+
+#: version → the script (or the function of the connection) that brings a database from version - 1 to version.
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5, 6: _SCHEMA_V6,
+               7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: _migrate_v9}
+
 # A record that repeats an iteration (the loop's final 'stopped'/'failed' record re-reports
 # the last completed iteration) replaces the stored one: the last word on an iteration wins.
 _INSERT_RECORD = (
@@ -259,7 +330,9 @@ _RUN_COLUMNS = ("id", "created", "group_id", "label", "algorithm", "hyper_json",
                 "dataset_fingerprint", "dataset_summary_json", "f_star", "status", "message", "finished")
 _SELECT_RUNS = (f"SELECT {', '.join(_RUN_COLUMNS)}, "
                 f"(SELECT COUNT(*) FROM records r WHERE r.run_id = runs.id), session FROM runs")
-_FLOAT_POS = tuple(_RECORD_COLUMNS.index(f) for f in FLOAT_FIELDS)
+_FLOAT_POS = tuple(_RECORD_COLUMNS.index(f) for f in FLOAT_FIELDS if f in _RECORD_COLUMNS)
+#: The columns of the exports: the record's fields with the summaries spread out (one per key).
+_EXPORT_COLUMNS = CORE_FIELDS + SUMMARY_KEYS
 
 EXPORT_FORMAT = "fedviz-runs"
 EXPORT_VERSION = 1
@@ -383,7 +456,11 @@ class RunStore(ExperimentTables):
                 raise FedvizError(f"{self.path} was written by a newer fedviz (schema version {version}, "
                                   f"this version reads up to {SCHEMA_VERSION}); upgrade fedviz")
             for v in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[v].split(";"):
+                step = _MIGRATIONS[v]
+                if callable(step):
+                    step(c)
+                    continue
+                for statement in step.split(";"):
                     if statement.strip():
                         c.execute(statement)
             if version != SCHEMA_VERSION:
@@ -615,15 +692,21 @@ class RunStore(ExperimentTables):
         return [_row_record(row) for row in self._query(_SELECT_RECORDS, (int(run_id),))]
 
     def columns(self, run_id: int) -> dict[str, np.ndarray]:
-        """The numeric record fields as arrays (float64 with NaN, or int64), in iteration order."""
-        cols = ", ".join(NUMERIC_FIELDS)
-        rows = self._query(f"SELECT {cols} FROM records WHERE run_id = ? ORDER BY iteration", (int(run_id),))
+        """The numeric record fields as arrays (float64 with NaN, or int64), in iteration order: the record's
+        own, then every per-node key of the registry (NaN where a record lacks it)."""
+        own = [f for f in NUMERIC_FIELDS if f not in _SUMMARY_SET]
+        rows = self._query(f"SELECT {', '.join(own)}, summaries FROM records WHERE run_id = ? ORDER BY iteration",
+                           (int(run_id),))
         out = {}
-        for j, name in enumerate(NUMERIC_FIELDS):
+        for j, name in enumerate(own):
             values = [row[j] for row in rows]
             # None → NaN is numpy's own conversion for a float dtype.
             out[name] = np.array(values, dtype=np.int64 if name in INT_FIELDS else np.float64)
-        return out
+        parsed = [json.loads(row[-1]) for row in rows]
+        for name in SUMMARY_KEYS:
+            # Absent → None → NaN; "Infinity" / "-Infinity" → ±inf (numpy reads them as float does).
+            out[name] = np.array([p.get(name) for p in parsed], dtype=np.float64)
+        return {name: out[name] for name in NUMERIC_FIELDS}
 
     # -- export / import -------------------------------------------------------------------------
     def export_json(self, run_ids: Iterable[int]) -> str:
@@ -631,7 +714,7 @@ class RunStore(ExperimentTables):
         runs = []
         for run_id in run_ids:
             info = self._require(run_id)
-            cols = {name: [] for name in _RECORD_COLUMNS}
+            cols = {name: [] for name in _EXPORT_COLUMNS}
             for rec in self.records(run_id):
                 for name in cols:
                     cols[name].append(getattr(rec, name))
@@ -678,11 +761,12 @@ class RunStore(ExperimentTables):
                         finished=run.get("finished"))
                     cols = dict(run.get("records", {}))
                     n = len(cols["iteration"])
-                    for name in ("dissimilarity", *PERNODE_FIELDS):  # absent from exports written before them: NaN
+                    for name in ("dissimilarity", *SUMMARY_KEYS):  # absent from exports written before them: NaN
                         cols.setdefault(name, [None] * n)
                     for name in FLOAT_FIELDS:
                         cols[name] = [decode_float(v) for v in cols[name]]
-                    recs = [IterationRecord(*(cols[name][i] for name in _RECORD_COLUMNS)) for i in range(n)]
+                    recs = [IterationRecord(*(cols[name][i] for name in CORE_FIELDS),
+                                            summaries={k: cols[k][i] for k in SUMMARY_KEYS}) for i in range(n)]
                 except (KeyError, TypeError, IndexError, ValueError, AttributeError) as e:
                     raise FedvizError(f"run {k} of the export is malformed ({type(e).__name__}: {e})") from e
                 self._insert_records(c, run_id, recs)
@@ -762,15 +846,16 @@ def _record_row(run_id: int, r: IterationRecord) -> tuple:
             float(r.test_error), float(r.train_error), float(r.grad_norm), int(r.rounds),
             int(r.vectors_up), int(r.vectors_down), int(r.grad_evals), float(r.passes),
             float(r.seconds), str(r.status), str(r.message), float(r.dissimilarity),
-            *(float(getattr(r, f)) for f in PERNODE_FIELDS))
+            _summaries_json({k: v for k, v in r.summaries.items() if k in _SUMMARY_SET}))
 
 
 def _row_record(row: tuple) -> IterationRecord:
-    values = list(row)
+    values = list(row[:-1])
     for j in _FLOAT_POS:
         if values[j] is None:
             values[j] = math.nan
-    return IterationRecord(*values)
+    stored = json.loads(row[-1])
+    return IterationRecord(*values, summaries={k: decode_float(stored.get(k)) for k in SUMMARY_KEYS})
 
 
 def _run_info(row: tuple) -> RunInfo:

@@ -1,21 +1,25 @@
 """A Ditto run on a Dask cluster (issue 23, point 3): the worker solves the exact v_k(λ_D) as the
 thread executor does, and the personal fields of every record come back through the stream, equal to
-those of the same job run in this process; the page's λ_D arrives in the summary."""
+those of the same job run in this process; the page's λ_D arrives in the summary; and every per-node
+vector the page draws (the histogram, the node picker) arrives too, as a run in this process has them."""
 
 import math
 
+import numpy as np
 import pytest
 
 from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
 from fedviz.personal import Personaliser
-from fedviz.runner import cluster
+from fedviz.runner import cluster, metrics
 from fedviz.runner.cluster import DaskExecutor
 from fedviz.runner.execute import ThreadExecutor
 from fedviz.runner.job import ProblemSpec, RunJob
 from fedviz.runner.manager import RunManager
-from fedviz.runner.pernode import PERSONAL_FIELDS
 from test_cluster import DaskProcesses
+
+#: The record keys of the personal models' metrics (the registry's "personal" scope).
+PERSONAL_FIELDS = tuple(k for m in metrics.of_scope("personal") for k in m.keys)
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +49,17 @@ def test_the_cluster_carries_the_personal_fields_and_the_target(dask_cluster):
             snap = handle.snapshot()
             assert snap.status == "done", (name, snap.message)
             got[name] = ({label: [[_plain(getattr(r, f)) for f in PERSONAL_FIELDS] for r in snap.records(label)]
-                          for label in ("ditto", "gd")}, dict(snap.summary["personal_targets"]))
+                          for label in ("ditto", "gd")}, dict(snap.summary["personal_targets"]), dict(snap.nodes))
         finally:
             manager.close(10)
-    (dask, targets), (thread, _) = got["dask"], got["thread"]
+    (dask, targets, dask_nodes), (thread, _, thread_nodes) = got["dask"], got["thread"]
     assert targets == {"ditto": 0.5}
     assert all(None not in row for row in dask["ditto"]) and len(dask["ditto"]) == 7
     assert all(row == [None] * len(PERSONAL_FIELDS) for row in dask["gd"])
     # Personal errors are counts over rows: equal; the distance is a float sum, equal to rounding.
     for a, b in zip(dask["ditto"], thread["ditto"]):
         assert a[:-1] == b[:-1] and a[-1] == pytest.approx(b[-1], rel=1e-9)
+    _check_nodes(dask_nodes, thread_nodes)
 
 
 def test_a_job_sent_to_the_cluster_keeps_its_dissimilarity_and_its_solver():
@@ -70,3 +75,20 @@ def test_a_job_sent_to_the_cluster_keeps_its_dissimilarity_and_its_solver():
     back = to_run_job(run.validate())
     assert back.dissimilarity is True and back.personal_solver is Personaliser
     assert [f.name for f in fields(RunJob)][-2:] == ["dissimilarity", "personal_solver"]
+
+
+def _check_nodes(dask_nodes, thread_nodes):
+    """The per-node vectors of a cluster run: every metric's at the last record, and the history of the
+    node picker, as the same job's in this process (error counts over rows exactly; the rest are float
+    sums in another order on a single-threaded worker, equal to float32 rounding)."""
+    for label in ("ditto", "gd"):
+        d, t = dask_nodes[label], thread_nodes[label]
+        assert d.latest is not None and d.latest.iteration == t.latest.iteration == 6
+        assert set(d.latest.values) == set(t.latest.values)
+        assert d.iterations.tolist() == t.iterations.tolist() == list(range(7))
+        for name, v in t.latest.values.items():
+            exact = metrics.get(name).kind == "error"
+            np.testing.assert_allclose(d.latest[name], v, rtol=0 if exact else 1e-5, equal_nan=True, err_msg=name)
+        np.testing.assert_array_equal(d.error, t.error)
+        np.testing.assert_allclose(d.loss, t.loss, rtol=1e-5)
+    assert {"personal_error", "personal_distance"} <= set(dask_nodes["ditto"].latest.values)

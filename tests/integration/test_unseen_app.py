@@ -66,7 +66,7 @@ def test_the_run_page_says_and_draws_the_unseen_nodes(long_sessions):  # noqa: F
     want = unseen_caption({"GD": snap.last["GD"]}, K=2, seen=8, test_rows=int(ds.unseen.y_test.size))
     assert want.startswith("2 of the 10 nodes are unseen")
     assert any(c.value == want for c in at.caption), [c.value for c in at.caption]
-    at.radio(key="run-node-metric").set_value("unseen").run()
+    at.radio(key="run-node-metric").set_value("unseen_error").run()
     assert not at.exception
     specs = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("Test error per unseen node" in s for s in specs)

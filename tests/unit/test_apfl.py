@@ -101,9 +101,10 @@ def test_alpha_zero_serves_the_global_model():
     pb = make_problem()
     recs = list(iterate(pb, "apfl", iterations=3, hyper=dict(alpha=0.0, client_fraction=1.0)))
     last = recs[-1]
-    assert last.personal.test_error == pytest.approx(last.test_error, abs=1e-12)
-    for f in ("node_error_mean", "node_error_p10", "node_loss_mean", "node_loss_worst10", "node_loss_max"):
-        assert last.personal.fields[f] == pytest.approx(getattr(last, f), rel=1e-12), f
+    assert last.personal_test_error == pytest.approx(last.test_error, abs=1e-12)
+    for s in ("mean", "p10", "p50", "p90", "worst10"):
+        assert getattr(last, f"personal_error_{s}") == pytest.approx(getattr(last, f"node_error_{s}"), rel=1e-12), s
+    np.testing.assert_array_equal(last.nodes["personal_error"], last.nodes["node_error"])
 
 
 def test_personal_models_over_the_budget_are_refused(monkeypatch):

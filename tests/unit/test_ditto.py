@@ -6,6 +6,8 @@ Also the runner's per-node evaluation of personal models (each node scored with 
 checked densely) and the memory budget's refusal.
 """
 
+import math
+
 import numpy as np
 import pytest
 import scipy.optimize as so
@@ -20,7 +22,7 @@ from fedviz.data.dataset import FederatedDataset
 from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.runner import iterate
-from fedviz.runner.pernode import NodeEvaluator, PersonalEvaluator
+from fedviz.runner.pernode import NodeEvaluator, PersonalEvaluator, PersonalScope
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,8 +222,9 @@ def test_personal_models_approach_the_exact_ditto_models():
     lam_d = 0.5
     target = exact_personal(pb, exact_global(pb), lam_d)
     hyper = dict(client_fraction=1.0, batch_size=0, local_epochs=1, ditto_lambda=lam_d, stepsize=1.0)
-    dist = [r.personal.distance for r in iterate(pb, "ditto", iterations=250, hyper=hyper, personal_target=target)]
-    node = [r.personal.node_distance for r in iterate(pb, "ditto", iterations=2, hyper=hyper, personal_target=target)]
+    dist = [r.personal_distance for r in iterate(pb, "ditto", iterations=250, hyper=hyper, personal_target=target)]
+    node = [r.nodes["personal_distance"] for r in iterate(pb, "ditto", iterations=2, hyper=hyper,
+                                                          personal_target=target)]
     np.testing.assert_allclose(node[0], np.linalg.norm(target, axis=1), rtol=1e-6)   # v_k = 0 at the start
     assert dist[0] > 0.5
     assert dist[-1] < 1e-7 * dist[0]        # SciPy's v_k(λ_D) is good to about 3e-9 here
@@ -255,33 +258,38 @@ def test_each_node_is_scored_with_its_own_model():
     rng = np.random.default_rng(5)
     V = rng.normal(size=(pb.data.n_nodes, pb.d))
     target = rng.normal(size=V.shape)
-    out = PersonalEvaluator(NodeEvaluator(pb), target).evaluate(V, iteration=3)
+    pe = PersonalEvaluator(NodeEvaluator(pb), target)
+    fields, vectors = pe.evaluate(V)
     ds = pb.data
     Xt, yt, tn = ds.X_test.toarray(), ds.y_test, ds.test_nodes
     err = np.array([np.mean(np.where(Xt[tn == k] @ V[k] > 0, 1.0, -1.0) != yt[tn == k]) for k in range(ds.n_nodes)])
     loss = np.array([F_k(pb, k, V[k]) for k in range(ds.n_nodes)])
-    np.testing.assert_allclose(out.scores.error, err, rtol=1e-6)
-    np.testing.assert_allclose(out.scores.loss, loss, rtol=1e-6)
+    np.testing.assert_allclose(vectors["personal_error"], err, rtol=1e-6)
+    view = PersonalScope(pe, V, np.sum(V * V, axis=1))            # F_k(v_k), which the scope offers a metric
+    np.testing.assert_allclose(view.own_losses()[0], loss, rtol=1e-12)
     wrong = sum(np.sum(np.where(Xt[tn == k] @ V[k] > 0, 1.0, -1.0) != yt[tn == k]) for k in range(ds.n_nodes))
-    assert out.test_error == pytest.approx(wrong / len(yt), abs=1e-12)
-    assert out.fields["node_error_mean"] == pytest.approx(err.mean(), abs=1e-12)
-    assert out.fields["node_loss_max"] == pytest.approx(loss.max(), rel=1e-12)
-    assert out.distance == pytest.approx(np.sqrt(np.mean(np.sum((V - target) ** 2, axis=1))), rel=1e-12)
-    assert out.scores.iteration == 3
+    assert fields["personal_test_error"] == pytest.approx(wrong / len(yt), abs=1e-12)
+    assert fields["personal_error_mean"] == pytest.approx(err.mean(), abs=1e-12)
+    assert fields["personal_error_p90"] == pytest.approx(np.percentile(err, 90), abs=1e-12)
+    assert fields["personal_distance"] == pytest.approx(np.sqrt(np.mean(np.sum((V - target) ** 2, axis=1))),
+                                                        rel=1e-12)
+    np.testing.assert_allclose(vectors["personal_distance"], np.linalg.norm(V - target, axis=1), rtol=1e-6)
 
 
 def test_records_carry_the_personal_scores_beside_the_global_ones():
     pb = make_problem()
     recs = list(iterate(pb, "ditto", iterations=3, hyper=dict(client_fraction=1.0)))
     last = recs[-1]
-    assert last.personal is not None and last.nodes is not None
-    assert "personal" not in last.as_dict()                    # in memory only, like the per-node vectors
-    assert all(r.personal is None for r in iterate(pb, "fedavg", iterations=1))   # one model: nothing more
+    assert "personal_error" in last.nodes.values and math.isfinite(last.personal_test_error)
+    assert "nodes" not in last.as_dict()                       # the vectors are in memory only
+    for r in iterate(pb, "fedavg", iterations=1):              # one model: nothing more
+        assert "personal_error" not in r.nodes.values and math.isnan(r.personal_test_error)
     # At the start every v_k = w0 = w: the personal scores are the global model's.
     first = recs[0]
-    assert first.personal.test_error == pytest.approx(first.test_error, abs=1e-12)
-    for f in ("node_error_mean", "node_error_p90", "node_loss_mean", "node_loss_worst10"):
-        assert first.personal.fields[f] == pytest.approx(getattr(first, f), rel=1e-12), f
+    assert first.personal_test_error == pytest.approx(first.test_error, abs=1e-12)
+    for s in ("mean", "p10", "p50", "p90", "worst10"):
+        assert getattr(first, f"personal_error_{s}") == pytest.approx(getattr(first, f"node_error_{s}"), rel=1e-12), s
+    np.testing.assert_array_equal(first.nodes["personal_error"], first.nodes["node_error"])
 
 
 def test_a_target_for_an_algorithm_without_personal_models_is_refused():

@@ -8,8 +8,8 @@ import scipy.sparse as sp
 
 from fedviz.data.dataset import FederatedDataset
 from fedviz.problems.objective import Problem
-from fedviz.runner.pernode import (FIELDS, PERSONAL_FIELDS, UNSEEN_FIELDS, NodeEvaluator, summarize,
-                                   untested_sentence, worst_count)
+from fedviz.runner import metrics
+from fedviz.runner.pernode import FIELDS, NodeEvaluator, summarize, untested_sentence, worst_count
 
 
 def _dataset(seed=0, K=13, d=7, untested=(3, 8), unassigned=5, regression=False):
@@ -74,7 +74,8 @@ def test_node_values_match_a_plain_loop(loss, regression):
     # The row-weighted mean of the own losses is the objective (eq. (1) = Σ n_k/n F_k, eq. (6)).
     assert np.sum(p.data.node_sizes * own) / p.n == pytest.approx(p.value(w), rel=1e-13)
     assert fields["nodes_untested"] == 2 and ev.unassigned_rows == 5
-    assert set(fields) == set(FIELDS) - set(UNSEEN_FIELDS) - set(PERSONAL_FIELDS)  # those of UnseenEvaluator, the loop
+    # The seen nodes' keys only: UnseenEvaluator and PersonalEvaluator add theirs in the loop.
+    assert set(fields) == {k for m in metrics.of_scope("seen") for k in m.keys}
 
 
 def test_pooled_test_error_over_nodes_when_every_row_has_a_node():
@@ -179,7 +180,7 @@ def test_a_diverged_model_has_nan_node_fields():
 # -- the bounded history ------------------------------------------------------------------------------
 def _scores(t, K):
     from fedviz.runner.pernode import NodeScores
-    return NodeScores(t, np.full(K, t, dtype=np.float32), np.full(K, -t, dtype=np.float32))
+    return NodeScores(t, {"node_error": np.full(K, t, dtype=np.float32), "node_loss": np.full(K, -t, dtype=np.float32)})
 
 
 def test_node_history_keeps_everything_within_its_budget_and_snapshots_do_not_change():
@@ -362,3 +363,24 @@ def test_compiled_summary_is_numpy_on_random_vectors(k):
     assert s["std"] == pytest.approx(kept.std(), rel=1e-12, abs=1e-300)
     m = worst_count(kept.size)
     assert s["worst10"] == pytest.approx(np.sort(kept)[-m:].mean(), rel=1e-14)
+
+
+@pytest.mark.parametrize("loss, regression", [("logistic", False), ("squared", True)])
+def test_personal_models_all_equal_to_w_score_as_w(loss, regression):
+    """Every row of V equal to w: each node's error, own loss F_k(v_k) = F_k(w) and pooled error are the
+    global model's (the personal scope's computation against the seen scope's and the plain loop)."""
+    from fedviz.runner.pernode import PersonalEvaluator, PersonalScope
+
+    p = Problem(_dataset(seed=4, regression=regression), loss, lam=0.1)
+    w = np.random.default_rng(5).normal(size=p.d)
+    ev = NodeEvaluator(p)
+    V = np.tile(w, (p.data.n_nodes, 1))
+    view = PersonalScope(PersonalEvaluator(ev), V, np.sum(V * V, axis=1))
+    err, own = _oracle(p, w)
+    got_err, pooled = view.test_errors()
+    np.testing.assert_allclose(got_err, err, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(view.own_losses()[0], own, rtol=1e-12)
+    # Pooled over the test rows of the nodes (the 5 rows of no node have no personal model).
+    counts = np.array([np.sum(p.data.test_nodes == k) for k in range(p.data.n_nodes)])
+    assert pooled == pytest.approx(np.nansum(err * counts) / counts.sum(), rel=1e-12)
+    assert view.distances() is None

@@ -58,7 +58,7 @@ def test_node_counts():
 def test_node_series_follows_the_kept_iterations_on_the_chosen_axis():
     h = NodeHistory(budget=30)
     for t in range(12):
-        h.add(NodeScores(t, np.arange(3, dtype=np.float32) + t, np.zeros(3, dtype=np.float32)))
+        h.add(NodeScores(t, {"node_error": np.arange(3, dtype=np.float32) + t, "node_loss": np.zeros(3, dtype=np.float32)}))
     tr = h.track()
     cols = _cols(12)
     x, mine, pooled = node_series(tr, cols, "rounds", nodes=3, round_cost=0.0, node=2)
@@ -99,7 +99,7 @@ def test_caption_without_tested_nodes_says_why():
 def test_band_figure_of_the_own_losses_draws_the_objective_as_pooled():
     cols = {**_cols(), "objective": np.linspace(0.7, 0.5, 5),
             **{f"node_loss_{q}": np.linspace(a, a - 0.1, 5) for q, a in (("p10", 0.4), ("p50", 0.6), ("p90", 0.9))}}
-    fig = band_figure({"GD": cols}, metric="loss")
+    fig = band_figure({"GD": cols}, metric="node_loss")
     by = {t.name: t for t in fig.data}
     np.testing.assert_array_equal(by["GD: pooled"].y, cols["objective"])
     np.testing.assert_array_equal(by["GD p90"].y, cols["node_loss_p90"])

@@ -17,7 +17,8 @@ import pytest
 from fedviz.errors import FedvizError, ParameterError
 from fedviz.runner import store as store_mod
 from fedviz.runner.describe import INTERRUPTED_MESSAGE, describe_run
-from fedviz.runner.loop import FIELDS, IterationRecord
+from fedviz.runner import metrics
+from fedviz.runner.loop import CORE_FIELDS, FIELDS, IterationRecord
 from fedviz.runner.store import NUMERIC_FIELDS, SCHEMA_VERSION, RunStore, default_path
 
 NAN, INF = math.nan, math.inf
@@ -62,9 +63,11 @@ def _hostile_records():
 
 
 def test_record_columns_follow_the_record_fields(store):
-    assert store_mod._RECORD_COLUMNS == FIELDS
+    # The record's own fields are columns; every per-node summary lives in the one JSON column.
+    assert store_mod._RECORD_COLUMNS == CORE_FIELDS + ("summaries",)
+    assert store_mod._EXPORT_COLUMNS == FIELDS == CORE_FIELDS + metrics.KEYS
     cols = [row[1] for row in store._query("PRAGMA table_info(records)")]
-    assert sorted(cols) == sorted(["run_id", *FIELDS])
+    assert sorted(cols) == sorted(["run_id", *CORE_FIELDS, "summaries"])
     assert set(NUMERIC_FIELDS) == set(store_mod.FLOAT_FIELDS) | set(store_mod.INT_FIELDS)
 
 

@@ -16,7 +16,11 @@ from fedviz.plots.pernode import band_figure, histogram_figure, unseen_caption
 from fedviz.problems.unseen import unseen_baselines, unseen_problem
 from fedviz.runner import store as store_mod
 from fedviz.runner.loop import iterate
-from fedviz.runner.pernode import UNSEEN_FIELDS, UnseenEvaluator
+from fedviz.runner import metrics
+from fedviz.runner.pernode import UnseenEvaluator
+
+#: The record keys of the unseen nodes' metrics (the registry's "unseen" scope).
+UNSEEN_FIELDS = tuple(k for m in metrics.of_scope("unseen") for k in m.keys)
 from fedviz.runner.store import RunStore
 
 HEART = str(DATA / "heart_scale")
@@ -126,7 +130,8 @@ def test_the_unseen_problem_of_many_classes_has_the_model_s_classes():
     assert u.n_classes == p.n_classes == 3 and u.shape == p.shape
     W = np.random.default_rng(3).normal(size=p.size)
     ev = UnseenEvaluator(u)
-    fields, err = ev.evaluate(W)
+    fields, vectors = ev.evaluate(W)
+    err = vectors["unseen_error"]
     Z = ds.unseen.X_test.toarray() @ W.reshape(p.shape)
     wrong = np.argmax(Z, axis=1) != ds.unseen.y_test.astype(int)
     assert fields["unseen_test_error"] == pytest.approx(wrong.mean(), abs=1e-15)
@@ -175,7 +180,7 @@ def test_the_record_scores_the_unseen_nodes_as_a_plain_loop_does():
 def test_a_run_without_unseen_nodes_records_none():
     (rec,) = list(iterate(Problem(build(DataSpec(HEART))), "gd", iterations=0))
     assert rec.nodes_unseen == 0 and rec.nodes.unseen is None
-    assert all(math.isnan(getattr(rec, f)) for f in UNSEEN_FIELDS if f != "nodes_unseen")
+    assert all(math.isnan(getattr(rec, k)) for m in metrics.of_scope("unseen") for k in m.keys if k != "nodes_unseen")
 
 
 def test_a_separate_test_file_leaves_the_unseen_nodes_unscored_and_says_so():
@@ -284,7 +289,7 @@ def test_the_unseen_band_and_histogram_draw_the_unseen_columns():
     cols = {"iteration": np.arange(3), "rounds": np.arange(3), "test_error": np.array([0.4, 0.3, 0.2]),
             "unseen_test_error": np.array([0.5, 0.4, 0.35]), "unseen_error_p10": np.array([0.1, 0.1, 0.05]),
             "unseen_error_p50": np.array([0.45, 0.4, 0.3]), "unseen_error_p90": np.array([0.9, 0.8, 0.7])}
-    fig = band_figure({"GD": cols}, metric="unseen")
+    fig = band_figure({"GD": cols}, metric="unseen_error")
     traces = {t.name: t for t in fig.data}
     assert fig.layout.title.text == "Test error per unseen node"
     np.testing.assert_array_equal(traces["GD p90"].y, cols["unseen_error_p90"])
