@@ -301,7 +301,7 @@ BAD_VALUES = {
     "seed": ["-1", "4294967296", "0.5"],
     "test_fraction": ["1", "-0.1", "nan", "abc", ""],
     "split": ["shuffled", "", "RANDOM"],
-    "unseen": ["1", "0.97", "-0.2", "nan", "abc", ""],
+    "unseen": ["1", "1.5", "-0.2", "nan", "abc", ""],
     "deal_test": ["2", "maybe", ""],
     "tune": ["2", "maybe", ""],
     "sweep": ["2", "maybe", ""],
