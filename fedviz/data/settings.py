@@ -63,11 +63,12 @@ DATA_SETTINGS: Mapping[str, Param] = param_table(
     Param("partition", "spec", None,
           "How the training rows are split over nodes: a partitioner spec such as iid, dirichlet:alpha=0.5 or "
           "shards:classes_per_node=2 (reshuffle keeps each node's size but fills it with random rows: the "
-          "paper's FSVRGR). None: the data's own nodes, a generator's users or a file's qid groups, else iid.",
+          "paper's FSVRGR). Unset: the data's own nodes, a generator's users or a file's qid groups, else iid.",
           choices=tuple(PARTITIONERS), reader=_partition, label="How the rows are split over nodes"),
     Param("nodes", "int", None,
           "K, the number of nodes the partitioner makes (natural and reshuffle take theirs from the data's "
-          "groups). None: a preset's own K; for a file about 20 training rows per node, at most 100 nodes.",
+          "groups). Unset: a preset's own K; for a file a node per 20 rows (more where the test fraction needs them), at "
+          "most 100.",
           low=1, high=MAX_NODES, label="Nodes for the partition"),
     Param("data_seed", "int", 0,
           "Seeds the partitioner, the random test split, the draw of the unseen nodes and the dealing of test "
@@ -75,7 +76,7 @@ DATA_SETTINGS: Mapping[str, Param] = param_table(
           low=0, high=MAX_SEED, label="Data seed"),
     Param("test_fraction", "float", None,
           "Without a test file, the share f of each node's rows held out as the test set (⌊f·m_k⌋ of its m_k); "
-          "0 keeps every row for training. None: a preset's own, 0.25 for a file.",
+          "0 keeps every row for training. Unset: a preset's own, 0.25 for a file.",
           low=0.0, high=1.0, high_open=True, label="Test fraction"),
     Param("split", "choice", "auto",
           "Without a test file, which of each node's rows are held out: random, a seeded draw stratified by "
