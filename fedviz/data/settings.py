@@ -28,7 +28,7 @@ The ranges, and why each is the one:
 - ``unseen`` in [0, 1): 1 would hold out every node at any K.  Below 1 the bound that leaves a node
   to train depends on K (⌊u·K + ½⌋ < K iff u < 1 − 1/(2K)), so it is checked where K is known
   (:func:`~fedviz.data.unseen.unseen_count`, which names the range for that K).  The link and the
-  Data page once capped it at 0.95, which is neither: at K = 10 that holds out all ten nodes, and at
+  Data page once capped it at 0.95, which is neither: at K ≤ 9 that holds out every node, and at
   K = 1,000 it refused 0.97, which leaves 30 to train.
 - ``split``: one of :data:`~fedviz.data.split.SPLITS`; ``partition``: a registered partitioner's spec;
   ``deal_test``: true or false.
