@@ -42,7 +42,6 @@ def _setting_type(p):
         except FedvizError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
-    read.__name__ = p.name
     return read
 
 

@@ -8,10 +8,10 @@ from fedviz import ui
 from fedviz.markup import escape
 from fedviz.data.build import (DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec, deal_sentence,
                                unassigned_test_rows_possible)
-from fedviz.data.settings import DATA_SETTINGS, settings_of, with_settings
 from fedviz.data.labels import dataset_classes, dataset_label_counts
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
+from fedviz.data.settings import DATA_SETTINGS, settings_of, with_settings
 from fedviz.data.synthetic import MAX_SEED
 from fedviz.data.unseen import unseen_sentence
 from fedviz.errors import ParameterError
