@@ -31,33 +31,51 @@ class _UsageError(Exception):
     pass
 
 
+def setting_flag(name: str) -> str:
+    """The command line's flag of a data setting: its name, dashes for underscores (``--deal-test``)."""
+    return "--" + name.replace("_", "-")
+
+
+def _setting_type(p):
+    """argparse's ``type`` for a Param: its text parser and range, so that a bad value is a usage error
+    (exit 2) naming the setting and its allowed range, as the link and an experiment file name them."""
+    def read(text: str):
+        try:
+            return p.parse(text)
+        except FedvizError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return read
+
+
+#: Where a data setting's default on the command line is not its table default: the run's --seed seeds
+#: the data too unless --data-seed is given (as an experiment's seeds do unless data_seed is set).
+_CLI_DEFAULTS = {"data_seed": "--seed"}
+
+
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    from .data.settings import DATA_SETTINGS
+
     p.add_argument("data", help="a LIBSVM path, or preset:NAME[?key=value&...] "
                                 "(e.g. preset:google-plus-small?nodes=200)")
     p.add_argument("--test", metavar="TESTFILE", help="a separate LIBSVM test file")
     p.add_argument("--wider-test", action="store_true",
                    help="accept a test file with features beyond the training file's last (refused by "
                         "default: that is what another data set's test file looks like)")
-    p.add_argument("--test-fraction", type=float, metavar="F",
-                   help="without --test: the share F of each node's rows held out as the test set "
-                        "(default 0.25; 0 keeps every row for training)")
-    p.add_argument("--split", choices=["auto", "random", "chronological"], default="auto",
-                   help="without --test, which rows of a file are held out: random within each node, "
-                        "stratified by label; chronological, the last rows in file order; auto (default), "
-                        "chronological for qid groups, else random. Presets keep the generator's time order")
-    p.add_argument("--unseen", type=float, default=0.0, metavar="F",
-                   help="hold out the share F of whole nodes, in [0, 1) (pFL-Bench: 0.2): a draw seeded by --seed; "
-                        "they train nothing and every record scores the model on their test rows (default 0)")
-    p.add_argument("--deal-test", action="store_true",
-                   help="give each test row of no node (a separate --test file's, or a preset's under --partition) "
-                        "a node: a row of class c goes to node k with k's share of the class-c training rows "
-                        "(regression: of all rows), seeded by --seed; the per-node test errors then exist "
-                        "(the pooled one is unchanged)")
-    p.add_argument("--partition", metavar="SPEC",
-                   help="iid, iid-unbalanced:sigma=1, dirichlet:alpha=0.5, shards:classes_per_node=2, "
-                        "natural, topic, reshuffle (default: the data's own nodes)")
-    p.add_argument("--nodes", type=int, metavar="K", help="number of nodes for the partitioner")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generator and partitioner")
+    # The data settings, one flag each, made from their table (fedviz.data.settings): its names, ranges and help.
+    for s in DATA_SETTINGS.values():
+        default = _CLI_DEFAULTS.get(s.name, None if s.default is None else s.format(s.default))
+        words = s.help + (f" Allowed: {s.range_text()}." if s.kind != "bool" else "") + \
+            (f" Default: {default}." if default is not None else "")
+        if s.kind == "bool":  # --deal-test / --no-deal-test; not given: the table's default
+            p.add_argument(setting_flag(s.name), dest=s.name, action=argparse.BooleanOptionalAction, default=None,
+                           help=words.replace("%", "%%"))
+        else:
+            p.add_argument(setting_flag(s.name), dest=s.name, type=_setting_type(s), default=None,
+                           metavar="{" + ",".join(s.choices) + "}" if s.kind == "choice" else None,
+                           help=words.replace("%", "%%"))
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the algorithms' random choices, and of the data unless --data-seed is given")
     p.add_argument("--loss", default=None, choices=loss_names(), help=_loss_help())
     p.add_argument("--lam", type=float, help="the regulariser λ (default 1/n, as in the paper)")
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
@@ -76,15 +94,16 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 def data_spec_from_args(args):
     from .data.build import DataSpec
+    from .data.settings import DATA_SETTINGS, with_settings
 
     task = "regression" if args.loss == "squared" else "classification"
     zero_based = {"auto": "auto", "0": True, "1": False}[args.index_base]
     limits = {} if args.max_bytes is None else {"max_bytes": args.max_bytes}  # else the loader's default
-    return DataSpec(source=args.data, test=args.test, test_fraction=args.test_fraction, split=args.split,
-                    partition=args.partition, nodes=args.nodes, seed=args.seed, bias=args.bias,
-                    positive=args.positive, task=task, zero_based=zero_based, max_rows=args.max_rows,
-                    wider_test=args.wider_test, unseen=args.unseen,
-                    deal_test=args.deal_test, **limits)
+    settings = {name: getattr(args, name) for name in DATA_SETTINGS if getattr(args, name) is not None}
+    settings.setdefault("data_seed", args.seed)
+    return with_settings(DataSpec(source=args.data, test=args.test, bias=args.bias, positive=args.positive, task=task,
+                                  zero_based=zero_based, max_rows=args.max_rows, wider_test=args.wider_test, **limits),
+                         settings)
 
 
 def loss_names() -> tuple[str, ...]:

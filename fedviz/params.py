@@ -23,6 +23,7 @@ Texts of the form ``name:key=value,key=value`` (partitioners) and
 The words a text may use, everywhere:
 
 - booleans: ``true/false``, ``yes/no``, ``on/off``, ``1/0`` (any case);
+- specs (a partitioner's ``dirichlet:alpha=0.5``): the text, read by the parameter's ``reader``;
 - integers: ``10``, ``1e1`` or ``10.0`` (but not ``2.5``);
 - numbers: anything ``float`` reads that is finite;
 - a parameter whose default is ``None`` (derived, or unset): also ``none`` or ``null``.
@@ -36,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -47,7 +48,7 @@ __all__ = ["Param", "Checked", "check_values", "KINDS", "TRUE_WORDS", "FALSE_WOR
            "parse_options", "human_label", "SpecGrammar", "split_item"]
 
 #: The kinds of parameter, as :attr:`Param.kind` names them.
-KINDS = ("float", "int", "bool", "choice")
+KINDS = ("float", "int", "bool", "choice", "spec")
 _KIND_OF_TYPE = {float: "float", int: "int", bool: "bool", str: "choice"}
 
 TRUE_WORDS = ("true", "yes", "on", "1")
@@ -64,9 +65,10 @@ class Param:
     ----------
     name : str
         The key, as written in a spec string, a link and ``__init__``.
-    kind : {'float', 'int', 'bool', 'choice'}
+    kind : {'float', 'int', 'bool', 'choice', 'spec'}
         The type of the value; the Python types ``float``, ``int``, ``bool`` (and ``str`` for a
-        choice) are accepted and stored as these names.
+        choice) are accepted and stored as these names.  A 'spec' is a text in a grammar of its
+        own (a partitioner spec, ``dirichlet:alpha=0.5``), which ``reader`` reads and checks.
     default
         The default value; ``None`` means derived from the problem (e.g. a stepsize 1/L, whose
         help says how), or unset for an optional field.  Either way ``None`` is then a valid value.
@@ -77,11 +79,15 @@ class Param:
     low_open, high_open : bool
         Whether the bound itself is excluded (floats only).
     choices : tuple
-        The allowed values of a 'choice'.
+        The allowed values of a 'choice'; the names a 'spec' may start with (for its range's words).
     log : bool
         The value spans orders of magnitude: a UI lets it be typed as ``1e-3``.
     label : str
         The words a UI shows (default: :func:`human_label` of the name).
+    reader : callable or None
+        A 'spec''s reader: the text (stripped) → the value, or :class:`ParameterError` naming what in
+        it is wrong (an unknown name, an option out of its range).  The grammar and its registry live
+        in a higher layer (``fedviz.data.partition``), so the reader is handed in.
     """
 
     name: str
@@ -95,6 +101,7 @@ class Param:
     choices: tuple = ()
     log: bool = False
     label: str = ""
+    reader: Callable[[str], Any] | None = None
 
     def __post_init__(self):
         kind = _KIND_OF_TYPE.get(self.kind, self.kind) if isinstance(self.kind, type) else self.kind
@@ -102,6 +109,8 @@ class Param:
             raise TypeError(f"parameter {self.name!r}: unknown kind {self.kind!r} (one of {', '.join(KINDS)})")
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "choices", tuple(self.choices))
+        if (kind == "spec") != (self.reader is not None):
+            raise TypeError(f"parameter {self.name!r}: a reader is for a 'spec', and a 'spec' needs one")
         if self.default is not None:
             # A default is handed on unchecked (it is not a user's value): it must obey its own
             # rule, checked once here, when the parameter is defined.
@@ -152,6 +161,10 @@ class Param:
             if isinstance(value, (bool, np.bool_)):
                 return bool(value)
             raise ParameterError(qual, value, self.range_text())
+        if self.kind == "spec":
+            if not isinstance(value, str):
+                raise ParameterError(qual, value, self.range_text())
+            return self.reader(value.strip())
         return check_choice(qual, value, self.choices)
 
     def convert(self, text: str, qualname: str):
@@ -167,7 +180,7 @@ class Param:
                 return True
             if word.lower() in FALSE_WORDS:
                 return False
-        elif self.kind == "choice":
+        elif self.kind in ("choice", "spec"):
             return word
         else:
             try:

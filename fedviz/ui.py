@@ -441,14 +441,29 @@ class InvalidInput(Exception):
     """An input holds an invalid value (the input already showed why, as an error beneath it)."""
 
 
+def param_help(p: Param) -> str:
+    """A Param's tooltip: its help, then (for a number or a spec) the allowed values in the errors' words."""
+    return p.help + (f" Allowed: {p.range_text()}." if p.kind in ("int", "float", "spec") else "")
+
+
+def checked(p: Param, value, owner: str = ""):
+    """``value`` through ``p``'s :meth:`~fedviz.params.Param.validate`; refused, an error beneath the input
+    naming ``owner.name`` and the range, and :class:`InvalidInput`."""
+    try:
+        return p.validate(value, owner)
+    except FedvizError as e:
+        st.error(escape(str(e)))
+        raise InvalidInput(str(e)) from e
+
+
 def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None = None, check: bool = True):
     """The one input for a parameter, drawn from its :class:`~fedviz.params.Param`: returns its value.
 
     A bool is a checkbox, a choice a selectbox, an integer a number input bounded by the range,
     a float a number input bounded by the range — or, when its default is derived (``None``:
     from the problem, e.g. a stepsize 1/L) or it spans orders of magnitude (``log``), a text box
-    where ``1e-3`` is typed as people write it, and an empty box means the default.  Labels and
-    help come from the Param (its help, then the allowed range in the errors' words).
+    where ``1e-3`` is typed as people write it, and an empty box means the default; a spec a text
+    box.  Labels and help come from the Param (:func:`param_help`).
 
     The widget owns its value through ``key``: ``start`` (default: the Param's default) seeds
     it the first time it is drawn (:func:`seeded`), and it is never given ``value=``.  A value
@@ -460,7 +475,7 @@ def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None
     value = p.default if start is None else start
     derived = p.default is None
     low, high = p.bounds if p.kind in ("int", "float") else (None, None)
-    tip = p.help + (f" Allowed: {p.range_text()}." if p.kind in ("int", "float") else "")
+    tip = param_help(p)
     blank = " (blank: derived)" if derived else ""
     placeholder = "derived from the data" if derived else None
     try:
@@ -471,6 +486,9 @@ def param_input(p: Param, *, key: str, owner: str, start=None, label: str | None
         elif p.kind == "int":
             out = st.number_input(label + blank, step=1, min_value=low, max_value=high, help=tip,
                                   placeholder=placeholder, key=seeded(key, None if value is None else int(value)))
+        elif p.kind == "spec":
+            text = st.text_input(label, help=tip, key=seeded(key, "" if value is None else str(value)))
+            out = p.default if text.strip() == "" else p.convert(text, p.qualname(owner))
         elif derived or p.log:
             text = st.text_input(label + blank, help=tip, placeholder=placeholder,
                                  key=seeded(key, "" if value is None else repr(float(value))))

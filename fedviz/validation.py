@@ -87,7 +87,8 @@ def allowed_text(kind: str, low=None, high=None, low_open: bool = False, high_op
                  choices=()) -> str:
     """The allowed values in words, as every error message and help text of fedviz words them.
 
-    ``kind`` is 'int', 'float', 'bool' or 'choice'; an int's bounds are always closed.
+    ``kind`` is 'int', 'float', 'bool', 'choice' or 'spec' (``choices``: the names a spec may start
+    with); an int's bounds are always closed.
     One function, so that a parameter's help and the error its bad value gets can never
     word the same range two ways.
     """
@@ -95,6 +96,8 @@ def allowed_text(kind: str, low=None, high=None, low_open: bool = False, high_op
         return "true or false"
     if kind == "choice":
         return "one of " + ", ".join(repr(c) for c in choices)
+    if kind == "spec":
+        return "one of " + ", ".join(repr(c) for c in choices) + ", each with or without its options"
     word = {"int": "integer", "float": "number"}[kind]
     left = "(" if low_open and kind == "float" else "["
     right = ")" if high_open and kind == "float" else "]"

@@ -10,14 +10,13 @@ from fedviz.data.build import (DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, 
                                unassigned_test_rows_possible)
 from fedviz.data.labels import dataset_classes, dataset_label_counts
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
-from fedviz.data.split import DEAL_LABEL
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
+from fedviz.data.settings import DATA_SETTINGS, settings_of, with_settings
 from fedviz.data.synthetic import MAX_SEED
-from fedviz.data.unseen import PFL_BENCH_SHARE, unseen_sentence
+from fedviz.data.unseen import unseen_sentence
 from fedviz.errors import ParameterError
 from fedviz.learn.chart_notes import label_spread_note, node_majority_note, rare_features_note
 from fedviz.params import parse_options
-from fedviz.runner.config import MAX_UNSEEN
 from fedviz.problems.losses import loss_for
 from fedviz.problems.unseen import unseen_baselines
 from fedviz.plots import feature_appearance_figure, node_size_figure
@@ -32,6 +31,11 @@ KNOBS = ("words_per_example", "zipf_exponent", "dirichlet_concentration", "node_
 
 #: The index-base choices for uploads -> DataSpec.zero_based.
 INDEX_BASES = {"auto": "auto", "0-based": True, "1-based": False}
+#: The data settings drawn by a rule of their own below (shown only where they apply, or started from the
+#: source's own value); every other setting of the table gets its Param's input (setting_widgets).  Each
+#: input takes its label, help and range from the table (fedviz.data.settings), as the link and the command
+#: line do.
+OWN_INPUTS = ("partition", "nodes", "test_fraction", "split", "deal_test")
 #: How a file without a test file is split (DataSpec.split), in words.
 SPLITS = {"auto": "random within each node, stratified by label (qid files: in file order)",
           "random": "random within each node, stratified by label",
@@ -124,12 +128,9 @@ def partition_widgets(current: DataSpec, same_source: bool) -> tuple[str | None,
     """The partitioner, its own knobs and K; knob keys name the partitioner, as preset knobs do."""
     name0, given = parse_spec(current.partition) if current.partition and same_source else (OWN, {})
     options = [OWN] + list(PARTITIONERS)
-    choice = st.selectbox("How the rows are split over nodes", options,
-                          key=ui.seeded("data-partition", name0 if name0 in options else OWN),
-                          format_func=lambda o: o if o == OWN else ui.partitioner_label(o),
-                          help="The data's own nodes: the generator's users (natural, non-IID); a file's qid "
-                               "groups, else an iid split. Reshuffle keeps each node's size but fills it with random "
-                               "rows: the paper's FSVRGR.")
+    p = DATA_SETTINGS["partition"]
+    choice = st.selectbox(p.shown_label, options, key=ui.seeded("data-partition", name0 if name0 in options else OWN),
+                          format_func=lambda o: o if o == OWN else ui.partitioner_label(o), help=ui.param_help(p))
     if choice == OWN:
         return None, None
     cls = PARTITIONERS[choice]
@@ -139,10 +140,9 @@ def partition_widgets(current: DataSpec, same_source: bool) -> tuple[str | None,
     items = {pname: cls.params[pname].format(v) for pname, v in changed.items()}
     nodes = None
     if choice not in ("natural", "reshuffle"):  # these take their nodes from the data's groups
-        nodes = st.number_input("Nodes for the partition", 1, MAX_NODES, placeholder="automatic",
-                                key=ui.seeded("data-part-nodes", current.nodes if same_source else None),
-                                help="K. Blank: the preset's own K, or for a file about 20 training and test "
-                                     "rows per node, at most 100 nodes.")
+        p = DATA_SETTINGS["nodes"]
+        nodes = st.number_input(p.shown_label, *p.bounds, placeholder="automatic", help=ui.param_help(p),
+                                key=ui.seeded("data-part-nodes", current.nodes if same_source else None))
     return PARTITION_SPEC.join(choice, items), None if nodes is None else int(nodes)
 
 
@@ -161,30 +161,37 @@ def split_widgets(current: DataSpec, spec: DataSpec) -> DataSpec:
         own, key, same = DEFAULT_TEST_FRACTION, "data-file-test-fraction", not current.is_preset
     moot = spec.test is not None
     start = own if current.test_fraction is None or not same else float(current.test_fraction)
-    fraction = st.number_input("Test fraction", 0.0, 0.9, step=0.05, format="%.2f", key=ui.seeded(key, start),
-                               disabled=moot, help="The share of each node's rows held out to measure the test error.")
+    p = DATA_SETTINGS["test_fraction"]
+    fraction = st.number_input(p.shown_label, *p.bounds, step=0.05, format="%.2f", key=ui.seeded(key, start),
+                               disabled=moot, help=ui.param_help(p))
     if moot:
         st.caption("Test fraction: not used — the test file is the test set, and every row of the training file "
                    "trains.")
         return dataclasses.replace(spec, test_fraction=None, split="auto")
     split = "auto"  # a preset splits by its generator's time order
     if not spec.is_preset:
-        split = st.selectbox("Test rows", list(SPLITS), format_func=SPLITS.get,
-                             key=ui.seeded("data-split", "auto" if current.is_preset else current.split),
-                             help="Random rows make a fair test set for a file in any order (sorted by label, "
-                                  "say); the last rows suit a file in time order.")
+        q = DATA_SETTINGS["split"]
+        split = st.selectbox(q.shown_label, list(q.choices), format_func=SPLITS.get, help=ui.param_help(q),
+                             key=ui.seeded("data-split", "auto" if current.is_preset else current.split))
+    fraction = ui.checked(p, fraction)  # the widget's top, 1, is the one value its range leaves out
     return dataclasses.replace(spec, test_fraction=None if fraction == own else float(fraction), split=split)
 
 
-def unseen_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
-    """The share of whole nodes held out as unseen (issue 23, point 2), kept across sources."""
-    share = st.number_input("Unseen nodes (share)", 0.0, MAX_UNSEEN, step=0.05, format="%.2f",
-                            key=ui.seeded("data-unseen", float(current.unseen)),
-                            help=f"The share of whole nodes held out of training, drawn with the data seed: they "
-                                 f"train nothing, and every run scores the model in force on their test rows, as "
-                                 f"new clients would be (their training rows serve only fine-tuning). pFL-Bench "
-                                 f"holds out {PFL_BENCH_SHARE:g} (20%); 0 holds out none.")
-    return dataclasses.replace(spec, unseen=float(share))
+def setting_widgets(current: DataSpec, spec: DataSpec) -> DataSpec:
+    """The input of every data setting without a rule of its own (the data seed, the unseen share, and any
+    setting the table gains), each its Param's (ui.param_input), started from the session's value and kept
+    across sources.  Every input is drawn before an invalid one is raised."""
+    start, values, invalid = settings_of(current), {}, None
+    for p in DATA_SETTINGS.values():
+        if p.name in OWN_INPUTS:
+            continue
+        try:
+            values[p.name] = ui.param_input(p, key="data-" + p.name.replace("_", "-"), owner="", start=start[p.name])
+        except ui.InvalidInput as e:
+            invalid = e
+    if invalid is not None:
+        raise invalid
+    return with_settings(spec, values)
 
 
 def deal_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
@@ -192,13 +199,8 @@ def deal_widget(current: DataSpec, spec: DataSpec) -> DataSpec:
     rows can belong to no node (a test file, a preset split into other nodes); elsewhere it is off."""
     if not unassigned_test_rows_possible(spec):
         return dataclasses.replace(spec, deal_test=False)
-    deal = st.checkbox(DEAL_LABEL, key=ui.seeded("data-deal-test", bool(current.deal_test)),
-                       help="The test rows of a separate test file, or of a preset split into other nodes, belong "
-                            "to no node, so no node can be scored on its own (Run's Every node, the per-node "
-                            "majority, Personalise). Ticked, each such row goes to a node drawn by the nodes' "
-                            "shares of its class among the training rows (of all rows for real targets), seeded by "
-                            "the data seed. The rows stay the same: the pooled test error is unchanged.")
-    return dataclasses.replace(spec, deal_test=bool(deal))
+    deal = ui.param_input(DATA_SETTINGS["deal_test"], key="data-deal-test", owner="", start=bool(current.deal_test))
+    return dataclasses.replace(spec, deal_test=deal)
 
 
 st.title("Data")
@@ -225,11 +227,13 @@ with left:
         except ui.InvalidInput:  # shown beneath its input; the session keeps its data set
             spec, invalid = None, True
         if spec is not None:
-            # The partitioner's seed has no widget here: keep the one the session (or its link) chose.
-            spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes, seed=current.seed)
-            spec = split_widgets(current, spec)
-            spec = unseen_widget(current, spec)
-            spec = deal_widget(current, spec)
+            spec = dataclasses.replace(spec, partition=partition, nodes=part_nodes)
+            for widgets in (split_widgets, setting_widgets, deal_widget):  # each drawn, whatever the one before held
+                try:
+                    spec = widgets(current, spec)
+                except ui.InvalidInput:  # shown beneath its input; the session keeps its data set
+                    invalid = True
+            spec = None if invalid else spec
 
 with right:
     if kind != SOURCES[0] and spec is None and not invalid:

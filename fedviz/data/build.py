@@ -14,12 +14,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError, FedvizError, ParameterError
-from ..validation import check_choice, check_int, check_real
+from ..validation import check_int, check_real
 from .dataset import FederatedDataset, chronological_split
 from .labels import class_codes, dataset_classes, format_label, format_labels, label_counts, map_labels
 from .libsvm import DEFAULT_MAX_BYTES, load_libsvm, load_libsvm_pair
 from .partition import make_partitioner
 from .presets import make_preset, parse_preset_spec, preset_config
+from .settings import check_settings
 from .split import SPLITS, _percent, deal_test_rows, describe_split, random_split
 from .synthetic import MAX_NODES, estimate_entries
 from .unseen import hold_out
@@ -46,6 +47,11 @@ MAX_DEFAULT_NODES = 100
 @dataclass(frozen=True)
 class DataSpec:
     """Everything that determines a federated data set.
+
+    The data settings among these fields (``partition``, ``nodes``, ``seed``, ``test_fraction``,
+    ``split``, ``unseen``, ``deal_test``) are the table :data:`fedviz.data.settings.DATA_SETTINGS`,
+    whose ranges :func:`build` enforces and from which the link, the command line, an experiment
+    file and the Data page take their names, ranges and help.
 
     Parameters
     ----------
@@ -172,13 +178,7 @@ def build(spec: DataSpec) -> FederatedDataset:
     ``meta["split"]``, the test set in force as a sentence, and ``meta["warnings"]``,
     a list (empty if all is well) of sentences saying what looks wrong and what to do.
     """
-    check_int("seed", spec.seed, low=0, high=2**32 - 1)
-    if spec.nodes is not None:
-        check_int("nodes", spec.nodes, low=1, high=MAX_NODES)
-    if spec.test_fraction is not None:
-        check_real("test_fraction", spec.test_fraction, low=0.0, high=1.0, high_open=True)
-    check_choice("split", spec.split, SPLITS)
-    check_real("unseen", spec.unseen, low=0.0, high=1.0, high_open=True)
+    check_settings(spec)  # the one table's ranges, as every front end checked them (data/settings.py)
     if spec.is_preset:
         ds = _build_preset(spec)
     else:

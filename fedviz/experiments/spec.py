@@ -20,8 +20,14 @@ The settings an axis can vary (keys of an axis value):
 ``partition``, ``partition.<knob>``
     the partitioner (``dirichlet:alpha=0.5``) or one of its knobs (``partition.alpha``: the
     base data's partition spec gives the partitioner);
-``nodes``, ``loss``, ``lam``, ``test_fraction``
-    K, the loss, the regulariser λ and the test fraction.
+``nodes``, ``test_fraction``, ``split``, ``unseen``, ``deal_test``
+    the other data settings (:data:`fedviz.data.settings.DATA_SETTINGS`, each in its range) but the
+    data seed, which the seeds own (:attr:`Experiment.data_seed`);
+``loss``, ``lam``
+    the loss and the regulariser λ.
+
+An experiment file's data keys are the same data settings, under the same names and in the same
+ranges as a link's keys and the command line's flags (``unseen = 0.2``, ``?unseen=0.2``, ``--unseen 0.2``).
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..algorithms.spec import AlgorithmSpec
-from ..data.build import MAX_NODES, DataSpec
+from ..data.build import DataSpec
 from ..data.partition.base import PARTITION_SPEC
 from ..data.presets import format_preset_spec, parse_preset_spec
+from ..data.settings import DATA_SETTINGS, check_settings, in_identity, with_settings
 from ..errors import FedvizError, ParameterError
 from ..problems.losses import make_loss
 from ..runner.job import ProblemSpec, RunJob
@@ -45,8 +52,9 @@ from ..validation import check_display_text, check_int, check_real
 
 #: How an arm sets its step-like hyperparameter.
 STEP_MODES = ("default", "tuned", "grid", "scales")
-#: The settings an axis may vary besides ``data.<knob>`` and ``partition.<knob>``.
-PLAIN_KEYS = ("partition", "nodes", "loss", "lam", "test_fraction")
+#: The settings an axis may vary besides ``data.<knob>`` and ``partition.<knob>``: every data setting but the
+#: data seed (the experiment's seeds, or its ``data_seed``, set it), then the problem's loss and λ.
+PLAIN_KEYS = (*(name for name in DATA_SETTINGS if name != "data_seed"), "loss", "lam")
 #: The most cells one experiment may have (a guard against a typo in a grid).
 MAX_CELLS = 20_000
 #: A target ε for "rounds to reach ε" when the experiment names none.
@@ -136,16 +144,22 @@ def _check_key(where: str, key: str, value) -> None:
         return
     if key not in PLAIN_KEYS:
         raise ParameterError(where, key, "data.<knob>, partition.<knob>, or one of " + ", ".join(PLAIN_KEYS))
-    if key == "nodes":
-        check_int(where, value, low=1, high=MAX_NODES)  # the data builder's bound, checked before launch
+    if key in DATA_SETTINGS:  # the data builder's range, checked before launch
+        _checked_setting(key, value, where)
     elif key == "lam":
         check_real(where, value, low=0, low_open=True)
-    elif key == "test_fraction":
-        check_real(where, value, low=0, high=1, high_open=True)
     elif key == "loss":
         make_loss(value)
-    elif not isinstance(value, str):
-        raise ParameterError(where, value, "a partitioner spec such as 'dirichlet:alpha=0.5'")
+
+
+def _checked_setting(name: str, value, where: str):
+    """``value`` of data setting ``name`` as written (an experiment's identity holds it so), once its Param
+    took it; refused, the error names ``where`` (and what in a partitioner spec is wrong)."""
+    try:
+        DATA_SETTINGS[name].validate(value)
+    except ParameterError as e:
+        raise ParameterError(where if e.name == name else f"{where}: {e.name}", e.value, e.allowed) from None
+    return value
 
 
 def _value_label(value: tuple[tuple[str, Any], ...]) -> str:
@@ -318,14 +332,11 @@ class Experiment:
         if self.lam is not None:
             object.__setattr__(self, "lam", check_real("lam", self.lam, low=0, low_open=True))
         if self.data_seed is not None:
-            object.__setattr__(self, "data_seed", check_int("data_seed", self.data_seed, low=0, high=2**32 - 1))
+            object.__setattr__(self, "data_seed", DATA_SETTINGS["data_seed"].validate(self.data_seed))
         object.__setattr__(self, "target", check_real("target", self.target, low=0, low_open=True))
-        # The base data's fixed values, against the ranges the data builder enforces on the workers:
+        # The base data's settings, against the ranges the data builder enforces on the workers:
         # out of range, every cell would fail there one by one; here it is one message before launch.
-        if self.data.nodes is not None:
-            check_int("nodes", self.data.nodes, low=1, high=MAX_NODES)
-        if self.data.test_fraction is not None:
-            check_real("test_fraction", self.data.test_fraction, low=0, high=1, high_open=True)
+        check_settings(self.data)
         n = self.size
         if n > MAX_CELLS:
             raise ParameterError("experiment", f"{n:,} cells", f"at most {MAX_CELLS:,} cells",
@@ -437,8 +448,7 @@ class Experiment:
     # -- text forms -----------------------------------------------------------------------------------
     def as_json(self) -> dict:
         data = {k: v for k, v in vars(self.data).items()  # unseen, deal_test off: the identity of before them
-                if k != "loader_options" and v is not None and not isinstance(v, bytes)
-                and (k not in ("unseen", "deal_test") or v)}
+                if k != "loader_options" and v is not None and not isinstance(v, bytes) and in_identity(k, v)}
         out = {"name": self.name, "data": data, "uploaded": isinstance(self.data.source, bytes),
                "algorithms": [a.as_json() for a in self.arms], "axes": [a.as_json() for a in self.axes],
                "seeds": list(self.seeds), "iterations": self.iterations, "loss": self.loss, "lam": self.lam,
@@ -518,7 +528,7 @@ def cell_key(problem: ProblemSpec, spec: AlgorithmSpec, arm: Arm, step, seed: in
     source = data.source if isinstance(data.source, str) else "sha256:" + hashlib.sha256(data.source).hexdigest()
     test = data.test if not isinstance(data.test, bytes) else "sha256:" + hashlib.sha256(data.test).hexdigest()
     content = {"data": {**{k: v for k, v in vars(data).items() if k not in ("loader_options", "name", "test_name")
-                           and (k not in ("unseen", "deal_test") or v)},  # off: the key of before them
+                           and in_identity(k, v)},  # unseen, deal_test off: the key of before them
                         "source": source, "test": test},
                "loss": problem.loss, "lam": problem.lam, "algorithm": spec.name, "hyper": dict(spec.hyper),
                "step_mode": arm.step, "param": arm.param, "step": step, "seed": seed, "iterations": iterations}
@@ -546,11 +556,8 @@ def apply_settings(data: DataSpec, values: Mapping[str, Any]) -> DataSpec:
         partition = PARTITION_SPEC.join(name, {**options, **{k: _short(v) for k, v in knobs.items()}})
     if partition != data.partition:
         changes["partition"] = partition
-    if "nodes" in values:
-        changes["nodes"] = values["nodes"]
-    if "test_fraction" in values:
-        changes["test_fraction"] = values["test_fraction"]
-    return replace(data, **changes) if changes else data
+    data = replace(data, **changes) if changes else data
+    return with_settings(data, {k: v for k, v in values.items() if k in DATA_SETTINGS and k != "partition"})
 
 
 # -- TOML ----------------------------------------------------------------------------------------------
@@ -562,7 +569,7 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
         name = "label-skew-sweep"
         data = "preset:google-plus-small"      # or a LIBSVM path
         partition = "dirichlet:alpha=1"        # optional, the base partitioner
-        nodes = 100                            # optional
+        nodes = 100                            # optional; so are test_fraction, split, unseen, deal_test
         loss = "logistic"                      # softmax for a file of more than two classes
         positive = 3                           # optional: that class against the rest (one-vs-rest)
         iterations = 30
@@ -582,19 +589,20 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
         key = "partition.alpha"
         values = [0.01, 0.1, 1, 10, 100]
     """
-    known = {"name", "data", "test", "partition", "nodes", "test_fraction", "split", "loss", "lam", "iterations",
-             "seeds", "data_seed", "target", "description", "claim", "algorithm", "axis", "bias", "positive",
-             "dissimilarity", "deal_test"}
+    known = {"name", "data", "test", *DATA_SETTINGS, "loss", "lam", "iterations", "seeds", "target", "description",
+             "claim", "algorithm", "axis", "bias", "positive", "dissimilarity"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise ParameterError(f"{where}.{unknown[0]}", doc[unknown[0]], "one of the keys " + ", ".join(sorted(known)))
     for key in ("name", "data", "algorithm"):
         if key not in doc:
             raise ParameterError(f"{where}.{key}", None, "to be given")
-    data = DataSpec(source=doc["data"], test=doc.get("test"), partition=doc.get("partition"),
-                    nodes=doc.get("nodes"), test_fraction=doc.get("test_fraction"),
-                    split=doc.get("split", "auto"), bias=doc.get("bias"), positive=doc.get("positive"),
-                    deal_test=bool(doc.get("deal_test", False)))
+    # The data settings (the one table: names and ranges of the link's keys and the command line's flags), as
+    # written; the data seed is the experiment's (it holds the data fixed across the seeds).
+    settings = {name: _checked_setting(name, doc[name], f"{where}.{name}") for name in DATA_SETTINGS if name in doc}
+    data_seed = settings.pop("data_seed", None)
+    data = with_settings(DataSpec(source=doc["data"], test=doc.get("test"), bias=doc.get("bias"),
+                                  positive=doc.get("positive")), settings)
     arms = []
     for k, item in enumerate(_tables(doc["algorithm"], f"{where}.algorithm")):
         extra = sorted(set(item) - {"name", "label", "hyper", "step", "values", "param"})
@@ -624,7 +632,7 @@ def from_mapping(doc: Mapping[str, Any], *, where: str = "experiment") -> Experi
     if isinstance(seeds, int):
         seeds = list(range(seeds))
     return Experiment(doc["name"], data, tuple(arms), tuple(axes), tuple(seeds), doc.get("iterations", 30),
-                      doc.get("loss", "logistic"), doc.get("lam"), doc.get("data_seed"),
+                      doc.get("loss", "logistic"), doc.get("lam"), data_seed,
                       doc.get("target", DEFAULT_TARGET), doc.get("description", ""), doc.get("claim", ""),
                       _flag(doc.get("dissimilarity", False), f"{where}.dissimilarity"))
 

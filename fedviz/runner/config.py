@@ -14,7 +14,8 @@ from typing import Mapping
 
 from ..algorithms import ALGORITHMS, get_algorithm
 from ..algorithms.spec import AlgorithmSpec
-from ..data.build import MAX_NODES, PRESET_PREFIX, SPLITS, DataSpec
+from ..data.build import PRESET_PREFIX, DataSpec
+from ..data.settings import DATA_SETTINGS, in_identity, settings_of, spec_field, with_settings
 from ..errors import FedvizError, ParameterError
 from ..params import Param, param_table
 from ..validation import check_int, check_real
@@ -105,12 +106,12 @@ class RunConfig:
     def as_json(self) -> dict:
         data = self.data
         source = data.source if isinstance(data.source, str) else f"upload:{data.name or 'file'}"
+        # Every data setting by its DataSpec field; those added later only when set (the stored configs of
+        # before them read the same: data.settings.in_identity).
+        settings = {spec_field(name): value for name, value in settings_of(data).items()}
         return {"data": {"source": source, "test": None if data.test is None else
                          (data.test if isinstance(data.test, str) else f"upload:{data.test_name or 'file'}"),
-                         "partition": data.partition, "nodes": data.nodes, "seed": data.seed,
-                         "test_fraction": data.test_fraction, "split": data.split, "positive": data.positive,
-                         **({"unseen": data.unseen} if data.unseen else {}),
-                         **({"deal_test": True} if data.deal_test else {})},
+                         **{k: v for k, v in settings.items() if in_identity(k, v)}, "positive": data.positive},
                 "loss": self.loss, "lam": self.lam,
                 "algorithms": {name: dict(hyper) for name, hyper in self.algorithms},
                 "iterations": self.iterations, "seed": self.seed, "tune": self.tune, "sweep": self.sweep}
@@ -128,20 +129,9 @@ def to_query(config: RunConfig) -> dict[str, str]:
         q["data"] = "upload"
     elif d.source != DEFAULT_DATA.source:
         q["data"] = d.source[len(PRESET_PREFIX):]
-    if d.partition:
-        q["partition"] = d.partition
-    if d.nodes is not None:
-        q["nodes"] = str(d.nodes)
-    if d.seed:
-        q["data_seed"] = str(d.seed)
-    if d.test_fraction is not None:
-        q["test_fraction"] = repr(d.test_fraction)
-    if d.split != DEFAULT_DATA.split:
-        q["split"] = d.split
-    if d.unseen:
-        q["unseen"] = repr(d.unseen)
-    if d.deal_test:
-        q["deal_test"] = "1"
+    for name, value in settings_of(d).items():  # the data settings, by their names, where not at their defaults
+        if value != DATA_SETTINGS[name].default:
+            q[name] = _link_text(DATA_SETTINGS[name], value)
     if config.loss != "logistic":
         q["loss"] = config.loss
     if config.lam is not None:
@@ -164,25 +154,20 @@ def to_query(config: RunConfig) -> dict[str, str]:
     return q
 
 
-#: The most unseen nodes a link (and the Data page's input) holds out: 95% of them.
-MAX_UNSEEN = 0.95
+def _link_text(p: Param, value) -> str:
+    """A value as the link writes it: :meth:`Param.format`, but a boolean as ``1``, the link's word for on
+    (``tune=1``; every word of :data:`~fedviz.params.TRUE_WORDS` reads back)."""
+    return ("1" if value else "0") if p.kind == "bool" else p.format(value)
 
-#: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages.
-LINK_KEYS = ("data", "partition", "nodes", "data_seed", "test_fraction", "split", "unseen", "deal_test", "loss",
-             "lam", "algorithms", "iterations", "seed", "tune", "sweep")
 
-#: The link's plain settings, read by the same text parser as every hyperparameter and knob
-#: (``data``, ``partition``, ``loss`` and ``algorithms`` are names and specs, read below).
+#: The keys of a link besides the hyperparameters (``<algorithm>.<name>``), in the order of the pages: the
+#: data settings are :data:`~fedviz.data.settings.DATA_SETTINGS`, under their names.
+LINK_KEYS = ("data", *DATA_SETTINGS, "loss", "lam", "algorithms", "iterations", "seed", "tune", "sweep")
+
+#: The link's plain settings, read by the same text parser as every hyperparameter and knob: the data
+#: settings' table, then the run's (``data``, ``loss`` and ``algorithms`` are names and specs, read below).
 LINK_PARAMS = param_table(
-    Param("nodes", "int", None, "K, for the partitioner (none: the data's own).", low=1, high=MAX_NODES),
-    Param("data_seed", "int", 0, "Seed of the generator and the partitioner.", low=0, high=2**32 - 1),
-    Param("test_fraction", "float", None, "The share of each node's rows held out as the test set.",
-          low=0.0, high=1.0, high_open=True),
-    Param("split", "choice", DEFAULT_DATA.split, "How a file's test rows are drawn.", choices=SPLITS),
-    Param("unseen", "float", 0.0, "The share of whole nodes held out of training and scored as new clients.",
-          low=0.0, high=MAX_UNSEEN),
-    Param("deal_test", "bool", False, "Deal the test rows of no node to the nodes by class share, so every node "
-          "is scored."),
+    *DATA_SETTINGS.values(),
     Param("lam", "float", None, "The regulariser λ (none: 1/n).", low=0, low_open=True),
     Param("iterations", "int", 30, "Outer iterations of every algorithm.", low=1, high=MAX_ITERATIONS),
     Param("seed", "int", 0, "Seed of the algorithms' random choices.", low=0, high=2**32 - 1),
@@ -211,15 +196,14 @@ def from_query(query: Mapping[str, str]) -> tuple[RunConfig, list[str]]:
     source = take("data", _parse_source)
     if source is not None:
         data_kw["source"] = source
-    for key, name in (("partition", "partition"), ("nodes", "nodes"), ("data_seed", "seed"),
-                      ("test_fraction", "test_fraction"), ("split", "split"), ("unseen", "unseen"),
-                      ("deal_test", "deal_test")):
-        value = take(key, _parse_partition if key == "partition" else LINK_PARAMS[key].parse)
+    settings = {}
+    for name, p in DATA_SETTINGS.items():
+        value = take(name, p.parse)
         if value is not None:
-            data_kw[name] = value
+            settings[name] = value
     kw: dict = {}
-    if data_kw:
-        kw["data"] = replace(DEFAULT_DATA, **data_kw)
+    if data_kw or settings:
+        kw["data"] = with_settings(replace(DEFAULT_DATA, **data_kw), settings)
     loss = take("loss", _parse_loss)
     if loss:
         kw["loss"] = loss
@@ -276,13 +260,6 @@ def _parse_source(text: str):
 
     parse_preset_spec(text)  # validates the name and the overrides
     return PRESET_PREFIX + text
-
-
-def _parse_partition(text: str):
-    from ..data.partition import make_partitioner
-
-    make_partitioner(text, n_nodes=2, seed=0)  # validates the spec
-    return text
 
 
 def _parse_loss(text: str):

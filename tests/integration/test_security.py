@@ -32,10 +32,12 @@ import fedviz.data.build as build_module
 from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.build import DataSpec, build
+from fedviz.data.settings import DATA_SETTINGS, settings_of, with_settings
 from fedviz.errors import DataFormatError, ParameterError
 from fedviz.runner.config import DEFAULT_DATA, LINK_KEYS, MAX_ITERATIONS, RunConfig, from_query, to_query
 
 from conftest import DATA, ROOT, plain
+from settings_values import other_value, outside, text
 from test_uploads import HEART, NAME, cli_main, data_page, upload
 
 APP = str(ROOT / "app.py")
@@ -301,14 +303,21 @@ BAD_VALUES = {
     "seed": ["-1", "4294967296", "0.5"],
     "test_fraction": ["1", "-0.1", "nan", "abc", ""],
     "split": ["shuffled", "", "RANDOM"],
-    "unseen": ["1", "0.97", "-0.2", "nan", "abc", ""],
+    "unseen": ["1", "1.5", "-0.2", "nan", "abc", ""],
     "deal_test": ["2", "maybe", ""],
     "tune": ["2", "maybe", ""],
     "sweep": ["2", "maybe", ""],
 }
-#: A config that differs from the default in every field the link carries.
-FULL = RunConfig(data=DataSpec(source="preset:identical-nodes", partition="iid", nodes=5, seed=3, test_fraction=0.3,
-                                split="chronological", unseen=0.2, deal_test=True),
+# Every data setting's out-of-range values from its Param as well (fedviz.data.settings), so that a setting the
+# table gains is covered here without an edit.
+for _name, _p in DATA_SETTINGS.items():
+    BAD_VALUES[_name] = list(dict.fromkeys(BAD_VALUES.get(_name, []) + [text(_p, v) for v in outside(_p)]))
+#: A config that differs from the default in every field the link carries (a data setting the table gains: at a
+#: value of its range other than its default).
+_DATA = DataSpec(source="preset:identical-nodes", partition="iid", nodes=5, seed=3, test_fraction=0.3,
+                 split="chronological", unseen=0.2, deal_test=True)
+FULL = RunConfig(data=with_settings(_DATA, {name: other_value(p) for name, p in DATA_SETTINGS.items()
+                                            if settings_of(_DATA)[name] == p.default}),
                  loss="squared", lam=0.1, algorithms=(("gd", (("stepsize", 0.5),)),), iterations=5, seed=2,
                  tune=True, sweep=True)
 

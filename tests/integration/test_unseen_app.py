@@ -96,7 +96,7 @@ def test_the_command_line_holds_out_and_scores_the_unseen_nodes():
     assert r.returncode != 0 and "unseen=1.0 is out of range: allowed number in [0, 1)" in r.stderr
 
 
-def test_a_share_that_leaves_no_node_is_refused_on_the_page_and_a_link_beyond_the_input_is_said(
+def test_a_share_that_leaves_no_node_is_refused_on_the_page_and_a_link_out_of_range_is_said(
         long_sessions):  # noqa: F811
     from conftest import plain
 
@@ -107,6 +107,6 @@ def test_a_share_that_leaves_no_node_is_refused_on_the_page_and_a_link_beyond_th
     assert any("unseen=0.8 is out of range: allowed a share in [0, 0.75) with 2 nodes" in e for e in errors), errors
     assert at.session_state["config"].data.unseen == 0.0  # the session keeps its data set
     assert any(c.value == "The current data set is unchanged." for c in at.caption)
-    config, problems = from_query({"unseen": "0.97"})
-    assert config.data.unseen == 0.0 and problems == ["unseen: parameter unseen=0.97 is out of range: allowed number "
-                                                      "in [0, 0.95]"]
+    config, problems = from_query({"unseen": "1"})  # the input's range, the link's and the command line's: [0, 1)
+    assert config.data.unseen == 0.0 and problems == ["unseen: parameter unseen=1.0 is out of range: allowed number "
+                                                      "in [0, 1)"]
