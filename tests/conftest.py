@@ -44,6 +44,9 @@ PAPER_SCALE = ("test_stop_paper_scale.py",)
 
 
 def pytest_collection_modifyitems(config, items):
+    """Mark each test with its kind, ``paper_scale`` where it builds the paper's data, and ``quick`` where it
+    belongs to the tier for every edit: a unit test (one module against its oracle, in-process) that is not
+    marked ``slow`` (docs/testing.md)."""
     for item in items:
         path = Path(str(item.path))
         kind = path.parent.name
@@ -51,3 +54,5 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, kind))
         if path.name in PAPER_SCALE:
             item.add_marker(pytest.mark.paper_scale)
+        if kind == "unit" and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.quick)
