@@ -16,7 +16,9 @@ different function of the loss, written per loss there.)
 A scalar loss is added here (its code in :data:`LOSS_CODES` and a branch in each of the three
 functions) and in :mod:`.losses` (its class in ``LOSSES``); nothing else dispatches on the code,
 except ``sdca_step`` for the dual methods, which take only the losses it knows
-(:data:`fedviz.algorithms._sdca_kernels.DUAL_LOSSES`).
+(:data:`fedviz.algorithms._sdca_kernels.DUAL_LOSSES`).  numba's on-disk cache keys a kernel on its
+own file only, so kernels elsewhere that inline the trio keep the old arithmetic after an edit here:
+delete the cached kernels (``find fedviz -name '*.nb[ci]' -delete``) before measuring or testing.
 
 An unknown code fails in two places, by design:
 
