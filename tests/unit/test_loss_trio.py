@@ -22,7 +22,7 @@ rounding is relative to:
 
 The finite differences are central, (f(z + h) − f(z − h)) / (2h), whose error is at most
 h²/6 · max|f'''| over [z − h, z + h] (Taylor) plus the rounding of f at the two points over 2h;
-the third-derivative bounds per loss (:data:`THIRD`) are derived in their docstrings.
+the bounds on the higher derivatives per loss (:func:`derivative_bound`) are derived in its docstring.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def curvature_scale(loss: Loss, z: np.ndarray, y: float) -> np.ndarray:
     return expit(y * z) if loss.name == "logistic" else np.zeros_like(z)
 
 
-def third(loss: Loss, z: np.ndarray, y: float, h: np.ndarray, order: int) -> np.ndarray:
+def derivative_bound(loss: Loss, z: np.ndarray, y: float, h: np.ndarray, order: int) -> np.ndarray:
     """A bound on |φ⁽ᵒʳᵈᵉʳ⁾| over [z − h, z + h] (order 3 or 4), off the kinks.
 
     Logistic, s = σ(yz), y² = 1: φ''' = ±s(1 − s)(1 − 2s), at most √3/18 (at s = ½ ± √3/6), and
@@ -189,7 +189,7 @@ def test_derivatives_are_the_finite_differences_of_the_previous_function(loss):
                         + U * np.abs(f_up - f_down)) / dz + 2 * U * np.abs(fd)
             # …and the rounding of the derivative compared, 8u of its scale (φ'': of σ(yz) for the logistic loss).
             own = np.maximum(np.abs(at[r]), curvature_scale(loss, z, y)) if r == 2 else np.abs(at[r])
-            tol = third(loss, z, y, h, r + 1) * h * h / 6.0 + rounding + BUDGET / 2 * own + TINY
+            tol = derivative_bound(loss, z, y, h, r + 1) * h * h / 6.0 + rounding + BUDGET / 2 * own + TINY
             err = np.abs(fd - at[r])
             bad = ~(err <= tol)
             assert not bad.any(), (f"{loss!r} y={y}: {what} is not the finite difference at z = {z[bad][:5]}: "
