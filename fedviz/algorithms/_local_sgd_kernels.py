@@ -46,7 +46,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ..problems._compiled import dphi, loss_code
+from ..problems._compiled import NO_CODE, dphi, loss_code
 from ..problems.objective import Problem
 from ._batches import CHUNKS, batch_target, plan
 
@@ -342,7 +342,7 @@ class LocalSGD:
         self.pat_ptr = support.ptr
         self.pat_ind = support.col
         # No scalar loss code for a model of C > 1 outputs (its loop, LocalSGDSoftmax, needs none).
-        code, smoothing = loss_code(problem.loss) if problem.n_classes == 1 else (-1, 1.0)
+        code, smoothing = loss_code(problem.loss) if problem.n_classes == 1 else (NO_CODE, 1.0)
         self.rows = NodeRows(offsets=self.offsets, indptr=self.indptr, indices=self.indices, data=self.data,
                              labels=self.labels, loss=code, smoothing=smoothing, pat_ptr=self.pat_ptr,
                              pat_ind=self.pat_ind)

@@ -32,7 +32,11 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..data.dataset import NodeSupport
-from ..problems._compiled import SMOOTHED_HINGE, SQUARED
+from ..problems._compiled import LOGISTIC, SMOOTHED_HINGE, SQUARED
+
+#: The losses :func:`sdca_step` has a coordinate step for (a closed form or a Newton solve on the
+#: conjugate): the dual methods CoCoA and CoCoA+ take these only.
+DUAL_LOSSES = ("logistic", "squared", "smoothed-hinge")
 
 
 # Bounds that keep b = α_i y_i strictly inside (0, 1) in floating point for the logistic
@@ -103,6 +107,8 @@ def sdca_step(loss, a, z, y, q, smoothing):
     * logistic, b = αy ∈ (0, 1), φ*(−α) = b log b + (1−b) log(1−b): a Newton solve,
       :func:`_logistic_dual_b`.
 
+    Any other loss code gives NaN (the dual methods take only :data:`DUAL_LOSSES`).
+
     The new value itself is returned, not δ: for the two classification losses it is
     y·b⁺ exactly, so a b⁺ far below the old b (say 1e-30 after 0.5) is not lost to
     cancellation in a + δ and the iterate stays strictly inside the domain.
@@ -113,8 +119,10 @@ def sdca_step(loss, a, z, y, q, smoothing):
     if loss == SMOOTHED_HINGE:
         b = (1.0 - z * y + q * b0) / (smoothing + q)
         b = min(max(b, 0.0), 1.0)
-    else:
+    elif loss == LOGISTIC:
         b = _logistic_dual_b(z * y, q, b0)
+    else:  # a loss without a dual step here: NaN, never another loss's step (see fedviz.problems._compiled)
+        return math.nan
     return y * b
 
 

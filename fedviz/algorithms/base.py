@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from ..errors import ParameterError
+from ..problems.losses import LOSSES
 from ..problems.objective import Problem
 from ..params import Checked, Param, check_values
 from ..validation import check_int
@@ -86,7 +87,9 @@ class Algorithm:
     title: ClassVar[str] = ""
     reference: ClassVar[str] = ""
     federated: ClassVar[bool] = True
-    losses: ClassVar[tuple[str, ...]] = ("logistic", "squared", "smoothed-hinge")
+    #: The scalar losses the algorithm takes: by default every one of the registry (their kernels
+    #: evaluate φ' through the compiled trio of :mod:`fedviz.problems._compiled`, which knows each).
+    losses: ClassVar[tuple[str, ...]] = tuple(LOSSES)
     #: Whether the algorithm takes a model with C > 1 outputs (softmax, issue 22): set on a class once
     #: its whole update is written for the flat d × C model (``losses`` lists its scalar losses).
     multiclass: ClassVar[bool] = False

@@ -36,6 +36,7 @@ import numpy as np
 from ._batches import CHUNKS, batch_target, plan
 from ..problems._compiled import loss_code
 from ._sdca_kernels import (
+    DUAL_LOSSES,
     DualData,
     DualScratch,
     LocalRule,
@@ -91,6 +92,8 @@ class CoCoAPlus(DualAlgorithm):
     title = "CoCoA+"
     reference = "CoCoA+ (Ma et al. 2015), Section 2.3; the COCOA line of Figure 2, Section 4.1"
     params = _params("γK = K")
+    #: The losses local SDCA has a coordinate step for.
+    losses = DUAL_LOSSES
     multiclass_reason = ("the local SDCA step solves each example's dual problem in closed form, and softmax's "
                          "C-dimensional conjugate has none (binary and regression models only)")
     #: Ma et al.: σ' ≥ γK is safe for every partition, smaller σ' takes longer steps and

@@ -8,6 +8,7 @@ on the node's support (slot space, as :class:`~fedviz.algorithms.dane.LocalNewto
 method as that solver: truncated Newton (Nocedal & Wright, Algorithm 7.1) with CG on
 H_k = (1/n_k) X_kᵀ Diag(φ'') X_k + (λ + μ)I, the forcing term min(0.1, √(‖g‖/‖g_0‖))·‖g‖,
 Armijo backtracking blind to changes below f's rounding, and the stop ‖∇Φ_k‖ ≤ rtol·‖∇Φ_k(start)‖.
+φ, φ' and φ'' are the compiled trio's (:mod:`fedviz.problems._compiled`), the kernels' one definition.
 
 Why not LocalNewton itself: it runs the nodes in lockstep, every operation a pass over all K
 nodes' data, so every node pays for the slowest node's CG iterations.  The Local problem
@@ -25,42 +26,10 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..problems._compiled import LOGISTIC, SQUARED, dphi
+from ..problems._compiled import SQUARED, check_code, d2phi, dphi, phi
 
 MAX_NEWTON = 100
 MAX_CG = 1000
-
-
-@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _phi(code, z, y, gamma):
-    if code == LOGISTIC:
-        t = -y * z
-        return (t if t > 0.0 else 0.0) + math.log1p(math.exp(-abs(t)))
-    if code == SQUARED:
-        r = z - y
-        return 0.5 * r * r
-    a = y * z
-    if a >= 1.0:
-        return 0.0
-    if a <= 1.0 - gamma:
-        return 1.0 - a - 0.5 * gamma
-    return (1.0 - a) * (1.0 - a) / (2.0 * gamma)
-
-
-@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _d2phi(code, z, y, gamma):
-    if code == LOGISTIC:
-        t = y * z
-        if t >= 0.0:
-            s = 1.0 / (1.0 + math.exp(-t))
-        else:
-            e = math.exp(t)
-            s = e / (1.0 + e)
-        return s * (1.0 - s)
-    if code == SQUARED:
-        return 1.0
-    a = y * z
-    return 1.0 / gamma if (1.0 - gamma < a < 1.0) else 0.0
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -86,7 +55,7 @@ def _rmatvec(indptr, indices, data, r0, r1, s0, u, out):
 def _value(code, gamma, y, r0, z, v, c, lam, mu, inv_n):
     s = 0.0
     for i in range(z.size):
-        s += _phi(code, z[i], y[r0 + i], gamma)
+        s += phi(code, z[i], y[r0 + i], gamma)
     q = 0.0
     for j in range(v.size):
         q += 0.5 * lam * v[j] * v[j]
@@ -138,7 +107,7 @@ def _solve_node(indptr, indices, data, y, r0, r1, s0, s1, code, gamma, lam, mu, 
     cg_total = 0
     while gn > target and newton < MAX_NEWTON:
         for i in range(n_k):
-            D[i] = _d2phi(code, z[i], y[r0 + i], gamma) * inv_n
+            D[i] = d2phi(code, z[i], y[r0 + i], gamma) * inv_n
         forcing = target if quadratic else min(0.1, math.sqrt(gn / gn0)) * gn
         rr = 0.0
         for j in range(m):
@@ -214,6 +183,7 @@ def solve_nodes(B, y, row_ptr, slot_ptr, code, gamma, lam, mu, center, start, rt
     The nodes are dealt to the threads largest first in round-robin order within each group, so
     that one thread does not end with all the large nodes (numba splits a range statically).
     """
+    code = check_code(code)  # the kernels' dispatch gives NaN for an unknown code: refuse it here
     K = row_ptr.size - 1
     v = np.array(start, dtype=np.float64)
     center = np.ascontiguousarray(center, dtype=np.float64)

@@ -35,6 +35,7 @@ import numpy as np
 from scipy.special import expit
 
 from ..errors import ParameterError
+from ._compiled import LOGISTIC, dphi, phi
 
 
 class Loss:
@@ -328,13 +329,10 @@ _CHUNK = 1 << 15
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _logistic_term(zi, yi):
-    """(log(1 + exp(−y z)), −y σ(−y z), [sign error]) of one example, stably (see the kernels below)."""
-    t = yi * zi
-    e = math.exp(-abs(t))
-    u = 1.0 + e
-    v = u - 1.0
-    term = max(-t, 0.0) + (math.log(u) * (e / v) if v != 0.0 else e)
-    return term, -yi * ((e if t >= 0 else 1.0) / u), (zi > 0) != (yi > 0)
+    """(φ, φ', [sign error]) of one example of the logistic loss: the compiled trio's
+    :func:`~._compiled.phi` and :func:`~._compiled.dphi`, which share e = exp(−|y z|) (the compiler
+    computes it once)."""
+    return phi(LOGISTIC, zi, yi, 1.0), dphi(LOGISTIC, zi, yi, 1.0), (zi > 0) != (yi > 0)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -342,11 +340,8 @@ def _logistic_value_deriv(z, y, d, parts, carries, errs):
     """Σ log(1 + exp(−y z)), d = −y σ(−y z) and the count of sign errors, fused: one read
     of z on all threads (a margin of exactly 0 predicts −1, as everywhere in fedviz).
 
-    With t = y z and e = exp(−|t|): log(1 + e^{−t}) = max(−t, 0) + log1p(e) and
-    σ(−t) = e/(1 + e) for t ≥ 0, 1/(1 + e) otherwise — both stable.  log1p(e) is taken
-    by Kahan's identity log1p(e) = log(u)·e/(u ⊖ 1), u = 1 ⊕ e (u = 1: log1p(e) = e),
-    accurate to a few ulps with one ``log``; libm's log1p made this kernel twice as slow.
-    Chunk k's sum goes to ``parts[k] + carries[k]``, its error count to ``errs[k]``.
+    Each term is the compiled trio's (:func:`~._compiled.phi`: stable for both signs of y z,
+    with one ``exp`` and one ``log``).  Chunk k's sum goes to ``parts[k] + carries[k]``, its error count to ``errs[k]``.
     """
     n = z.size
     for k in numba.prange(parts.size):

@@ -62,7 +62,7 @@ import numba
 import numpy as np
 
 from ..data.split import DEAL_REMEDY
-from ..problems._compiled import LOSS_CODES, LOGISTIC, SQUARED
+from ..problems._compiled import LOSS_CODES, check_code, phi
 from ..problems.losses import segment_sums
 from . import metrics
 from .metrics import STATS
@@ -372,26 +372,12 @@ class NodeEvaluator:
 
 
 def _node_loss_sums_py(z, y, offsets, code, gamma, out):
-    """out[k] = Σ_{i ∈ P_k} φ(z_i; y_i) for the rows offsets[k]:offsets[k+1] (the losses of
-    :mod:`fedviz.problems.losses`: logistic log(1 + e^(−yz)) in its stable form, squared ½(z − y)²,
-    smoothed hinge)."""
+    """out[k] = Σ_{i ∈ P_k} φ(z_i; y_i) for the rows offsets[k]:offsets[k+1], φ the compiled trio's
+    :func:`~fedviz.problems._compiled.phi` (NaN sums for a code it does not know)."""
     for k in numba.prange(offsets.size - 1):
         s = 0.0
         for i in range(offsets[k], offsets[k + 1]):
-            if code == LOGISTIC:
-                t = -y[i] * z[i]
-                s += (t if t > 0.0 else 0.0) + math.log1p(math.exp(-abs(t)))
-            elif code == SQUARED:
-                r = z[i] - y[i]
-                s += 0.5 * r * r
-            else:
-                a = y[i] * z[i]
-                if a >= 1.0:
-                    pass
-                elif a <= 1.0 - gamma:
-                    s += 1.0 - a - 0.5 * gamma
-                else:
-                    s += (1.0 - a) * (1.0 - a) / (2.0 * gamma)
+            s += phi(code, z[i], y[i], gamma)
         out[k] = s
 
 
@@ -442,6 +428,7 @@ _ARGMAX_SUMS = (_serial(_node_argmax_sums_py), _parallel(_node_argmax_sums_py))
 
 
 def _node_loss_sums(z, y, offsets, code, gamma, out):
+    check_code(code)
     _LOSS_SUMS[z.size >= PARALLEL_ROWS](z, y, offsets, code, gamma, out)
 
 
