@@ -41,6 +41,10 @@ import pytest
 from conftest import DATA
 from machine import fingerprint
 
+#: One computation of every recorded figure (a minute, cold): the guard of refactors, not an oracle of the
+#: right answer, so it runs in the full suite and not in the quick tier.
+pytestmark = pytest.mark.slow
+
 GOLDEN = DATA / "golden"
 RECORDINGS = ("binary_6512b3b", "binary_0b33c0a")
 EPS = np.finfo(np.float64).eps / 2  # the unit roundoff u

@@ -225,6 +225,7 @@ _BOXES = """() => {
 }"""
 
 
+@pytest.mark.slow  # a real chromium draws the figure three times
 @pytest.mark.parametrize("width", [280, 420, 700])
 def test_drawn_with_every_algorithm_the_plot_keeps_its_height_and_the_legend_clears_the_x_title(browser, tmp_path,
                                                                                                 width):
