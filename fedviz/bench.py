@@ -203,7 +203,7 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
     from .runner import cluster
     from .runner.execute import Stop, execute
     from .runner.job import ProblemSpec
-    from .runner.store import RunStore
+    from .runner.history.store import RunStore
 
     def grid(name: str):
         return Experiment(name, DataSpec(source=source), (Arm.of(algorithm),), seeds=tuple(range(cells)),

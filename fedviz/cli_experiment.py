@@ -27,7 +27,7 @@ from .errors import FedvizError, ParameterError
 from .experiments.builtin import BUILTINS, builtin_for
 from .experiments.results import REASON_WIDTH, failure_reasons  # noqa: F401 - REASON_WIDTH: the width reasons are cut at
 from .experiments.spec import Experiment, from_json, from_toml
-from .runner.store import RunStore
+from .runner.history.store import RunStore
 
 #: Seconds between two progress lines on stderr.
 PROGRESS_EVERY = 5.0

@@ -24,8 +24,8 @@ import numpy as np
 from ..errors import ParameterError
 from ..runner import metrics as pernode_metrics
 from ..runner.codec import to_json
-from ..runner.experiment_store import CellInfo, ExperimentInfo
-from ..runner.store import RunStore
+from ..runner.history.experiment_store import CellInfo, ExperimentInfo
+from ..runner.history.store import RunStore
 from .spec import Experiment, from_json
 
 #: The final figures a view can show, and how each reads.

@@ -10,7 +10,7 @@ from .job import Job, ProblemSpec, RunJob
 from .handle import RunHandle, RunSnapshot
 from .loop import FIELDS, IterationRecord, iterate
 from .manager import RunManager, get_manager
-from .store import RunInfo, RunStore
+from .history.store import RunInfo, RunStore
 
 __all__ = ["FIELDS", "IterationRecord", "iterate", "Executor", "Job", "ProblemSpec", "RunHandle", "RunJob",
            "RunManager", "RunSnapshot", "Sink", "Stop", "ThreadExecutor", "execute", "get_manager", "RunInfo",

@@ -68,7 +68,7 @@ from .execute import Executor, Sink, Stop, Task, describe, execute
 from .job import Entry, Job, ProblemSpec, RunJob
 from .loop import IterationRecord
 from .pernode import NodeScores
-from .store import FLOAT_FIELDS
+from .history.store import FLOAT_FIELDS
 
 log = logging.getLogger(__name__)
 

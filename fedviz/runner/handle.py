@@ -28,7 +28,7 @@ from .execute import STOPPED_BY_USER, Stop
 from .job import Entry, Job
 from .loop import IterationRecord
 from .pernode import NodeHistory, NodeTrack
-from .store import INT_FIELDS, NUMERIC_FIELDS
+from .history.store import INT_FIELDS, NUMERIC_FIELDS
 
 #: Step durations kept per algorithm for the ETA (a recent window follows changes in speed).
 ETA_WINDOW = 256

@@ -55,8 +55,8 @@ from .execute import (CRITERION, STOPPED_BY_USER, WORKER_NICE, Executor, Task, T
                       background_os_thread)
 from .handle import ETA_WINDOW, RUN_STATES, RunHandle, RunSnapshot
 from .job import Job, ProblemSpec, RunJob
-from .journal import FLUSH_INTERVAL, Journal
-from .store import RunStore
+from .history.journal import FLUSH_INTERVAL, Journal
+from .history.store import RunStore
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ anyway).  Each :class:`Metric` below says
   better (``direction``) and how its values print (``kind``).
 
 Everything that reads per-node metrics walks :data:`METRICS`: the loop's records (:func:`fedviz.runner.pernode.score`),
-the history (one JSON column of summaries, :mod:`fedviz.runner.store`), the exports (one column per key), the
+the history (one JSON column of summaries, :mod:`fedviz.runner.history.store`), the exports (one column per key), the
 live handle's columns and per-node histories, the cluster's stream, the Run page's "Per node" choice and its
 band figure (:mod:`fedviz.plots.pernode`), ``fedviz run``'s progress line and an experiment's final figures.
 A new metric is one entry here (and its test): no schema change, no page edit.

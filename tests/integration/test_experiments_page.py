@@ -536,7 +536,7 @@ def test_an_experiment_another_process_runs_offers_no_resume():
     would run its cells twice, so the page says where it runs instead."""
     from fedviz.data.build import DataSpec
     from fedviz.experiments import Arm, Experiment
-    from fedviz.runner.store import RunStore
+    from fedviz.runner.history.store import RunStore
 
     exp = Experiment("run by the command line", DataSpec("preset:identical-nodes"), (Arm.of("gd"),), iterations=2)
     with RunStore(get_manager().store.path) as other:

@@ -17,16 +17,16 @@ import time
 
 import pytest
 
-from fedviz.runner import store as store_mod
-from fedviz.runner.describe import INTERRUPTED_MESSAGE
-from fedviz.runner.store import RunStore
+from fedviz.runner.history import store as store_mod
+from fedviz.runner.history.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.history.store import RunStore
 
 from conftest import ROOT
 
 WRITER = textwrap.dedent("""
     import sys, time
     from fedviz.runner.loop import IterationRecord
-    from fedviz.runner.store import RunStore
+    from fedviz.runner.history.store import RunStore
     s = RunStore(sys.argv[1])
     rid = s.create_run(label="live", algorithm="gd")
     print(rid, flush=True)

@@ -200,7 +200,7 @@ def test_the_link_the_stored_config_and_the_command_line_carry_it():
     from fedviz.cli import build_parser, data_spec_from_args
     from fedviz.experiments.spec import Arm, Experiment
     from fedviz.runner.config import RunConfig, from_query, to_query
-    from fedviz.runner.describe import describe_run
+    from fedviz.runner.history.describe import describe_run
 
     on = RunConfig(data=dataclasses.replace(PRESET, deal_test=True))
     off = RunConfig(data=PRESET)

@@ -25,13 +25,13 @@ from fedviz.personal import Personaliser
 from fedviz.plots.pernode import personal_caption
 from fedviz.problems.objective import Problem
 from fedviz.runner import cache
-from fedviz.runner import store as store_mod
+from fedviz.runner.history import store as store_mod
 from fedviz.runner.execute import Stop, execute
 from fedviz.runner.job import RunJob
 from fedviz.runner.loop import FIELDS, IterationRecord, iterate
 from fedviz.runner import metrics
 from fedviz.runner.personal_target import exact_target, target_sentence
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 
 #: The record keys of the personal models' metrics (the registry's "personal" scope).

@@ -21,7 +21,7 @@ from fedviz.experiments.builtin import BUILTINS, PAPER_FIGURE2_SCALE, builtin_fo
 from fedviz.experiments.results import CellResult, Results, failure_reasons, failure_text, load
 from fedviz.experiments.spec import content_hash
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 DOCS = ROOT / "docs" / "experiments.md"
 

@@ -22,7 +22,7 @@ from fedviz.data.build import DataSpec, build
 from fedviz.problems.objective import Problem
 from fedviz.runner import iterate, metrics
 from fedviz.runner.cluster import decode_calls, encode_calls, node_stride
-from fedviz.runner.store import SCHEMA_VERSION, RunStore
+from fedviz.runner.history.store import SCHEMA_VERSION, RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "preset:google-plus-small?nodes=40&words_per_example=20"
@@ -172,7 +172,7 @@ def test_a_new_metric_is_one_entry(tmp_path):
         from fedviz.plots.pernode import band_figure
         from fedviz.problems.objective import Problem
         from fedviz.runner import iterate, metrics
-        from fedviz.runner.store import SCHEMA_VERSION, RunStore
+        from fedviz.runner.history.store import SCHEMA_VERSION, RunStore
         from fedviz.ui_pernode import metric_options
 
         p = Problem(build(DataSpec({PRESET!r}, seed=3)))

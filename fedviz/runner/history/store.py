@@ -50,7 +50,7 @@ Sessions
 A run or experiment launched from a dashboard also carries the browser session that launched it
 (schema version 4), so that on a shared server a visitor sees the runs of its own tab and acts
 on its own experiments only.  The session id is never stored: only
-:func:`~fedviz.runner.stamps.session_token`, a keyed
+:func:`~fedviz.runner.history.stamps.session_token`, a keyed
 hash (HMAC-SHA256 with a key drawn once per process), so neither the file nor an export gives
 away a live session's id, and a token means nothing to another server.  NULL: launched without
 a browser (the command line, the benchmarks) or written before version 4; such rows belong to no
@@ -82,12 +82,12 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import FedvizError, ParameterError
-from .codec import decode_float, from_json, to_json
+from ...errors import FedvizError, ParameterError
+from ..codec import decode_float, from_json, to_json
 from .describe import INTERRUPTED_MESSAGE, describe_run
 from .experiment_store import ExperimentTables
-from .loop import CORE_FIELDS, FIELDS, IterationRecord
-from .metrics import KEYS as SUMMARY_KEYS
+from ..loop import CORE_FIELDS, FIELDS, IterationRecord
+from ..metrics import KEYS as SUMMARY_KEYS
 from .stamps import now, session_token
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.  Version 9 holds
