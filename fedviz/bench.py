@@ -366,7 +366,7 @@ def format_cluster(c: dict) -> str:
 def stop_latency(problem, names) -> dict:
     """Seconds from Stop, pressed mid-iteration through the run manager, to the run's end."""
     from .algorithms.spec import AlgorithmSpec
-    from .runner.manager import RunJob, RunManager
+    from .runner.serve.manager import RunJob, RunManager
 
     manager = RunManager(1, store=None, reaper=False)
     out = {}

@@ -94,12 +94,12 @@ def start_warm_up():
     """Compile every kernel in a background thread once per server (``FEDVIZ_WARMUP=0``: never),
     so that the first click of the first user waits no longer than any later one.  The thread
     runs below the server's own threads, as run workers do, and never calls ``st.*``.  Returns
-    the warm-up's :class:`~fedviz.runner.warmup.Progress` (None when off), read by
+    the warm-up's :class:`~fedviz.runner.serve.warmup.Progress` (None when off), read by
     :func:`warm_up_banner`."""
     import os
     import threading
 
-    from .runner.warmup import Progress, warm_up
+    from .runner.serve.warmup import Progress, warm_up
 
     if os.environ.get("FEDVIZ_WARMUP", "1") == "0":
         return None
@@ -167,7 +167,7 @@ SLOT_INTERVAL = 0.5
 
 def _under_cap(ready, what: str, make):
     """``make()`` at once when ``ready()`` (already built: costs nothing), else in one of the server's
-    run slots (:meth:`fedviz.runner.manager.RunManager.slot`), after the runs and builds queued
+    run slots (:meth:`fedviz.runner.serve.manager.RunManager.slot`), after the runs and builds queued
     before it: a visitor's link to a large data set waits its turn rather than building beside
     every run.  While it waits the page says where it is in the queue, and stops waiting as soon
     as another page or a run has built it; leaving the page (or changing a widget) gives the

@@ -7,9 +7,9 @@ the second executor (:mod:`.cluster`)."""
 
 from .execute import Executor, Sink, Stop, ThreadExecutor, execute
 from .job import Job, ProblemSpec, RunJob
-from .handle import RunHandle, RunSnapshot
+from .serve.handle import RunHandle, RunSnapshot
 from .loop import FIELDS, IterationRecord, iterate
-from .manager import RunManager, get_manager
+from .serve.manager import RunManager, get_manager
 from .history.store import RunInfo, RunStore
 
 __all__ = ["FIELDS", "IterationRecord", "iterate", "Executor", "Job", "ProblemSpec", "RunHandle", "RunJob",

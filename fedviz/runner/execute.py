@@ -4,7 +4,7 @@ the seam that runs it somewhere (:class:`Executor`; here :class:`ThreadExecutor`
 :func:`execute` prepares the job (builds the problem, computes f*, tunes the stepsizes
 when asked), then advances its algorithms round-robin, one iteration of each in turn, so
 all curves grow together, and reports everything to a :class:`Sink`: the live
-:class:`~fedviz.runner.handle.RunHandle` a page reads and the
+:class:`~fedviz.runner.serve.handle.RunHandle` a page reads and the
 :class:`~fedviz.runner.history.journal.Journal` that writes the history both are sinks, joined
 by :class:`Tee`.  It reads nothing back from the sink and never raises: every algorithm
 ends with a status.

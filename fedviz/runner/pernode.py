@@ -150,7 +150,7 @@ class NodeScores:
     (:data:`metrics.METRICS <fedviz.runner.metrics.METRICS>`; the vectors of one scope have its K entries).
 
     Stored as float32: enough for a histogram and a curve, half the memory of a run's history
-    (:class:`~fedviz.runner.handle.RunHandle` keeps a bounded number of them).
+    (:class:`~fedviz.runner.serve.handle.RunHandle` keeps a bounded number of them).
     """
 
     iteration: int

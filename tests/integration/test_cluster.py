@@ -43,7 +43,7 @@ from fedviz.runner import cluster
 from fedviz.runner.cluster import PINNED, DaskExecutor
 from fedviz.runner.execute import ThreadExecutor
 from fedviz.runner.job import ProblemSpec, RunJob
-from fedviz.runner.manager import RunManager
+from fedviz.runner.serve.manager import RunManager
 from fedviz.runner.history.experiment_store import COMPLETE_CELL_STATUSES
 from fedviz.runner.history.store import RunStore
 

@@ -30,7 +30,7 @@ from fedviz.data.presets import make_preset
 from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.runner.loop import iterate
-from fedviz.runner.manager import RunJob, RunManager
+from fedviz.runner.serve.manager import RunJob, RunManager
 from fedviz.runner.history.store import RunStore
 
 #: The issue's bound on the time from pressing Stop to the end of the run.

@@ -40,7 +40,7 @@ WRITER = textwrap.dedent("""
         time.sleep(0.05)
 """)
 
-SECOND_SERVER = ("from fedviz.runner.manager import get_manager; import sys; m = get_manager(); "
+SECOND_SERVER = ("from fedviz.runner.serve.manager import get_manager; import sys; m = get_manager(); "
                  "print(m.store.get_run(int(sys.argv[1])).status); m.close(timeout=10); m.store.close()")
 
 

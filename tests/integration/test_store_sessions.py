@@ -15,7 +15,7 @@ import sys
 from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
 from fedviz.runner.history import store as store_mod
-from fedviz.runner.manager import ProblemSpec, RunJob, RunManager
+from fedviz.runner.serve.manager import ProblemSpec, RunJob, RunManager
 from fedviz.runner.history.stamps import session_token
 from fedviz.runner.history.store import RunStore
 

@@ -22,7 +22,7 @@ _KILLED_WRITER = textwrap.dedent("""
     from fedviz.algorithms.base import Algorithm
     from fedviz.data.dataset import FederatedDataset
     from fedviz.problems.objective import Problem
-    from fedviz.runner.manager import RunJob, RunManager
+    from fedviz.runner.serve.manager import RunJob, RunManager
     from fedviz.runner.history.store import RunStore
 
     class Slow(Algorithm):

@@ -227,7 +227,7 @@ def test_more_nodes_than_the_budget_keeps_only_the_latest():
 
 def test_the_handle_keeps_node_vectors_in_its_history_not_in_every_record():
     from fedviz.runner import iterate
-    from fedviz.runner.handle import _Series
+    from fedviz.runner.serve.handle import _Series
     p = Problem(_dataset(seed=9), "logistic", lam=0.05)
     s = _Series()
     recs = list(iterate(p, "gd", iterations=4))
