@@ -59,16 +59,17 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..algorithms.spec import AlgorithmSpec
-from ..errors import FedvizError, ParameterError
-from ..validation import env_int
-from . import _probe, metrics
-from .codec import decode_float, to_json
-from .execute import Executor, Sink, Stop, Task, describe, execute
-from .job import Entry, Job, ProblemSpec, RunJob
-from .loop import IterationRecord
-from .pernode import NodeScores
-from .history.store import FLOAT_FIELDS
+from ...algorithms.spec import AlgorithmSpec
+from ...errors import FedvizError, ParameterError
+from ...validation import env_int
+from .. import metrics
+from . import _probe
+from ..codec import decode_float, to_json
+from ..execute import Executor, Sink, Stop, Task, describe, execute
+from ..job import Entry, Job, ProblemSpec, RunJob
+from ..loop import IterationRecord
+from ..pernode import NodeScores
+from ..history.store import FLOAT_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -624,7 +625,7 @@ def _pin_threads() -> None:
     import numba
     from numba.core import config
 
-    from ..problems._cores import single_threaded_blas
+    from ...problems._cores import single_threaded_blas
 
     # The nanny sets PINNED in the worker's environment after the worker may already have
     # imported numba (its config then says one thread per core).  Every later compile
