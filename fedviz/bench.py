@@ -517,7 +517,7 @@ def pernode_cost(scale: str = "small", *, iterations: int = 5, repeats: int = 5,
     - ``sums_extra``: what summing each node's losses adds to the pass that computes f(w), ∇f(w)
       (``Problem.value_grad_error`` with ``node_sums`` minus without);
     - ``evaluate_extra``: the per-node errors, losses and summaries from margins and sums already
-      computed (:meth:`NodeEvaluator.evaluate <fedviz.runner.pernode.NodeEvaluator.evaluate>` minus
+      computed (:meth:`NodeEvaluator.evaluate <fedviz.problems.pernode.NodeEvaluator.evaluate>` minus
       the pooled error it also returns);
     - ``extra_in_test_passes``: (``sums_extra`` + ``evaluate_extra``) / ``test_pass``, the bar (≤ 1);
     - ``iteration_with`` / ``iteration_without``: the seconds per GD and FSVRG iteration
@@ -532,7 +532,8 @@ def pernode_cost(scale: str = "small", *, iterations: int = 5, repeats: int = 5,
     """
     from .data.presets import make_preset
     from .problems.objective import Problem
-    from .runner import loop, pernode
+    from .problems import pernode
+    from .runner import loop
     from .runner.loop import iterate
 
     class PooledOnly(pernode.NodeEvaluator):

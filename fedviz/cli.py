@@ -240,9 +240,10 @@ def _cmd_run(args) -> int:
     from .errors import ParameterError
     from .problems.objective import Problem
     from .problems.optimum import solve
-    from .runner import FIELDS, iterate, metrics
+    from .problems import metrics
+    from .runner import FIELDS, iterate
     from .personal import Personaliser
-    from .runner.personal_target import exact_target
+    from .personal.target import exact_target
 
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not names:

@@ -11,7 +11,8 @@ import pytest
 from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
 from fedviz.personal import Personaliser
-from fedviz.runner import cluster, metrics
+from fedviz.problems import metrics
+from fedviz.runner import cluster
 from fedviz.runner.cluster import DaskExecutor
 from fedviz.runner.execute import ThreadExecutor
 from fedviz.runner.job import ProblemSpec, RunJob

@@ -169,7 +169,7 @@ def test_the_n_a_sentences_name_the_option():
     note = node_majority_note(float("nan"), 0.2, test_file=True)
     assert note.startswith("**per-node majority**: n/a") and note.endswith(DEAL_REMEDY)
     from fedviz.plots.personal import no_test_rows
-    from fedviz.runner.pernode import untested_sentence
+    from fedviz.problems.pernode import untested_sentence
 
     assert DEAL_REMEDY in no_test_rows(100) and DEAL_REMEDY in untested_sentence(8, 8, 100)
     assert DEAL_REMEDY not in no_test_rows(0) and DEAL_REMEDY not in untested_sentence(8, 8, 0)  # an empty test set

@@ -25,8 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("data",),                       # data sets, readers, generators, partitioners, the split
     ("problems",),                   # losses, f(w), the optimum, smoothness constants
     ("algorithms",),                 # the algorithms and their kernels
-    ("runner", "properties"),        # running a job; the paper's properties measured
-    ("personal",),                   # personalised models (exact Local, Ditto, fine-tuning, APFL), per node
+    ("personal", "properties"),      # personalised models (exact Local, Ditto, fine-tuning, APFL); the paper's properties measured
+    ("runner",),                     # running a job: execution, its history, the cluster, serving
     ("experiments", "learn", "figure2", "stepsize_check", "tuning_report"),  # studies built on runs
     ("plots",),                      # figures of runs, experiments and the Learn views
     ("bench", "cli_experiment", "cli_personal", "ui_pernode"),  # commands the CLI dispatches to; a view the UI adapter draws
@@ -130,7 +130,7 @@ def test_no_import_in_fedviz_goes_up_or_sideways():
     # a function-local import up a layer, written relatively
     ("fedviz.runner.manager", False, "def f():\n    from ..experiments.cluster import get_client\n",
      ["fedviz.runner.manager:2 `from ..experiments.cluster import get_client`: experiments (layer 8) is a "
-      "layer above runner (layer 6)"]),
+      "layer above runner (layer 7)"]),
     # a package's __init__ resolves `.` to itself; a sibling of the same layer is refused too
     ("fedviz.learn", True, "from .drift import x\nfrom ..experiments import spec\n",
      ["fedviz.learn:2 `from ..experiments import spec`: experiments (layer 8) is the same layer as learn (layer 8)"]),

@@ -12,7 +12,7 @@ import numpy as np
 
 from fedviz.runner.history import store as store_mod
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.pernode import FIELDS as PERNODE_FIELDS
+from fedviz.problems.pernode import FIELDS as PERNODE_FIELDS
 from fedviz.runner.history.store import RunStore
 
 

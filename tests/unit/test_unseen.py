@@ -16,8 +16,8 @@ from fedviz.plots.pernode import band_figure, histogram_figure, unseen_caption
 from fedviz.problems.unseen import unseen_baselines, unseen_problem
 from fedviz.runner.history import store as store_mod
 from fedviz.runner.loop import iterate
-from fedviz.runner import metrics
-from fedviz.runner.pernode import UnseenEvaluator
+from fedviz.problems import metrics
+from fedviz.problems.pernode import UnseenEvaluator
 
 #: The record keys of the unseen nodes' metrics (the registry's "unseen" scope).
 UNSEEN_FIELDS = tuple(k for m in metrics.of_scope("unseen") for k in m.keys)

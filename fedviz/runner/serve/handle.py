@@ -27,7 +27,7 @@ import numpy as np
 from ..execute import STOPPED_BY_USER, Stop
 from ..job import Entry, Job
 from ..loop import IterationRecord
-from ..pernode import NodeHistory, NodeTrack
+from ...problems.pernode import NodeHistory, NodeTrack
 from ..history.store import INT_FIELDS, NUMERIC_FIELDS
 
 #: Step durations kept per algorithm for the ETA (a recent window follows changes in speed).
@@ -83,10 +83,10 @@ class RunSnapshot:
         The data set's summary (n, d, nodes, …) with the loss and λ, once the problem is built.
     version : int
         Grows with every change; equal versions mean equal contents.
-    nodes : mapping label → :class:`~fedviz.runner.pernode.NodeTrack`
+    nodes : mapping label → :class:`~fedviz.problems.pernode.NodeTrack`
         Every node's value of each per-node metric at the latest record, and of the metrics with a
         history (the test error and own loss) a bounded history for the node picker
-        (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`).
+        (:data:`~fedviz.problems.pernode.NODE_HISTORY_VALUES`).
     """
 
     run_id: str

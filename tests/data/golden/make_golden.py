@@ -80,7 +80,7 @@ def _runs(out: dict, name: str, ds, log) -> None:
     from fedviz.problems.objective import Problem
     from fedviz.problems.optimum import solve
     from fedviz.runner.loop import _record
-    from fedviz.runner.pernode import NodeEvaluator
+    from fedviz.problems.pernode import NodeEvaluator
 
     for loss in ("logistic", "squared", "smoothed-hinge"):
         problem = Problem(ds, loss)
