@@ -29,15 +29,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runner",),                     # running a job: execution, its history, the cluster, serving
     ("experiments", "learn", "figure2", "stepsize_check", "tuning_report"),  # studies built on runs
     ("plots",),                      # figures of runs, experiments and the Learn views
-    ("bench", "cli_experiment", "cli_personal", "ui_pernode"),  # commands the CLI dispatches to; a view the UI adapter draws
-    ("cli", "ui", "ui_sessions"),    # the front ends: terminal, Streamlit adapter
+    ("bench", "cli_experiment", "cli_personal"),  # commands the CLI dispatches to
+    ("cli", "ui"),                   # the front ends: terminal, Streamlit adapter
     ("__main__",),                   # python -m fedviz
 )
 LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
 #: The heavy third-party libraries and the only places in fedviz/ that import them (a unit, or one module).
 THIRD_PARTY = {
-    "streamlit": ("fedviz.ui", "fedviz.ui_pernode", "fedviz.ui_sessions"),
+    "streamlit": ("fedviz.ui",),
     "plotly": ("fedviz.plots",),
     "matplotlib": ("fedviz.plots",),
     "playwright": ("fedviz.plots",),

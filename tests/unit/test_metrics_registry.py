@@ -106,7 +106,7 @@ def test_every_key_and_vector_flows_through_the_clusters_stream(run):
 @pytest.mark.parametrize("metric", metrics.METRICS, ids=lambda m: m.name)
 def test_every_metric_reaches_the_page_or_the_command_line(run, metric):
     from fedviz.plots.pernode import band_figure
-    from fedviz.ui_pernode import metric_options
+    from fedviz.ui.pernode import metric_options
 
     _, recs = run
     cols = {k: np.array([getattr(r, k) for r in recs]) for k in ("iteration", *metrics.KEYS, "test_error",
@@ -175,7 +175,7 @@ def test_a_new_metric_is_one_entry(tmp_path):
         from fedviz.problems import metrics
         from fedviz.runner import iterate
         from fedviz.runner.history.store import SCHEMA_VERSION, RunStore
-        from fedviz.ui_pernode import metric_options
+        from fedviz.ui.pernode import metric_options
 
         p = Problem(build(DataSpec({PRESET!r}, seed=3)))
         recs = list(iterate(p, "gd", iterations=2))

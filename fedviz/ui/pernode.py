@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from .plots.figures import x_values
-from .plots.pernode import (band_figure, caption, distance_figure, distance_runs, histogram_figure, node_figure,
+from ..plots.figures import x_values
+from ..plots.pernode import (band_figure, caption, distance_figure, distance_runs, histogram_figure, node_figure,
                             personal_caption, personal_figure, personal_runs, unseen_caption)
-from .problems import metrics
-from .personal.target import CONVERGENCE_NOTE, target_sentence
+from ..problems import metrics
+from ..personal.target import CONVERGENCE_NOTE, target_sentence
 
 
 def metric_options(*, untested: int, K: int, unseen: bool) -> list[str]:

@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Callable
 
-from .validation import env_int
+from ..validation import env_int
 
 log = logging.getLogger(__name__)
 

@@ -19,21 +19,21 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from .algorithms import ALGORITHMS, get_algorithm
-from .data.build import DataSpec, check_budget
-from .errors import FedvizError
-from .learn.chart_notes import chart_notes
-from .params import Param
-from .personal import Personaliser
-from .plots import X_AXES, suboptimality_figure, test_error_figure
-from .problems.objective import Problem
-from .runner import ProblemSpec, RunJob, cache, get_manager
-from .runner.execute import CRITERION, background_os_thread
-from .runner.config import RunConfig, from_query, to_query
-from .runner.sweep import sweep_outcome, sweep_plan
-from .markup import escape, literal
-from .ui_pernode import per_node_view
-from .validation import env_int
+from ..algorithms import ALGORITHMS, get_algorithm
+from ..data.build import DataSpec, check_budget
+from ..errors import FedvizError
+from ..learn.chart_notes import chart_notes
+from ..params import Param
+from ..personal import Personaliser
+from ..plots import X_AXES, suboptimality_figure, test_error_figure
+from ..problems.objective import Problem
+from ..runner import ProblemSpec, RunJob, cache, get_manager
+from ..runner.execute import CRITERION, background_os_thread
+from ..runner.config import RunConfig, from_query, to_query
+from ..runner.sweep import sweep_outcome, sweep_plan
+from ..markup import escape, literal
+from .pernode import per_node_view
+from ..validation import env_int
 
 log = logging.getLogger("fedviz.ui")
 
@@ -99,7 +99,7 @@ def start_warm_up():
     import os
     import threading
 
-    from .runner.serve.warmup import Progress, warm_up
+    from ..runner.serve.warmup import Progress, warm_up
 
     if os.environ.get("FEDVIZ_WARMUP", "1") == "0":
         return None
@@ -199,7 +199,7 @@ def load_dataset(spec: DataSpec):
     shared rather than copied (a copy per session cost 36 MB each for google-plus-small with
     2,000 nodes, far more at paper scale).  Refused over the entry budget before anything is
     built; built under the run cap; held for this session until it ends
-    (:func:`fedviz.runner.cache.release`, called by :mod:`fedviz.ui_sessions`).
+    (:func:`fedviz.runner.cache.release`, called by :mod:`fedviz.ui.sessions`).
     """
     check_budget(spec, max_data_entries())  # a link's 200,000 nodes: a sentence, not gigabytes
     owner = session_id()
@@ -254,7 +254,7 @@ def load_personal(spec: DataSpec, loss: str, lam: float | None, config):
     problem and w* through the shared caches (each under the run cap), then the personalised models
     (:func:`fedviz.personal.personalise`, from that w*) in one of the server's run slots.  Kept
     without its models (:data:`MAX_PERSONAL` reports, least recently used out)."""
-    from .personal import personalise, personalise_unseen
+    from ..personal import personalise, personalise_unseen
 
     key = (spec, loss, lam, config)
     with _PERSONAL_LOCK:
@@ -334,7 +334,7 @@ def history_viewer() -> str | None:
 
 
 def session_ended(session_id: str) -> None:
-    """A browser session ended (:mod:`fedviz.ui_sessions`): the data sets it alone asked for (an
+    """A browser session ended (:mod:`fedviz.ui.sessions`): the data sets it alone asked for (an
     upload, a link's preset) leave the caches with their problems and optima."""
     gone = cache.release(session_id)
     if gone:
@@ -595,7 +595,7 @@ def algorithm_label(name: str) -> str:
 def partitioner_label(name: str) -> str:
     """A partitioner's title for pickers, with its spec name where the title does not already hold it
     (not "Label skew (Dirichlet) (dirichlet)")."""
-    from .data.partition import PARTITIONERS
+    from ..data.partition import PARTITIONERS
 
     title = PARTITIONERS[name].title
     return title if name.lower() in title.lower() else f"{title} ({name})"
@@ -607,7 +607,7 @@ def show_slow_run_warnings(config: RunConfig) -> None:
     long (:func:`fedviz.runner.slow.slow_run_warnings`: DANE's exact solver on a large problem),
     since no curve is drawn until every first iteration ended.  The problem is loaded (shared,
     cached) only when such an algorithm is chosen."""
-    from .runner.slow import slow_run_warnings
+    from ..runner.slow import slow_run_warnings
 
     if not any(hasattr(ALGORITHMS.get(name), "first_iteration_cost") for name, _ in config.algorithms):
         return
@@ -665,7 +665,7 @@ def live_view(key: str = "run", *, axis_key: str = "axis", cost_key: str = "roun
     the view redraws while any of them runs.  ``width``: about the narrowest a figure is drawn at
     (its legend's rows are reckoned for it, :func:`fedviz.plots.figures.legend_below`): 340 px, the
     Run page's chart column on a 1024 px screen.  ``per_node``: below them, the "Every node" section
-    (:func:`fedviz.ui_pernode.per_node_view`: the per-node band, histogram and node picker).
+    (:func:`fedviz.ui.pernode.per_node_view`: the per-node band, histogram and node picker).
     """
     handle = st.session_state.get(key)
     state = None if handle is None else handle.status
