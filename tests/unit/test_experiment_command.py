@@ -3,8 +3,8 @@ driver (issue 19): counts of distinct reasons, and the sentence naming what diff
 
 import pytest
 
-from fedviz import cli_experiment
-from fedviz.cli_experiment import MAX_REASONS, REASON_WIDTH, reasons
+from fedviz.cli import experiment as cli_experiment
+from fedviz.cli.experiment import MAX_REASONS, REASON_WIDTH, reasons
 from fedviz.runner import cluster
 from fedviz.runner.history.store import RunStore
 

@@ -261,7 +261,7 @@ def test_the_cli_refuses_a_taken_name_with_exit_2_and_one_sentence(tmp_path, mon
 
 
 def test_the_cli_turns_an_unexpected_error_into_a_sentence(tmp_path, monkeypatch, capsys):
-    from fedviz import cli_experiment
+    from fedviz.cli import experiment as cli_experiment
 
     def broken(args):
         raise TypeError("'<' not supported between instances of 'float' and 'NoneType'")

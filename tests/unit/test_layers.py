@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runner",),                     # running a job: execution, its history, the cluster, serving
     ("experiments", "learn", "figure2", "stepsize_check", "tuning_report"),  # studies built on runs
     ("plots",),                      # figures of runs, experiments and the Learn views
-    ("bench", "cli_experiment", "cli_personal"),  # commands the CLI dispatches to
+    ("bench",),                      # the benchmarks and reports the CLI dispatches to
     ("cli", "ui"),                   # the front ends: terminal, Streamlit adapter
     ("__main__",),                   # python -m fedviz
 )
