@@ -8,7 +8,7 @@ never a traceback.
 
 This module holds the parser, the dispatch and the commands on one data set (inspect, run, export,
 figure2, algorithms); ``experiment`` and ``personalise`` are :mod:`.experiment` and :mod:`.personalise`
-beside it; ``bench`` and ``tuning-report`` are dispatched to modules of their own.
+beside it; ``bench``, ``tuning-report`` and Figure 2's experiment are in :mod:`fedviz.bench`.
 """
 
 from __future__ import annotations
@@ -371,7 +371,7 @@ def _cmd_algorithms(args) -> int:
 
 
 def _cmd_figure2(args) -> int:
-    from ..figure2 import figure2
+    from ..bench.figure2 import figure2
     from ..plots import paper_figure2
 
     def progress(label, rec):
@@ -416,7 +416,8 @@ def _cmd_personalise(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import bench, figure2
+    from .. import bench
+    from ..bench import figure2
     from ..experiments import builtin
 
     parser = _Parser(prog="fedviz", description="The command line of fedviz, one command per task (below); "
@@ -518,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--algorithms", default=None, metavar="NAME[,NAME...]", help="only these (default: all)")
-    p.set_defaults(func=lambda args: __import__("fedviz.tuning_report", fromlist=["main"]).main(args))
+    p.set_defaults(func=lambda args: __import__("fedviz.bench.tuning_report", fromlist=["main"]).main(args))
 
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")

@@ -13,7 +13,8 @@ import re
 import numpy as np
 import pytest
 
-from fedviz import bench, cli, figure2
+from fedviz import bench, cli
+from fedviz.bench import figure2
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.split import SPLITS
 from fedviz.experiments import builtin

@@ -27,9 +27,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("algorithms",),                 # the algorithms and their kernels
     ("personal", "properties"),      # personalised models (exact Local, Ditto, fine-tuning, APFL); the paper's properties measured
     ("runner",),                     # running a job: execution, its history, the cluster, serving
-    ("experiments", "learn", "figure2", "stepsize_check", "tuning_report"),  # studies built on runs
+    ("experiments", "learn"),        # studies built on runs: grids of runs, the Learn pages' computations
     ("plots",),                      # figures of runs, experiments and the Learn views
-    ("bench",),                      # the benchmarks and reports the CLI dispatches to
+    ("bench",),                      # the benchmarks, Figure 2 and the reports the CLI dispatches to
     ("cli", "ui"),                   # the front ends: terminal, Streamlit adapter
     ("__main__",),                   # python -m fedviz
 )

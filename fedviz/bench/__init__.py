@@ -48,10 +48,10 @@ def _median_time(fn, repeat: int) -> float:
 
 def run(scale: str = "small", *, iterations: int = 5, sklearn_solvers=("newton-cg", "lbfgs", "liblinear"),
         experiment: bool = True, log=lambda s: None) -> dict:
-    from .data.presets import make_preset
-    from .problems.objective import Problem
-    from .problems.optimum import solve
-    from .runner.loop import iterate
+    from ..data.presets import make_preset
+    from ..problems.objective import Problem
+    from ..problems.optimum import solve
+    from ..runner.loop import iterate
 
     out: dict = {"scale": scale, "threads": _threads(), "cpus": os.cpu_count()}
     t = time.perf_counter()
@@ -62,7 +62,7 @@ def run(scale: str = "small", *, iterations: int = 5, sklearn_solvers=("newton-c
     log(f"generated n={ds.n:,} d={ds.d:,} nnz={ds.X.nnz:,} K={ds.n_nodes:,} in {out['generate_seconds']:.1f}s")
     # Loading the compiled statistics kernel from numba's disk cache happens once per process;
     # it is reported on its own so that it does not pass for the cost of the statistics.
-    from .data.dataset import FederatedDataset
+    from ..data.dataset import FederatedDataset
     t = time.perf_counter()
     FederatedDataset.from_assignment(ds.X[:2], ds.y[:2], [0, 1]).stats
     out["kernel_load_seconds"] = time.perf_counter() - t
@@ -152,7 +152,7 @@ def _noop(i):
 def _warm(job) -> float:
     """On a worker (and in this process): build the data set, f* and the kernels once, as the
     first cell on a worker would; the figure times cells, not start-up."""
-    from .runner.cluster import run_job
+    from ..runner.cluster import run_job
 
     t = time.perf_counter()
     run_job(job)
@@ -197,13 +197,13 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
 
     import numba
 
-    from .data.build import DataSpec
-    from .experiments import Arm, Experiment
-    from .experiments.driver import launch
-    from .runner import cluster
-    from .runner.execute import Stop, execute
-    from .runner.job import ProblemSpec
-    from .runner.history.store import RunStore
+    from ..data.build import DataSpec
+    from ..experiments import Arm, Experiment
+    from ..experiments.driver import launch
+    from ..runner import cluster
+    from ..runner.execute import Stop, execute
+    from ..runner.job import ProblemSpec
+    from ..runner.history.store import RunStore
 
     def grid(name: str):
         return Experiment(name, DataSpec(source=source), (Arm.of(algorithm),), seeds=tuple(range(cells)),
@@ -243,7 +243,7 @@ def cluster_figure(*, source: str = CLUSTER_SOURCE, algorithm: str = CLUSTER_ALG
     X = problem.X
     from distributed.protocol import serialize_bytes
 
-    from .runner.cluster import encode_calls
+    from ..runner.cluster import encode_calls
 
     out["bytes"] = {"task": len(serialize_bytes(task)), "result": len(serialize_bytes(result)),
                     "stream": len(encode_calls(serial_calls[0]).encode()),
@@ -365,8 +365,8 @@ def format_cluster(c: dict) -> str:
 
 def stop_latency(problem, names) -> dict:
     """Seconds from Stop, pressed mid-iteration through the run manager, to the run's end."""
-    from .algorithms.spec import AlgorithmSpec
-    from .runner.serve.manager import RunJob, RunManager
+    from ..algorithms.spec import AlgorithmSpec
+    from ..runner.serve.manager import RunJob, RunManager
 
     manager = RunManager(1, store=None, reaper=False)
     out = {}
@@ -429,10 +429,10 @@ def _sklearn_optimum(ds, problem, solvers, log):
 def _first_record_small() -> float:
     """Seconds from 'Run' to FSVRG's first iteration record on google-plus-small, with the data
     set and the optimum cached as the dashboard caches them (kernels cached on disk)."""
-    from .data.presets import make_preset
-    from .problems.objective import Problem
-    from .problems.optimum import solve
-    from .runner.loop import iterate
+    from ..data.presets import make_preset
+    from ..problems.objective import Problem
+    from ..problems.optimum import solve
+    from ..runner.loop import iterate
 
     ds = make_preset("google-plus-small")
     p = Problem(ds, "logistic")
@@ -530,11 +530,11 @@ def pernode_cost(scale: str = "small", *, iterations: int = 5, repeats: int = 5,
     Every figure is the minimum over repeats, not the median: on a shared machine the parallel
     kernels' medians swing tenfold with the load, while the minimum is the undisturbed cost.
     """
-    from .data.presets import make_preset
-    from .problems.objective import Problem
-    from .problems import pernode
-    from .runner import loop
-    from .runner.loop import iterate
+    from ..data.presets import make_preset
+    from ..problems.objective import Problem
+    from ..problems import pernode
+    from ..runner import loop
+    from ..runner.loop import iterate
 
     class PooledOnly(pernode.NodeEvaluator):
         wants_node_sums = False
@@ -663,10 +663,10 @@ def softmax_cost(source: str = "google-plus-small", *, classes: int = SOFTMAX_CL
     minimum over the iterations (the undisturbed cost on a shared machine).  ``ratio`` = softmax ÷
     binary, ``ratio_over_bar`` = ratio ÷ (1.5 C): the bar is met when it is ≤ 1.
     """
-    from .data.dataset import FederatedDataset
-    from .data.presets import make_preset
-    from .problems.objective import Problem
-    from .runner.loop import iterate
+    from ..data.dataset import FederatedDataset
+    from ..data.presets import make_preset
+    from ..problems.objective import Problem
+    from ..runner.loop import iterate
 
     ds = make_preset(source)
     rng = np.random.default_rng(0)
@@ -765,9 +765,9 @@ def personal_cost(scale: str = "small", *, log=lambda s: None) -> dict:
 
     The solver's compiled code is loaded on a small problem first, so that it is not timed.
     """
-    from .data.presets import make_preset
-    from .personal.models import Personaliser
-    from .problems.objective import Problem
+    from ..data.presets import make_preset
+    from ..personal.models import Personaliser
+    from ..problems.objective import Problem
 
     Personaliser(Problem(make_preset("google-plus-small", nodes=20), "logistic")).local()  # load the kernels
     t = time.perf_counter()
