@@ -5,7 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from fedviz import ui, ui_sessions
+from fedviz import ui
+from fedviz.ui import sessions as ui_sessions
 
 ui_sessions.install()  # Streamlit 1.67 leaves 3 descriptors per closed tab open (see the module)
 ui_sessions.on_session_end(ui.session_ended)  # and never frees an evicted session's uploads

@@ -12,7 +12,7 @@ from fedviz.errors import FedvizError
 from fedviz.params import Param
 from fedviz.plots import convergence_figure
 from fedviz.runner import get_manager
-from fedviz.runner.describe import describe_run
+from fedviz.runner.history.describe import describe_run
 
 ui.through_navigation()
 

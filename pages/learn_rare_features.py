@@ -87,7 +87,7 @@ with right:
         snap = handle.snapshot()
         if every is not None and snap.status != state:
             st.rerun()  # started or ended: the whole page again, with the timer its new state needs
-        ui._progress(snap)  # the Run page's progress bar and statuses
+        ui.live._progress(snap)  # the Run page's progress bar and statuses
         if snap.status == "queued":
             return
         track = meta["tracker"].snapshot()

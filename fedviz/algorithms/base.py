@@ -322,7 +322,7 @@ class Algorithm:
     def personal_models(self) -> np.ndarray | None:
         """Each node's own model, K × dC (row k is the model node k is scored with), or None when
         the algorithm has only the server's ``w`` (issue 23, point 3: Ditto's v_k, APFL's mixture).
-        The runner scores node k's rows with row k (:mod:`fedviz.runner.pernode`)."""
+        The runner scores node k's rows with row k (:mod:`fedviz.problems.pernode`)."""
         return None
 
     def rng(self, *stream: int) -> np.random.Generator:

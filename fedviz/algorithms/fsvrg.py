@@ -73,7 +73,7 @@ class FSVRG(Algorithm):
               "Dirichlet 0.5), dna (class 3) and google-plus-small with Dirichlet(0.01), but at "
               "8 to 256 × 1/L; starting high and halving on a rise lands within 3× of that best "
               "on each, and converges on disjoint features, where Algorithm 4 as printed diverges "
-              "from h = 2/L up (python -m fedviz.stepsize_check).  Without the safeguard the default is "
+              "from h = 2/L up (python -m fedviz.bench.stepsize_check).  Without the safeguard the default is "
               "the cautious min(n̄/(2L̄), 4/L) (no cap for K = 1): it has no step to take back, "
               "and on the first four of those data sets the 4/L cap binds and leaves f − f* 13 to 262 times "
               "the grid's best.  With local_stepsize off, h is "

@@ -5,7 +5,7 @@ cluster (an embedded local one by default) and stored in the run history.
 check published claims, :mod:`.driver` launches, streams, stops and resumes an experiment on
 the cluster of :mod:`fedviz.runner.cluster` (the Dask side: the cluster, the worker's task, the
 executor of ordinary runs), :mod:`.results` reads one back for the figures.  The command
-``python -m fedviz experiment`` is :mod:`fedviz.cli_experiment`.
+``python -m fedviz experiment`` is :mod:`fedviz.cli.experiment`.
 """
 
 from .spec import Arm, Axis, Cell, Experiment, from_json, from_mapping, from_toml

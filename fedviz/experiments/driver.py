@@ -25,7 +25,7 @@ What happens when:
   under the name they gave it; cells are reused only within one grid.
 
 Who may act on an experiment: the browser session that launched it last (``session``; the
-history keeps it as :func:`~fedviz.runner.stamps.session_token`).  A launch from a browser
+history keeps it as :func:`~fedviz.runner.history.stamps.session_token`).  A launch from a browser
 session is refused with :class:`NotYours` for a name another visitor holds (running, stopped or
 done: resuming costs the cluster time and is theirs to decide, replacing deletes their cells),
 and for a name another process (the command line, a second server on the same history) is
@@ -48,11 +48,11 @@ from typing import Callable, Mapping
 from ..errors import FedvizError, ParameterError
 from ..runner import cluster
 from ..runner.execute import STOPPED_BY_USER, describe
-from ..runner.experiment_store import COMPLETE_CELL_STATUSES, ExperimentInfo
+from ..runner.history.experiment_store import COMPLETE_CELL_STATUSES, ExperimentInfo
 from ..runner.job import Entry
 from ..runner.loop import IterationRecord
-from ..runner.stamps import session_token
-from ..runner.store import RunStore
+from ..runner.history.stamps import session_token
+from ..runner.history.store import RunStore
 from .results import failure_text
 from .spec import Cell, Experiment, content_hash, differences
 

@@ -22,10 +22,10 @@ from typing import Collection, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from ..runner import metrics as pernode_metrics
+from ..problems import metrics as pernode_metrics
 from ..runner.codec import to_json
-from ..runner.experiment_store import CellInfo, ExperimentInfo
-from ..runner.store import RunStore
+from ..runner.history.experiment_store import CellInfo, ExperimentInfo
+from ..runner.history.store import RunStore
 from .spec import Experiment, from_json
 
 #: The final figures a view can show, and how each reads.
@@ -34,7 +34,7 @@ METRICS = {"suboptimality": "final f − f*", "test_error": "final test error", 
 
 
 def per_node_title(key: str) -> str:
-    """How a per-node summary (a key of :data:`fedviz.runner.metrics.KEYS`) reads as a final figure:
+    """How a per-node summary (a key of :data:`fedviz.problems.metrics.KEYS`) reads as a final figure:
     "final test error per node: worst10"."""
     for m in pernode_metrics.METRICS:
         for s in m.summaries:
@@ -62,7 +62,7 @@ class CellResult:
     rounds: float               # rounds to reach f − f* ≤ ε (inf: never)
     iterations: int
     worker: str
-    #: The last record's per-node summaries (:data:`fedviz.runner.metrics.KEYS`; NaN where not measured).
+    #: The last record's per-node summaries (:data:`fedviz.problems.metrics.KEYS`; NaN where not measured).
     final: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def value(self, metric: str) -> float:
@@ -303,7 +303,7 @@ def _rank(x: float) -> float:
 def _check_metric(metric: str) -> None:
     if metric not in METRICS and metric not in _PER_NODE:
         raise ParameterError("metric", metric, "one of " + ", ".join(METRICS) + ", or a per-node summary ("
-                             + ", ".join(pernode_metrics.KEYS[:3]) + ", …: fedviz.runner.metrics.KEYS)")
+                             + ", ".join(pernode_metrics.KEYS[:3]) + ", …: fedviz.problems.metrics.KEYS)")
 
 
 _PER_NODE = frozenset(pernode_metrics.KEYS)

@@ -185,7 +185,7 @@ def is_central(algorithm: str) -> bool:
 
 def efficiency(label: str, cols: Mapping[str, Sequence], epsilon: float, *, algorithm: str = "") -> Efficiency:
     """I(ε) and T_A(ε) of one run from its record columns (``rounds``, ``seconds``, ``suboptimality``,
-    ``iteration``: :meth:`RunStore.columns <fedviz.runner.store.RunStore.columns>`); a centralised
+    ``iteration``: :meth:`RunStore.columns <fedviz.runner.history.store.RunStore.columns>`); a centralised
     ``algorithm`` is marked (:attr:`Efficiency.central`)."""
     _check_epsilon(epsilon)
     central = is_central(algorithm)
@@ -360,7 +360,7 @@ def history_groups(store, *, limit: int = 500, visible_to: str | None = None) ->
     """The groups of the history that eq. (3) can compare, newest first: at least two finished runs
     with a known f* (so f − f* is measured) and records past the start.  ``visible_to``: a browser
     session, to keep to the runs that visitor may see (:meth:`RunStore.list_runs`)."""
-    from ..runner.describe import describe_run
+    from ..runner.history.describe import describe_run
 
     by_group: dict[str, list] = {}
     for r in store.list_runs(limit=limit, visible_to=visible_to):

@@ -10,7 +10,7 @@ one compiled pass over the test set's nonzeros, every row looking its features u
 sorted support (binary search): no K × dC array and no loop over nodes in Python.  A test row of
 no node (a separate test file: ``test_nodes == −1``) has no personal model and is scored by none.
 
-The per-node errors are then :class:`~fedviz.runner.pernode.NodeEvaluator`'s from those margins
+The per-node errors are then :class:`~fedviz.problems.pernode.NodeEvaluator`'s from those margins
 (the same error metric as the pooled test error: sign error on ±1 labels, argmax error for
 C > 1 classes, squared error on real targets), and the pooled error is the row-weighted mean
 over the nodes' test rows.
@@ -26,7 +26,7 @@ from numba import prange
 
 from ..data.baselines import node_majority_labels
 from ..problems.objective import Problem
-from ..runner.pernode import NodeEvaluator
+from ..problems.pernode import NodeEvaluator
 from .models import PersonalModels
 
 

@@ -4,7 +4,7 @@
 This module owns the configuration's parameters (:data:`PARAMS`, validated by
 :class:`~fedviz.params.Param`), the report and the table the command line prints.  The report
 holds, for every method, every node's test error and own loss and their summary (the statistics
-of :func:`fedviz.runner.pernode.summarize` plus ``pooled``):
+of :func:`fedviz.problems.pernode.summarize` plus ``pooled``):
 
 ``majority``   each node predicts its own majority training label (Section 4.1's per-author majority)
 ``global``     the global model w (w* of :func:`fedviz.problems.optimum.solve` unless one is given)
@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..params import Param, param_table
 from ..problems.objective import Problem
-from ..runner.pernode import STATS, summarize
+from ..problems.pernode import STATS, summarize
 from .evaluate import PersonalEvaluator
 from .models import Personaliser, PersonalModels, _check_lambda
 
@@ -52,7 +52,7 @@ DEFAULT_LAMBDAS = (0.0,) + tuple(float(f"{10.0 ** (e / 2):.3g}") for e in range(
 #: The λ_D at which the report checks that Ditto has reached the global model (F_k(v_k) − F_k(w*) is
 #: of order ‖∇F_k(w*)‖²/λ_D).
 LIMIT_LAMBDA = 1e10
-#: The summary keys of every method: pooled, then :data:`fedviz.runner.pernode.STATS`.
+#: The summary keys of every method: pooled, then :data:`fedviz.problems.pernode.STATS`.
 SUMMARY_KEYS = ("pooled",) + STATS
 
 PARAMS = param_table(

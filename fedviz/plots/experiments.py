@@ -35,7 +35,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..experiments.results import METRICS, Results, per_node_title
-from ..runner import metrics as pernode_metrics
+from ..problems import metrics as pernode_metrics
 from .figures import _LAYOUT, _PALETTE, decade_text, log_axis
 from .styles import Style, run_styles
 
@@ -249,7 +249,7 @@ def axis_figure(results: Results, metric: str = "suboptimality", *, axis: int = 
         from ..errors import ParameterError
 
         raise ParameterError("metric", metric, "one of " + ", ".join(METRICS) + ", or a per-node summary ("
-                             + ", ".join(pernode_metrics.KEYS[:3]) + ", …: fedviz.runner.metrics.KEYS)")
+                             + ", ".join(pernode_metrics.KEYS[:3]) + ", …: fedviz.problems.metrics.KEYS)")
     looks = arm_styles(results)
     if not exp.axes:
         xs, xtype, other = ["base"], "category", [None]

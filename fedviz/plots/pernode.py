@@ -3,7 +3,7 @@ error around their median beside the pooled curve, a histogram of the nodes' err
 iteration, one node's curve, and the sentence that says what they show.
 
 Builders take plain data (record columns, per-node vectors) and return Plotly figures or text;
-the statistics are :mod:`fedviz.runner.pernode`'s.
+the statistics are :mod:`fedviz.problems.pernode`'s.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..data.split import DEAL_REMEDY
-from ..runner import metrics
-from ..runner.metrics import Metric
-from ..runner.pernode import untested_sentence, worst_count
+from ..problems import metrics
+from ..problems.metrics import Metric
+from ..problems.pernode import untested_sentence, worst_count
 from .figures import _AXIS_TITLES, _LAYOUT, error_labels, legend_below, styles_of, x_values
 
 
@@ -57,7 +57,7 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
                 round_cost: float = 0.0, regression: bool = False, styles: Mapping[str, str] | None = None,
                 height: int = 420, width: int = 340, metric: str = "node_error") -> go.Figure:
     """For every run: the band between the nodes' 10th and 90th percentile of a per-node ``metric`` (a name of
-    the registry :mod:`fedviz.runner.metrics` that keeps p10, p50 and p90), their median (solid) and the
+    the registry :mod:`fedviz.problems.metrics` that keeps p10, p50 and p90), their median (solid) and the
     pooled value (dotted), against the chosen x axis.  ``runs``: label → record columns with
     ``<metric>_p10/p50/p90`` and the metric's pooled key; a run whose nodes are all undefined (NaN: no
     test rows) draws only its pooled curve.  The default, ``node_error``, is the test error (pooled:
@@ -212,7 +212,7 @@ def unseen_caption(last: Mapping[str, object], *, K: int, seen: int, test_rows: 
 # Personal models (issue 23, point 3): Ditto's and APFL's per-node models on the Run page
 # ---------------------------------------------------------------------------------------------
 
-#: The metrics the personal models' figures and sentences read (:mod:`fedviz.runner.metrics`).
+#: The metrics the personal models' figures and sentences read (:mod:`fedviz.problems.metrics`).
 _ERROR, _PERSONAL, _DISTANCE = (metrics.get(n) for n in ("node_error", "personal_error", "personal_distance"))
 
 

@@ -9,7 +9,7 @@
 * :func:`summary_rows`: the table pooled / unweighted mean / std / p10 / worst-10% / min;
 * :func:`finding`: one sentence that says what the picture shows, every number read from the report.
 
-The statistics are the report's (:func:`fedviz.runner.pernode.summarize`: ``worst10`` is the mean
+The statistics are the report's (:func:`fedviz.problems.pernode.summarize`: ``worst10`` is the mean
 of the ⌈K_t/10⌉ worst tested nodes, percentiles numpy's linear ones); this module only draws and
 words them.
 """
@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 
 from ..data.split import DEAL_REMEDY
 from ..personal.report import TITLES, PersonalReport
-from ..runner.pernode import untested_sentence, worst_count
+from ..problems.pernode import untested_sentence, worst_count
 from .figures import _LAYOUT, error_labels, legend_below
 
 #: A colour per method: the global model in the Run page's OPT blue, Local's family in greens.

@@ -4,7 +4,7 @@ curvature :func:`d2phi` — with the one set of loss codes that selects among th
 Every compiled kernel that evaluates a per-example loss calls these three and writes no loss of its
 own: the local loops (SVRG and FSVRG, local SGD and the FedAvg family, Ditto, APFL, centralised SGD),
 the objective's fused logistic pass (:func:`fedviz.problems.losses._logistic_term`), the evaluator's
-per-node loss sums (:mod:`fedviz.runner.pernode`) and the node-by-node Newton solver of the personal
+per-node loss sums (:mod:`fedviz.problems.pernode`) and the node-by-node Newton solver of the personal
 models (:mod:`fedviz.personal._newton`).  So the kernels cannot disagree with each other.  The
 :class:`~fedviz.problems.losses.Loss` objects keep their vectorised NumPy forms (the fast path on
 whole arrays, and the arithmetic of the recorded figures); ``tests/unit/test_loss_trio.py`` walks the

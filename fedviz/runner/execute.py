@@ -4,8 +4,8 @@ the seam that runs it somewhere (:class:`Executor`; here :class:`ThreadExecutor`
 :func:`execute` prepares the job (builds the problem, computes f*, tunes the stepsizes
 when asked), then advances its algorithms round-robin, one iteration of each in turn, so
 all curves grow together, and reports everything to a :class:`Sink`: the live
-:class:`~fedviz.runner.handle.RunHandle` a page reads and the
-:class:`~fedviz.runner.journal.Journal` that writes the history both are sinks, joined
+:class:`~fedviz.runner.serve.handle.RunHandle` a page reads and the
+:class:`~fedviz.runner.history.journal.Journal` that writes the history both are sinks, joined
 by :class:`Tee`.  It reads nothing back from the sink and never raises: every algorithm
 ends with a status.
 
@@ -158,7 +158,7 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
     computes f* by Newton-CG unless the job gives it (a failure there is a warning, the
     suboptimality then NaN), with ``job.tune`` tunes each algorithm
     (:func:`fedviz.runner.tune.tune`), and solves the exact personal models each Ditto run
-    measures its distance to (with ``job.personal_solver``; :mod:`fedviz.runner.personal_target`; a
+    measures its distance to (with ``job.personal_solver``; :mod:`fedviz.personal.target`; a
     failure there is a warning).  A stop during preparation ends every algorithm
     'stopped'; an exception ends the algorithms still open 'failed' (or 'stopped', when a
     stop was requested meanwhile); an algorithm whose construction fails (a hyperparameter
@@ -244,10 +244,10 @@ class _Run:
 
     def targets(self, problem: Problem, opt) -> dict:
         """label → (λ_D, the K × d exact Ditto models v_k(λ_D)) for every entry that has an exact
-        personal target (:mod:`fedviz.runner.personal_target`), one Newton solve per λ_D; w* is
+        personal target (:mod:`fedviz.personal.target`), one Newton solve per λ_D; w* is
         ``opt``'s, else the runner cache's.  A failure is a warning (no distance), not the run's end;
         a stop leaves the rest unsolved (the caller sees the stop)."""
-        from .personal_target import exact_target, target_lambda
+        from ..personal.target import exact_target, target_lambda
 
         wanted = [e for e in self.entries if target_lambda(e.cls, e.hp) is not None]
         out, solved = {}, {}

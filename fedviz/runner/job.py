@@ -95,7 +95,7 @@ class RunJob:
         The exact per-node solver, :class:`fedviz.personal.Personaliser` (a layer above the runner,
         so given by the caller: the Run page, ``fedviz run``).  With it each algorithm that has an
         exact personal target (Ditto: v_k(λ_D) = argmin F_k(v) + (λ_D/2)‖v − w*‖²,
-        :mod:`fedviz.runner.personal_target`) is given that target, solved once in the worker before
+        :mod:`fedviz.personal.target`) is given that target, solved once in the worker before
         the first iteration, and its records carry the distance to it.  None: no target.
     """
 

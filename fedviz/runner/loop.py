@@ -34,7 +34,7 @@ from ..algorithms.base import Algorithm, StopRequested
 from ..errors import ParameterError
 from ..problems.dissimilarity import local_dissimilarity
 from ..problems.objective import Problem
-from . import metrics, pernode
+from ..problems import metrics, pernode
 from .health import Watch, assess
 
 log = logging.getLogger(__name__)
@@ -47,13 +47,13 @@ class IterationRecord:
     """The state after ``iteration`` outer iterations (iteration 0 is the starting point).
 
     ``summaries`` holds the per-node metrics' summaries by record key (issue 23; the registry
-    :mod:`fedviz.runner.metrics` says which: e.g. ``node_error_p50``, the median node's test error,
+    :mod:`fedviz.problems.metrics` says which: e.g. ``node_error_p50``, the median node's test error,
     ``nodes_untested``, ``unseen_test_error``, ``personal_distance``), each also read as an attribute
     (``rec.node_error_p50``); a key the record lacks (a record written before its metric) reads NaN.
     The pooled values of the seen nodes' test error and own loss are ``test_error`` and ``objective``.
     ``dissimilarity`` is FedProx's (1/K) Σ_k ‖∇F_k(w) − ∇f(w)‖²
     (:func:`~fedviz.problems.dissimilarity.local_dissimilarity`), NaN unless the run asked for it.
-    ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.runner.pernode.NodeScores`, every
+    ``nodes`` holds the per-node vectors themselves (:class:`~fedviz.problems.pernode.NodeScores`, every
     metric's) in memory only: it is no field of :data:`FIELDS`, the store and the exports leave it out.
     """
 
@@ -96,7 +96,7 @@ class IterationRecord:
 #: The record's own fields (without the per-node summaries and vectors).
 CORE_FIELDS = tuple(f for f in IterationRecord.__dataclass_fields__ if f not in ("summaries", "nodes"))
 #: Every field of a record as :meth:`IterationRecord.as_dict` spreads it: the core fields, then every
-#: per-node key of the registry (:data:`fedviz.runner.metrics.KEYS`).
+#: per-node key of the registry (:data:`fedviz.problems.metrics.KEYS`).
 FIELDS = CORE_FIELDS + metrics.KEYS
 _KEYS = frozenset(metrics.KEYS)
 

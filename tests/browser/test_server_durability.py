@@ -19,8 +19,8 @@ from dataclasses import astuple
 
 from live_server import StreamlitServer, idle, run_button
 
-from fedviz.runner.describe import INTERRUPTED_MESSAGE
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.history.store import RunStore
 
 DATA = "data=google-plus-small%3Fnodes%3D60&algorithms=gd,fsvrg"
 SHORT_ITERATIONS = 20

@@ -5,7 +5,7 @@ Streamlit 1.67 keeps each closed tab's session for reconnects with its script ev
 open (an epoll descriptor and a socket pair): 3 descriptors per session, up to 128 stored
 sessions, and more until the garbage collector reaches the evicted ones; at the default
 limit of 1,024 the server failed after about 330 page loads (issue 21).
-:mod:`fedviz.ui_sessions` closes those loops.  Sessions here are websocket clients
+:mod:`fedviz.ui.sessions` closes those loops.  Sessions here are websocket clients
 (:class:`ws_session.WsSession`), each loading a page as a browser does, four at a time.
 """
 

@@ -5,7 +5,7 @@ Before, a closed tab's session was kept by Streamlit for reconnects and then dro
 being shut down, so its uploaded bytes stayed in the server for good, and the dashboard's
 caches kept the data sets built from them (a 190 MB upload kept 638 MB after its session
 ended).  Now a session still disconnected ``FEDVIZ_SESSION_KEEP`` seconds after its tab
-closed is ended (:mod:`fedviz.ui_sessions`), and the data sets only it asked for leave the
+closed is ended (:mod:`fedviz.ui.sessions`), and the data sets only it asked for leave the
 caches (:func:`fedviz.runner.cache.release`).  Each visitor has its own file (distinct data
 sets: nothing shared between them hides a leak).
 """

@@ -11,7 +11,7 @@ import time
 
 from browser_user import go_sidebar, open_page
 from live_server import StreamlitServer, browser_page, run_button
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 
 def _history(page) -> str:

@@ -43,9 +43,9 @@ from fedviz.runner import cluster
 from fedviz.runner.cluster import PINNED, DaskExecutor
 from fedviz.runner.execute import ThreadExecutor
 from fedviz.runner.job import ProblemSpec, RunJob
-from fedviz.runner.manager import RunManager
-from fedviz.runner.experiment_store import COMPLETE_CELL_STATUSES
-from fedviz.runner.store import RunStore
+from fedviz.runner.serve.manager import RunManager
+from fedviz.runner.history.experiment_store import COMPLETE_CELL_STATUSES
+from fedviz.runner.history.store import RunStore
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 from fedviz.data.build import DataSpec, build
 from fedviz.plots.pernode import personal_caption
 from fedviz.runner.config import RunConfig
-from fedviz.runner.personal_target import CONVERGENCE_NOTE, target_sentence
+from fedviz.personal.target import CONVERGENCE_NOTE, target_sentence
 
 from apptest import long_sessions, open_page  # noqa: F401 - a fixture
 

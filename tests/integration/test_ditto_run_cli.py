@@ -14,7 +14,7 @@ from fedviz.data.build import DataSpec, build
 from fedviz.personal import Personaliser
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
-from fedviz.runner.personal_target import exact_target
+from fedviz.personal.target import exact_target
 
 
 def fedviz(*args, timeout=300):

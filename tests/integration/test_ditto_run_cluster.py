@@ -11,11 +11,12 @@ import pytest
 from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
 from fedviz.personal import Personaliser
-from fedviz.runner import cluster, metrics
+from fedviz.problems import metrics
+from fedviz.runner import cluster
 from fedviz.runner.cluster import DaskExecutor
 from fedviz.runner.execute import ThreadExecutor
 from fedviz.runner.job import ProblemSpec, RunJob
-from fedviz.runner.manager import RunManager
+from fedviz.runner.serve.manager import RunManager
 from test_cluster import DaskProcesses
 
 #: The record keys of the personal models' metrics (the registry's "personal" scope).

@@ -79,7 +79,7 @@ def test_the_command_refuses_cocoa_plus_on_dna_scale_before_launch_and_runs_soft
     assert r.returncode == 0, r.stderr
     assert "failed" not in r.stderr
     from fedviz.experiments.results import load
-    from fedviz.runner.store import RunStore
+    from fedviz.runner.history.store import RunStore
 
     results = load(RunStore(), "classes-ok")
     assert {c.status for c in results.cells} == {"done"} and len(results.cells) == 2

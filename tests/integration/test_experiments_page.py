@@ -430,7 +430,8 @@ def test_a_visitor_cannot_stop_resume_or_relaunch_another_visitors_experiment(mo
     from fedviz import ui
 
     who = {"id": "visitor-a"}
-    monkeypatch.setattr(ui, "session_id", lambda: who["id"])
+    for where in (ui, ui.state):  # the pages ask ui.session_id, the adapter's own modules ui.state's
+        monkeypatch.setattr(where, "session_id", lambda: who["id"])
     store = get_manager().store
     name = "visitor a grid"
     a = _page()
@@ -476,7 +477,8 @@ def test_a_visitor_cannot_stop_resume_or_relaunch_another_visitors_experiment(mo
     assert a.button(key="exp-resume").label.endswith(f"({3 - before.n_complete} cells to run)")
     # A closes its tab: the experiment is nobody's now, and B may resume it (AppTest's runtime cannot say
     # whether a session is connected, so the probe answers here as Streamlit's would).
-    monkeypatch.setattr(ui, "session_connected", lambda sid: sid != "visitor-a")
+    for where in (ui, ui.state):
+        monkeypatch.setattr(where, "session_connected", lambda sid: sid != "visitor-a")
     who["id"] = "visitor-b"
     b.run()
     assert b.button(key="exp-resume").label.endswith(f"({3 - before.n_complete} cells to run)")
@@ -491,7 +493,8 @@ def test_an_experiment_no_visitor_holds_is_resumed_by_a_visitor_and_is_theirs_th
     from fedviz.experiments import Arm, Experiment
 
     who = {"id": "visitor-b"}
-    monkeypatch.setattr(ui, "session_id", lambda: who["id"])
+    for where in (ui, ui.state):  # the pages ask ui.session_id, the adapter's own modules ui.state's
+        monkeypatch.setattr(where, "session_id", lambda: who["id"])
     exp = Experiment("left by the command line", DataSpec("preset:identical-nodes"), (Arm.of("gd"),), seeds=(0, 1),
                      iterations=2)
     store = get_manager().store
@@ -536,7 +539,7 @@ def test_an_experiment_another_process_runs_offers_no_resume():
     would run its cells twice, so the page says where it runs instead."""
     from fedviz.data.build import DataSpec
     from fedviz.experiments import Arm, Experiment
-    from fedviz.runner.store import RunStore
+    from fedviz.runner.history.store import RunStore
 
     exp = Experiment("run by the command line", DataSpec("preset:identical-nodes"), (Arm.of("gd"),), iterations=2)
     with RunStore(get_manager().store.path) as other:

@@ -9,7 +9,7 @@ after-the-fact choice) the IID reshuffle ends many times lower in f − f*, as d
 
 import pytest
 
-from fedviz.figure2 import figure2
+from fedviz.bench.figure2 import figure2
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_the_paper_protocol_keeps_the_best_stepsize_of_its_grid():
     """Section 4.1's 'retrospectively choose one that works best', checked against the neighbours."""
     import math
 
-    from fedviz.figure2 import PAPER_GRID
+    from fedviz.bench.figure2 import PAPER_GRID
     from fedviz.runner.loop import iterate
 
     T = 8
@@ -82,7 +82,7 @@ def test_the_paper_protocol_keeps_the_best_stepsize_of_its_grid():
 
 
 def test_reshuffle_keeps_every_node_size(fig):
-    from fedviz.figure2 import reshuffled
+    from fedviz.bench.figure2 import reshuffled
     shuffled = reshuffled(fig.data)
     assert sorted(shuffled.node_sizes) == sorted(fig.data.node_sizes)
     assert shuffled.n == fig.data.n

@@ -3,7 +3,7 @@
 On each named data set the default (safeguard on, h = 4 n̄/L̄) must end within 3× of the best
 f − f* of a ×2 grid of Algorithm 4 as printed (h = 2^k/L, safeguard off) after 30 iterations;
 on the two hard cases it must not diverge.  The grid is run here, not taken from
-``fedviz.stepsize_check``; only the data set definitions are shared.  About two minutes.
+``fedviz.bench.stepsize_check``; only the data set definitions are shared.  About two minutes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fedviz.data.build import build
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
 from fedviz.runner.loop import iterate
-from fedviz.stepsize_check import CASES
+from fedviz.bench.stepsize_check import CASES
 
 T = 30
 

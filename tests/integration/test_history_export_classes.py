@@ -13,8 +13,8 @@ from fedviz.data.build import DataSpec, build
 from fedviz.problems.objective import Problem
 from fedviz.runner import ProblemSpec, RunJob
 from fedviz.runner.config import RunConfig
-from fedviz.runner.manager import RunManager
-from fedviz.runner.store import RunStore
+from fedviz.runner.serve.manager import RunManager
+from fedviz.runner.history.store import RunStore
 
 from conftest import DATA
 

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from fedviz.learn.drift import DriftSettings, drift_view
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 from apptest import open_page
 

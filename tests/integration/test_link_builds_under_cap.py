@@ -14,9 +14,9 @@ from streamlit.testing.v1 import AppTest
 from conftest import ROOT
 from fedviz.data.build import DataSpec
 from fedviz.runner import cache
-from fedviz.runner import manager as manager_mod
+from fedviz.runner.serve import manager as manager_mod
 from fedviz.runner.config import RunConfig
-from fedviz.runner.manager import RunManager
+from fedviz.runner.serve.manager import RunManager
 
 #: A data set nobody else builds in this process (its own seed).
 LINKED = DataSpec(source="preset:identical-nodes", seed=424242)

@@ -23,12 +23,12 @@ from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
 from fedviz.runner import cache
-from fedviz.runner import manager as manager_mod
-from fedviz.runner.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.serve import manager as manager_mod
+from fedviz.runner.history.describe import INTERRUPTED_MESSAGE
 from fedviz.runner.execute import Executor, Stop, ThreadExecutor, execute
 from fedviz.runner.loop import iterate
-from fedviz.runner.manager import ProblemSpec, RunJob, RunManager, get_manager
-from fedviz.runner.store import NUMERIC_FIELDS, RunStore
+from fedviz.runner.serve.manager import ProblemSpec, RunJob, RunManager, get_manager
+from fedviz.runner.history.store import NUMERIC_FIELDS, RunStore
 
 WAIT = 10.0  # generous upper bound for anything that should take milliseconds
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from fedviz.data.build import DataSpec
-from fedviz.runner.manager import ProblemSpec, RunJob, RunManager
+from fedviz.runner.serve.manager import ProblemSpec, RunJob, RunManager
 
 WAIT = 60.0
 TINY = ProblemSpec(DataSpec(source="preset:identical-nodes"), "logistic", None)

@@ -32,8 +32,8 @@ def test_compute_draws_the_report_of_an_independent_call_on_the_paper_s_data():
     are those of personalise() called here on the same problem (from its own w*)."""
     from fedviz import ui
 
-    with ui._PERSONAL_LOCK:  # a fresh server: another test of this process may have computed these settings
-        ui._PERSONAL.clear()
+    with ui.loaders._PERSONAL_LOCK:  # a fresh server: another test of this process may have computed these settings
+        ui.loaders._PERSONAL.clear()
     at = open_page("pages/personalise.py", RunConfig(), timeout=600)
     assert any("Press **Compute**" in i.value for i in at.info)
     assert not at.get("plotly_chart")  # nothing solved before the click
@@ -116,9 +116,9 @@ def test_a_closed_tab_s_reports_leave_with_its_data_set():
     cache.dataset(mine, owner="tab-1")
     cache.dataset(theirs, owner="tab-2")
     keys = [(mine, "logistic", None, PersonaliseConfig()), (theirs, "logistic", None, PersonaliseConfig())]
-    with ui._PERSONAL_LOCK:
+    with ui.loaders._PERSONAL_LOCK:
         for k in keys:
-            ui._PERSONAL[k] = object()
+            ui.loaders._PERSONAL[k] = object()
     ui.session_ended("tab-1")
     assert not ui.personal_ready(*keys[0]) and ui.personal_ready(*keys[1])
     ui.session_ended("tab-2")

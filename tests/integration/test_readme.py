@@ -73,13 +73,13 @@ def test_the_readme_has_a_quick_start_the_tests_run():
 def test_examples_joins_continuations_reads_the_marker_and_skips_other_blocks(tmp_path):
     doc = tmp_path / "d.md"
     text = ("Prose `python -m fedviz no`.\n\n```bash\n# a comment\npython -m fedviz run a \\\n    --b 'c d'   # FSVRG's\n"
-            "ls\nFEDVIZ_X=1 python -m fedviz.stepsize_check --data x   # slow; not run by the tests: 4 min\n```\n\n"
+            "ls\nFEDVIZ_X=1 python -m fedviz.bench.stepsize_check --data x   # slow; not run by the tests: 4 min\n```\n\n"
             "```toml\npython -m fedviz toml\n```\n\n```\npython -m fedviz plain\n```\n"
             "```bash\npython -m fedviz tuning-report --data DIR > out.md\n```\n")
     found = examples(doc, text)
     assert [(e.line, e.argv, e.env, e.not_run) for e in found] == [
         (5, ("-m", "fedviz", "run", "a", "--b", "c d"), (), None),
-        (8, ("-m", "fedviz.stepsize_check", "--data", "x"), (("FEDVIZ_X", "1"),), "4 min"),
+        (8, ("-m", "fedviz.bench.stepsize_check", "--data", "x"), (("FEDVIZ_X", "1"),), "4 min"),
         (19, ("-m", "fedviz", "tuning-report", "--data", "DIR", ">", "out.md"), (), None)]
     assert found[0].text == "python -m fedviz run a --b 'c d'"
     assert [shell_syntax(e) for e in found] == [[], [], [">"]]

@@ -30,8 +30,8 @@ from fedviz.data.presets import make_preset
 from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.runner.loop import iterate
-from fedviz.runner.manager import RunJob, RunManager
-from fedviz.runner.store import RunStore
+from fedviz.runner.serve.manager import RunJob, RunManager
+from fedviz.runner.history.store import RunStore
 
 #: The issue's bound on the time from pressing Stop to the end of the run.
 STOP_BOUND = 1.0

@@ -17,16 +17,16 @@ import time
 
 import pytest
 
-from fedviz.runner import store as store_mod
-from fedviz.runner.describe import INTERRUPTED_MESSAGE
-from fedviz.runner.store import RunStore
+from fedviz.runner.history import store as store_mod
+from fedviz.runner.history.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.history.store import RunStore
 
 from conftest import ROOT
 
 WRITER = textwrap.dedent("""
     import sys, time
     from fedviz.runner.loop import IterationRecord
-    from fedviz.runner.store import RunStore
+    from fedviz.runner.history.store import RunStore
     s = RunStore(sys.argv[1])
     rid = s.create_run(label="live", algorithm="gd")
     print(rid, flush=True)
@@ -40,7 +40,7 @@ WRITER = textwrap.dedent("""
         time.sleep(0.05)
 """)
 
-SECOND_SERVER = ("from fedviz.runner.manager import get_manager; import sys; m = get_manager(); "
+SECOND_SERVER = ("from fedviz.runner.serve.manager import get_manager; import sys; m = get_manager(); "
                  "print(m.store.get_run(int(sys.argv[1])).status); m.close(timeout=10); m.store.close()")
 
 

@@ -14,10 +14,10 @@ import sys
 
 from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
-from fedviz.runner import store as store_mod
-from fedviz.runner.manager import ProblemSpec, RunJob, RunManager
-from fedviz.runner.stamps import session_token
-from fedviz.runner.store import RunStore
+from fedviz.runner.history import store as store_mod
+from fedviz.runner.serve.manager import ProblemSpec, RunJob, RunManager
+from fedviz.runner.history.stamps import session_token
+from fedviz.runner.history.store import RunStore
 
 from conftest import ROOT
 
@@ -86,7 +86,7 @@ def test_the_token_is_keyed_per_process(tmp_path):
     """Another process computes another token for the same id: a token means nothing outside its server."""
     assert session_token(A) == session_token(A) != session_token(B)
     assert session_token(None) is None
-    code = f"from fedviz.runner.stamps import session_token; print(session_token({A!r}))"
+    code = f"from fedviz.runner.history.stamps import session_token; print(session_token({A!r}))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=True).stdout.strip()
     assert len(other) == 32 and other != session_token(A)

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import ROOT
-from fedviz.runner.describe import INTERRUPTED_MESSAGE
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.describe import INTERRUPTED_MESSAGE
+from fedviz.runner.history.store import RunStore
 
 _KILLED_WRITER = textwrap.dedent("""
     import sys, time
@@ -22,8 +22,8 @@ _KILLED_WRITER = textwrap.dedent("""
     from fedviz.algorithms.base import Algorithm
     from fedviz.data.dataset import FederatedDataset
     from fedviz.problems.objective import Problem
-    from fedviz.runner.manager import RunJob, RunManager
-    from fedviz.runner.store import RunStore
+    from fedviz.runner.serve.manager import RunJob, RunManager
+    from fedviz.runner.history.store import RunStore
 
     class Slow(Algorithm):
         name = "slow"

@@ -30,7 +30,9 @@ SECRET = "grades-of-alice.svm"  # the name visitor A gives the file it uploads
 def visitor(monkeypatch):
     """``visitor("a")``: the sessions' pages run as visitor a from now on."""
     current = {"id": "visitor-a"}
-    monkeypatch.setattr(ui, "session_id", lambda: current["id"])
+    # the pages ask ui.session_id, the adapter's own modules ui.state.session_id: both stand in
+    for where in (ui, ui.state):
+        monkeypatch.setattr(where, "session_id", lambda: current["id"])
     # AppTest's sessions have no connection, as a browser on the server's own machine: by default that
     # is the operator, who sees every run (test_the_machines_own_browser_sees_every_run below).
     monkeypatch.setenv("FEDVIZ_OPERATOR", "none")

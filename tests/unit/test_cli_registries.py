@@ -13,7 +13,8 @@ import re
 import numpy as np
 import pytest
 
-from fedviz import bench, cli, figure2
+from fedviz import bench, cli
+from fedviz.bench import figure2
 from fedviz.algorithms import ALGORITHMS
 from fedviz.data.split import SPLITS
 from fedviz.experiments import builtin
@@ -118,8 +119,8 @@ def test_a_split_method_outside_the_registry_is_refused():
 # ------------------------------------------------------------------------ built-in experiments
 @pytest.mark.parametrize("name", builtin.BUILTINS)
 def test_every_builtin_is_named_in_the_help_and_resolves_at_every_scale(name, tmp_path):
-    from fedviz.cli_experiment import resolve
-    from fedviz.runner.store import RunStore
+    from fedviz.cli.experiment import resolve
+    from fedviz.runner.history.store import RunStore
 
     target_help = next(a.help for a in _subparser("experiment")._actions if a.dest == "target")
     assert name in target_help

@@ -169,7 +169,7 @@ def test_the_n_a_sentences_name_the_option():
     note = node_majority_note(float("nan"), 0.2, test_file=True)
     assert note.startswith("**per-node majority**: n/a") and note.endswith(DEAL_REMEDY)
     from fedviz.plots.personal import no_test_rows
-    from fedviz.runner.pernode import untested_sentence
+    from fedviz.problems.pernode import untested_sentence
 
     assert DEAL_REMEDY in no_test_rows(100) and DEAL_REMEDY in untested_sentence(8, 8, 100)
     assert DEAL_REMEDY not in no_test_rows(0) and DEAL_REMEDY not in untested_sentence(8, 8, 0)  # an empty test set
@@ -200,7 +200,7 @@ def test_the_link_the_stored_config_and_the_command_line_carry_it():
     from fedviz.cli import build_parser, data_spec_from_args
     from fedviz.experiments.spec import Arm, Experiment
     from fedviz.runner.config import RunConfig, from_query, to_query
-    from fedviz.runner.describe import describe_run
+    from fedviz.runner.history.describe import describe_run
 
     on = RunConfig(data=dataclasses.replace(PRESET, deal_test=True))
     off = RunConfig(data=PRESET)

@@ -15,7 +15,7 @@ from fedviz.data.presets import make_preset
 from fedviz.problems.dissimilarity import local_dissimilarity
 from fedviz.problems.objective import Problem
 from fedviz.runner.loop import iterate
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 SMALL = dict(nodes=6, size_log_mean=2.0, size_log_sigma=0.5, size_offset=15, n_features=8)
 

@@ -22,7 +22,7 @@ from fedviz.data.dataset import FederatedDataset
 from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.runner import iterate
-from fedviz.runner.pernode import NodeEvaluator, PersonalEvaluator, PersonalScope
+from fedviz.problems.pernode import NodeEvaluator, PersonalEvaluator, PersonalScope
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,13 +25,13 @@ from fedviz.personal import Personaliser
 from fedviz.plots.pernode import personal_caption
 from fedviz.problems.objective import Problem
 from fedviz.runner import cache
-from fedviz.runner import store as store_mod
+from fedviz.runner.history import store as store_mod
 from fedviz.runner.execute import Stop, execute
 from fedviz.runner.job import RunJob
 from fedviz.runner.loop import FIELDS, IterationRecord, iterate
-from fedviz.runner import metrics
-from fedviz.runner.personal_target import exact_target, target_sentence
-from fedviz.runner.store import RunStore
+from fedviz.problems import metrics
+from fedviz.personal.target import exact_target, target_sentence
+from fedviz.runner.history.store import RunStore
 
 
 #: The record keys of the personal models' metrics (the registry's "personal" scope).
@@ -146,7 +146,7 @@ def test_only_ditto_has_a_target_and_only_within_its_budget(monkeypatch):
     pb = make_problem()
     w = np.zeros(pb.d)
     assert exact_target(pb, APFL, {"apfl_alpha": 0.5}, w, Personaliser) is None
-    from fedviz.runner import personal_target
+    from fedviz.personal import target as personal_target
     monkeypatch.setattr(personal_target, "PERSONAL_VALUES", pb.data.n_nodes * pb.d - 1)
     assert exact_target(pb, Ditto, {"ditto_lambda": 1.0}, w, Personaliser) is None
 
@@ -181,7 +181,7 @@ def test_without_a_solver_the_run_has_no_distance():
 
 
 def test_a_target_that_fails_is_a_warning_and_the_run_goes_on(monkeypatch):
-    from fedviz.runner import personal_target
+    from fedviz.personal import target as personal_target
 
     def broken(*a, **k):
         raise FedvizError("no Newton today")
@@ -202,7 +202,7 @@ def test_a_solver_that_is_not_callable_is_refused_by_name():
 
 
 def test_a_stop_while_solving_the_target_stops_the_run(monkeypatch):
-    from fedviz.runner import personal_target
+    from fedviz.personal import target as personal_target
     stop = Stop()
 
     def stopping(problem, cls, hp, w, solver, check_stop):

@@ -3,10 +3,10 @@ driver (issue 19): counts of distinct reasons, and the sentence naming what diff
 
 import pytest
 
-from fedviz import cli_experiment
-from fedviz.cli_experiment import MAX_REASONS, REASON_WIDTH, reasons
+from fedviz.cli import experiment as cli_experiment
+from fedviz.cli.experiment import MAX_REASONS, REASON_WIDTH, reasons
 from fedviz.runner import cluster
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 HERE = {"fedviz": "0.1.0", "source": "aaaa", "path": "/here/fedviz", "numpy": "2.4.6", "numba": "0.68.1"}
 

@@ -13,7 +13,7 @@ import pytest
 from fedviz.data.build import DataSpec
 from fedviz.errors import ParameterError
 from fedviz.experiments import Arm, Experiment, driver
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 A, B = "session-a", "session-b"
 

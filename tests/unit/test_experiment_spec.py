@@ -14,7 +14,7 @@ from fedviz.experiments import Arm, Axis, Experiment, from_json, from_toml
 from fedviz.experiments.builtin import BUILTINS, SELECTION_SEED0, builtin_for, split_seeds
 from fedviz.experiments.results import CellResult, Results, load, summarise
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 BASE = DataSpec("preset:fedprox-synthetic-binary?n_nodes=6", partition="dirichlet:alpha=1", nodes=6)
 

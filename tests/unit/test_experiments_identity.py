@@ -21,7 +21,7 @@ from fedviz.experiments.builtin import BUILTINS, PAPER_FIGURE2_SCALE, builtin_fo
 from fedviz.experiments.results import CellResult, Results, failure_reasons, failure_text, load
 from fedviz.experiments.spec import content_hash
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 DOCS = ROOT / "docs" / "experiments.md"
 
@@ -261,7 +261,7 @@ def test_the_cli_refuses_a_taken_name_with_exit_2_and_one_sentence(tmp_path, mon
 
 
 def test_the_cli_turns_an_unexpected_error_into_a_sentence(tmp_path, monkeypatch, capsys):
-    from fedviz import cli_experiment
+    from fedviz.cli import experiment as cli_experiment
 
     def broken(args):
         raise TypeError("'<' not supported between instances of 'float' and 'NoneType'")

@@ -12,10 +12,10 @@ import sqlite3
 
 import numpy as np
 
-import fedviz.runner.store as store_mod
+import fedviz.runner.history.store as store_mod
 from fedviz.data.build import DataSpec, build
 from fedviz.experiments.builtin import BUILTINS
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 OLD_BINARY = "preset:fedprox-synthetic?nodes=4&alpha=0.5"
 OLD_TEN = "preset:fedprox-synthetic-10?nodes=4"

@@ -14,7 +14,7 @@ from fedviz.learn.efficiency import (crossover, default_epsilon, efficiency, eps
 from fedviz.plots.figures import x_values
 from fedviz.plots.learn_efficiency import efficiency_figure
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 
 def cols_of(rounds, seconds, sub):

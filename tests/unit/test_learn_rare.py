@@ -13,7 +13,7 @@ from fedviz.plots.learn_rare import rare_features_figure
 from fedviz.problems.losses import make_loss
 from fedviz.problems.objective import Problem
 from fedviz.runner.execute import Stop, execute
-from fedviz.runner.handle import RunHandle
+from fedviz.runner.serve.handle import RunHandle
 from fedviz.runner.job import RunJob
 
 from problems import masked_data

@@ -46,7 +46,7 @@ from fedviz.problems import _compiled
 from fedviz.problems._compiled import LOSS_CODES, NO_CODE, check_code, d2phi, dphi, loss_code, phi
 from fedviz.problems.losses import LOSSES, MULTICLASS_LOSSES, Loss, SmoothedHinge
 from fedviz.problems.objective import Problem
-from fedviz.runner import pernode
+from fedviz.problems import pernode
 
 U = 2.0 ** -53
 BUDGET = 16 * U

@@ -20,9 +20,10 @@ import pytest
 
 from fedviz.data.build import DataSpec, build
 from fedviz.problems.objective import Problem
-from fedviz.runner import iterate, metrics
+from fedviz.problems import metrics
+from fedviz.runner import iterate
 from fedviz.runner.cluster import decode_calls, encode_calls, node_stride
-from fedviz.runner.store import SCHEMA_VERSION, RunStore
+from fedviz.runner.history.store import SCHEMA_VERSION, RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "preset:google-plus-small?nodes=40&words_per_example=20"
@@ -105,7 +106,7 @@ def test_every_key_and_vector_flows_through_the_clusters_stream(run):
 @pytest.mark.parametrize("metric", metrics.METRICS, ids=lambda m: m.name)
 def test_every_metric_reaches_the_page_or_the_command_line(run, metric):
     from fedviz.plots.pernode import band_figure
-    from fedviz.ui_pernode import metric_options
+    from fedviz.ui.pernode import metric_options
 
     _, recs = run
     cols = {k: np.array([getattr(r, k) for r in recs]) for k in ("iteration", *metrics.KEYS, "test_error",
@@ -150,7 +151,7 @@ def test_a_new_metric_is_one_entry(tmp_path):
     """In a fresh process, the registry's source with one more entry (the nodes' test accuracy, higher is
     better): the loop records it, the history of this schema stores it, the exports carry it, the page
     offers and draws it and fedviz run prints it."""
-    source = (ROOT / "fedviz" / "runner" / "metrics.py").read_text()
+    source = (ROOT / "fedviz" / "problems" / "metrics.py").read_text()
     entry = textwrap.dedent('''
         Metric("node_accuracy", "seen", lambda s: Values(1.0 - s.test_errors()[0], 1.0 - s.test_errors()[1],
                                                          s.untested),
@@ -163,17 +164,18 @@ def test_a_new_metric_is_one_entry(tmp_path):
     script = textwrap.dedent(f'''
         import importlib.util, math, sys, json
         import numpy as np
-        spec = importlib.util.spec_from_loader("fedviz.runner.metrics", loader=None)
+        spec = importlib.util.spec_from_loader("fedviz.problems.metrics", loader=None)
         module = importlib.util.module_from_spec(spec)
-        sys.modules["fedviz.runner.metrics"] = module
+        sys.modules["fedviz.problems.metrics"] = module
         exec(compile({source.replace(marker, entry + marker)!r}, "metrics.py", "exec"), module.__dict__)
 
         from fedviz.data.build import DataSpec, build
         from fedviz.plots.pernode import band_figure
         from fedviz.problems.objective import Problem
-        from fedviz.runner import iterate, metrics
-        from fedviz.runner.store import SCHEMA_VERSION, RunStore
-        from fedviz.ui_pernode import metric_options
+        from fedviz.problems import metrics
+        from fedviz.runner import iterate
+        from fedviz.runner.history.store import SCHEMA_VERSION, RunStore
+        from fedviz.ui.pernode import metric_options
 
         p = Problem(build(DataSpec({PRESET!r}, seed=3)))
         recs = list(iterate(p, "gd", iterations=2))

@@ -8,8 +8,8 @@ import scipy.sparse as sp
 
 from fedviz.data.dataset import FederatedDataset
 from fedviz.problems.objective import Problem
-from fedviz.runner import metrics
-from fedviz.runner.pernode import FIELDS, NodeEvaluator, summarize, untested_sentence, worst_count
+from fedviz.problems import metrics
+from fedviz.problems.pernode import FIELDS, NodeEvaluator, summarize, untested_sentence, worst_count
 
 
 def _dataset(seed=0, K=13, d=7, untested=(3, 8), unassigned=5, regression=False):
@@ -179,12 +179,12 @@ def test_a_diverged_model_has_nan_node_fields():
 
 # -- the bounded history ------------------------------------------------------------------------------
 def _scores(t, K):
-    from fedviz.runner.pernode import NodeScores
+    from fedviz.problems.pernode import NodeScores
     return NodeScores(t, {"node_error": np.full(K, t, dtype=np.float32), "node_loss": np.full(K, -t, dtype=np.float32)})
 
 
 def test_node_history_keeps_everything_within_its_budget_and_snapshots_do_not_change():
-    from fedviz.runner.pernode import NodeHistory
+    from fedviz.problems.pernode import NodeHistory
     h = NodeHistory(budget=1000)
     for t in range(50):
         h.add(_scores(t, 10))
@@ -203,7 +203,7 @@ def test_node_history_keeps_everything_within_its_budget_and_snapshots_do_not_ch
 
 @pytest.mark.parametrize("K", [7, 10, 33])
 def test_node_history_thins_to_every_stride_th_iteration_and_the_latest(K):
-    from fedviz.runner.pernode import NodeHistory
+    from fedviz.problems.pernode import NodeHistory
     budget = 400
     h = NodeHistory(budget=budget)
     for t in range(1000):
@@ -217,7 +217,7 @@ def test_node_history_thins_to_every_stride_th_iteration_and_the_latest(K):
 
 
 def test_more_nodes_than_the_budget_keeps_only_the_latest():
-    from fedviz.runner.pernode import NodeHistory
+    from fedviz.problems.pernode import NodeHistory
     h = NodeHistory(budget=100)
     for t in range(5):
         h.add(_scores(t, 300))
@@ -227,7 +227,7 @@ def test_more_nodes_than_the_budget_keeps_only_the_latest():
 
 def test_the_handle_keeps_node_vectors_in_its_history_not_in_every_record():
     from fedviz.runner import iterate
-    from fedviz.runner.handle import _Series
+    from fedviz.runner.serve.handle import _Series
     p = Problem(_dataset(seed=9), "logistic", lam=0.05)
     s = _Series()
     recs = list(iterate(p, "gd", iterations=4))
@@ -369,7 +369,7 @@ def test_compiled_summary_is_numpy_on_random_vectors(k):
 def test_personal_models_all_equal_to_w_score_as_w(loss, regression):
     """Every row of V equal to w: each node's error, own loss F_k(v_k) = F_k(w) and pooled error are the
     global model's (the personal scope's computation against the seen scope's and the plain loop)."""
-    from fedviz.runner.pernode import PersonalEvaluator, PersonalScope
+    from fedviz.problems.pernode import PersonalEvaluator, PersonalScope
 
     p = Problem(_dataset(seed=4, regression=regression), loss, lam=0.1)
     w = np.random.default_rng(5).normal(size=p.d)

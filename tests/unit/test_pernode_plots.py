@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from fedviz.plots.pernode import band_figure, caption, histogram_figure, node_figure
-from fedviz.runner.pernode import NodeHistory, NodeScores
-from fedviz.ui_pernode import node_counts, node_order, node_series
+from fedviz.problems.pernode import NodeHistory, NodeScores
+from fedviz.ui.pernode import node_counts, node_order, node_series
 
 
 def _cols(n=5, nan=False):

@@ -10,10 +10,10 @@ import sqlite3
 
 import numpy as np
 
-from fedviz.runner import store as store_mod
+from fedviz.runner.history import store as store_mod
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.pernode import FIELDS as PERNODE_FIELDS
-from fedviz.runner.store import RunStore
+from fedviz.problems.pernode import FIELDS as PERNODE_FIELDS
+from fedviz.runner.history.store import RunStore
 
 
 def _rec(i):

@@ -18,7 +18,7 @@ from fedviz.personal import (PersonalEvaluator, PersonaliseConfig, Personaliser,
 from fedviz.personal.models import draw_batches
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
-from fedviz.runner.pernode import NodeEvaluator, summarize
+from fedviz.problems.pernode import NodeEvaluator, summarize
 
 
 def _data(n=240, d=10, K=6, seed=0, density=0.45, regression=False, C=1):

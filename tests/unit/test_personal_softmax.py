@@ -177,7 +177,7 @@ def test_other_ditto_lambdas_are_refused_with_inf_in_the_message(value):
 
 
 def test_the_command_line_takes_ditto_lambda_inf():
-    from fedviz.cli_personal import FLAGS, config_from_args
+    from fedviz.cli.personalise import FLAGS, config_from_args
 
     values = {flag[2:].replace("-", "_"): None for flag in FLAGS}
     args = argparse.Namespace(**{**values, "ditto_lambda": "inf", "lambdas": None})

@@ -82,7 +82,7 @@ def test_experiment_out_writes_both_figures_without_playwright(tmp_path, monkeyp
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from test_experiment_plots import _experiment, _stored
 
-    from fedviz.cli_experiment import _write
+    from fedviz.cli.experiment import _write
     from fedviz.plots.experiments import arm_colors
 
     monkeypatch.setitem(sys.modules, "playwright", None)

@@ -12,7 +12,7 @@ from fedviz.experiments import Arm, Axis, Experiment
 from fedviz.experiments.results import load
 from fedviz.plots import experiments as E
 from fedviz.runner.loop import IterationRecord
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 SEEDS = (0, 1, 2)
 ITER = 6

@@ -15,11 +15,11 @@ import platformdirs
 import pytest
 
 from fedviz.errors import FedvizError, ParameterError
-from fedviz.runner import store as store_mod
-from fedviz.runner.describe import INTERRUPTED_MESSAGE, describe_run
-from fedviz.runner import metrics
+from fedviz.runner.history import store as store_mod
+from fedviz.runner.history.describe import INTERRUPTED_MESSAGE, describe_run
+from fedviz.problems import metrics
 from fedviz.runner.loop import CORE_FIELDS, FIELDS, IterationRecord
-from fedviz.runner.store import NUMERIC_FIELDS, SCHEMA_VERSION, RunStore, default_path
+from fedviz.runner.history.store import NUMERIC_FIELDS, SCHEMA_VERSION, RunStore, default_path
 
 NAN, INF = math.nan, math.inf
 

@@ -1,4 +1,4 @@
-"""docs/tuning.md is written by `python -m fedviz tuning-report` (fedviz.tuning_report).
+"""docs/tuning.md is written by `python -m fedviz tuning-report` (fedviz.bench.tuning_report).
 
 The whole document takes minutes, so it is not regenerated here.  Instead: the document says
 which command wrote it and has the tables that command writes (its header, one row per
@@ -20,7 +20,7 @@ from fedviz.algorithms import ALGORITHMS
 from fedviz.cli import main
 from fedviz.data.build import DataSpec, build
 from fedviz.problems.objective import Problem
-from fedviz.tuning_report import CASES, COMMAND, HEADER, RULE, Row, format_row, row
+from fedviz.bench.tuning_report import CASES, COMMAND, HEADER, RULE, Row, format_row, row
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tuning.md"
 
@@ -109,7 +109,7 @@ def test_one_generated_row_matches_a_dense_numpy_gd_and_the_doc_format():
 
 def test_an_mse_is_never_printed_as_a_percentage():
     """Issue 19: the report once printed a squared-loss MSE as '44.86%' test error."""
-    from fedviz.tuning_report import _err
+    from fedviz.bench.tuning_report import _err
 
     assert _err(0.1539, "error") == "15.39%"
     assert _err(0.4486, "mse") == "MSE 0.4486" and "%" not in _err(0.4486, "mse")

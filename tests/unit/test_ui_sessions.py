@@ -1,4 +1,4 @@
-"""fedviz.ui_sessions: a stored (disconnected) session's script loop is closed once its run has ended."""
+"""fedviz.ui.sessions: a stored (disconnected) session's script loop is closed once its run has ended."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from streamlit.runtime.memory_session_storage import MemorySessionStorage
 
-from fedviz import ui_sessions
+from fedviz.ui import sessions as ui_sessions
 
 
 def _info(sid: str, running: bool):

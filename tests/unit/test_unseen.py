@@ -14,14 +14,14 @@ from fedviz.errors import ParameterError
 from fedviz.problems.objective import Problem
 from fedviz.plots.pernode import band_figure, histogram_figure, unseen_caption
 from fedviz.problems.unseen import unseen_baselines, unseen_problem
-from fedviz.runner import store as store_mod
+from fedviz.runner.history import store as store_mod
 from fedviz.runner.loop import iterate
-from fedviz.runner import metrics
-from fedviz.runner.pernode import UnseenEvaluator
+from fedviz.problems import metrics
+from fedviz.problems.pernode import UnseenEvaluator
 
 #: The record keys of the unseen nodes' metrics (the registry's "unseen" scope).
 UNSEEN_FIELDS = tuple(k for m in metrics.of_scope("unseen") for k in m.keys)
-from fedviz.runner.store import RunStore
+from fedviz.runner.history.store import RunStore
 
 HEART = str(DATA / "heart_scale")
 PRESET = "preset:google-plus-small?nodes=40&words_per_example=20"
@@ -304,7 +304,7 @@ def test_the_unseen_band_and_histogram_draw_the_unseen_columns():
 def test_identities_of_before_hold_without_unseen_nodes_and_change_with_them():
     from fedviz.experiments.spec import Arm, Experiment
     from fedviz.runner.config import RunConfig, from_query, to_query
-    from fedviz.runner.describe import describe_run
+    from fedviz.runner.history.describe import describe_run
 
     plain, held = DataSpec("preset:google-plus-small"), DataSpec("preset:google-plus-small", unseen=0.2)
     e0, e1 = (Experiment("x", d, (Arm.of("gd"),)) for d in (plain, held))

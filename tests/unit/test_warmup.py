@@ -1,10 +1,10 @@
-"""The kernels' warm-up at server start (app.py → ui.start_warm_up → runner.warmup.warm_up)."""
+"""The kernels' warm-up at server start (app.py → ui.start_warm_up → runner.serve.warmup.warm_up)."""
 
 import numpy as np
 
 from fedviz.algorithms import ALGORITHMS
 from fedviz.problems._blocks import RowBlocks
-from fedviz.runner import warmup
+from fedviz.runner.serve import warmup
 
 
 def test_warm_up_runs_every_registered_algorithm_and_the_row_block_products():
@@ -25,7 +25,7 @@ def test_the_plan_is_the_warm_up_s_own_order_and_the_cold_table_covers_it():
     plan = [(i, name) for i, problem in enumerate(warmup._problems())
             for name, cls in ALGORITHMS.items() if cls.loss_refusal(problem.loss.name) is None]
     assert warmup.steps() == plan
-    assert set(warmup.COLD_SECONDS) == set(plan)  # re-measure (python -m fedviz.runner.warmup --measure) when it grows
+    assert set(warmup.COLD_SECONDS) == set(plan)  # re-measure (python -m fedviz.runner.serve.warmup --measure) when it grows
 
 
 class Clock:

@@ -30,7 +30,7 @@ What is recorded (all float64 or int64 arrays, keys ``<group>/<case>/<figure>``)
   per-node gradients at a seeded point, on two larger sets whose products take the compiled
   paths (row blocks on every core; the fused logistic kernel for n ≥ 50,000): the full
   ``google-plus-small`` (n = 50,000) and ``fedprox-synthetic-binary`` (dense, 482,449 nonzeros);
-- ``figure2/…``: Figure 2 (:func:`fedviz.figure2.figure2`) on google-plus-small, 3 iterations:
+- ``figure2/…``: Figure 2 (:func:`fedviz.bench.figure2.figure2`) on google-plus-small, 3 iterations:
   every line's objectives and test errors, the optimum and the baselines;
 - ``cell/<property>/<algorithm>/…``: every cell of the properties matrix
   (:func:`fedviz.learn.matrix.properties_matrix`, default config): its value, verdict and the
@@ -80,7 +80,7 @@ def _runs(out: dict, name: str, ds, log) -> None:
     from fedviz.problems.objective import Problem
     from fedviz.problems.optimum import solve
     from fedviz.runner.loop import _record
-    from fedviz.runner.pernode import NodeEvaluator
+    from fedviz.problems.pernode import NodeEvaluator
 
     for loss in ("logistic", "squared", "smoothed-hinge"):
         problem = Problem(ds, loss)
@@ -128,7 +128,7 @@ def _problem_figures(out: dict, name: str, ds) -> None:
 
 
 def _figure2(out: dict) -> None:
-    from fedviz.figure2 import figure2
+    from fedviz.bench.figure2 import figure2
 
     F = figure2("google-plus-small", iterations=ITERATIONS)
     for label, recs in F.runs.items():

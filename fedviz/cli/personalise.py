@@ -23,7 +23,7 @@ FLAGS = {"--finetune-steps": "finetune_steps", "--finetune-step": "finetune_step
 def add_parser(sub, add_data_arguments, func) -> None:
     """The ``personalise`` subcommand on the CLI's subparsers: ``add_data_arguments`` adds the data options,
     ``func`` builds the problem and calls :func:`main` (the CLI owns the data options)."""
-    from .personal.report import DEFAULT_LAMBDAS, PARAMS
+    from ..personal.report import DEFAULT_LAMBDAS, PARAMS
 
     p = sub.add_parser("personalise", help="per-node test errors of the global model, Local, fine-tuned, "
                        "exact Ditto and APFL models, and the per-node majority baseline")
@@ -50,8 +50,8 @@ def _grid_text(lambdas) -> str:
 
 def config_from_args(args):
     """The :class:`~fedviz.personal.report.PersonaliseConfig` of the options; errors name the flag."""
-    from .errors import ParameterError
-    from .personal.report import PARAMS, PersonaliseConfig
+    from ..errors import ParameterError
+    from ..personal.report import PARAMS, PersonaliseConfig
 
     values = {}
     for flag, name in FLAGS.items():
@@ -73,7 +73,7 @@ def config_from_args(args):
 
 def parse_lambdas(text: str) -> tuple:
     """'0,1e-3,inf' → (0.0, 0.001, inf); anything else is refused naming --lambdas."""
-    from .errors import ParameterError
+    from ..errors import ParameterError
 
     allowed = "comma-separated numbers ≥ 0 (inf: the global model), e.g. 0,1e-3,0.1,inf"
     out = []
@@ -90,7 +90,7 @@ def parse_lambdas(text: str) -> tuple:
 
 def format_path(report) -> str:
     """The λ path: one line per λ_D, its pooled, unweighted mean and worst-10% test error."""
-    from .personal.report import _lam_text
+    from ..personal.report import _lam_text
 
     lines = ["λ_D        pooled    mean  worst 10%"]
     for lam, s in zip(report.lambdas, report.path_summaries):
@@ -102,9 +102,9 @@ def format_path(report) -> str:
 
 def main(args, problem, config) -> int:
     """Personalise ``problem`` with ``config`` (:func:`config_from_args`) and print the report."""
-    from .personal.report import format_table, personalise, personalise_unseen
+    from ..personal.report import format_table, personalise, personalise_unseen
 
-    from .errors import ParameterError
+    from ..errors import ParameterError
 
     ds = problem.data
     try:

@@ -6,7 +6,7 @@ experiment share its group).  A cell row is written once, with its run and recor
 transaction, when the cell has finished: a cell is either wholly stored or absent, so a resumed
 experiment runs exactly the cells without a finished row.
 
-:class:`ExperimentTables` holds the queries; :class:`~fedviz.runner.store.RunStore` inherits them,
+:class:`ExperimentTables` holds the queries; :class:`~fedviz.runner.history.store.RunStore` inherits them,
 so the history stays one SQLite file behind one connection and one lock, and a caller reaches
 everything through one object.  The tables' schema is in :mod:`.store` with every other table's,
 since one chain of migrations brings a file up to date.
@@ -19,10 +19,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import ParameterError
-from .codec import from_json, to_json
+from ...errors import ParameterError
+from ..codec import from_json, to_json
 from .describe import INTERRUPTED_MESSAGE
-from .loop import IterationRecord
+from ..loop import IterationRecord
 from .stamps import now, session_token
 
 #: The statuses of an experiment: running, then done / stopped / failed, or interrupted
@@ -95,7 +95,7 @@ class CellInfo:
 
 
 class ExperimentTables:
-    """The experiments' queries, for :class:`~fedviz.runner.store.RunStore` to inherit.
+    """The experiments' queries, for :class:`~fedviz.runner.history.store.RunStore` to inherit.
 
     They run on the host's connection through what it provides for its own tables:
     ``_transaction()`` and ``_query()``, ``owner``, ``_check_status(status)`` (a run's status),

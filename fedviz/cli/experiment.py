@@ -23,11 +23,11 @@ import threading
 import time
 from pathlib import Path
 
-from .errors import FedvizError, ParameterError
-from .experiments.builtin import BUILTINS, builtin_for
-from .experiments.results import REASON_WIDTH, failure_reasons  # noqa: F401 - REASON_WIDTH: the width reasons are cut at
-from .experiments.spec import Experiment, from_json, from_toml
-from .runner.store import RunStore
+from ..errors import FedvizError, ParameterError
+from ..experiments.builtin import BUILTINS, builtin_for
+from ..experiments.results import REASON_WIDTH, failure_reasons  # noqa: F401 - REASON_WIDTH: the width reasons are cut at
+from ..experiments.spec import Experiment, from_json, from_toml
+from ..runner.history.store import RunStore
 
 #: Seconds between two progress lines on stderr.
 PROGRESS_EVERY = 5.0
@@ -77,9 +77,9 @@ def main(args) -> int:
 
 
 def _main(args) -> int:
-    from .experiments.driver import launch
-    from .experiments.results import load
-    from .runner import cluster
+    from ..experiments.driver import launch
+    from ..experiments.results import load
+    from ..runner import cluster
 
     address = cluster.scheduler_address(args.scheduler)
     if address is not None:
@@ -187,8 +187,8 @@ def _table(results) -> None:
 def _write(results, verdict, out: Path) -> None:
     (out / "results.csv").write_text(results.to_csv(), encoding="utf-8")
     (out / "results.json").write_text(results.to_json(), encoding="utf-8")
-    from .plots.experiments import axis_figure, band_figure, report_html
-    from .plots.export import write_png
+    from ..plots.experiments import axis_figure, band_figure, report_html
+    from ..plots.export import write_png
 
     shown = verdict.for_report() if verdict is not None else None  # below the paper's scale: not red
     (out / "report.html").write_text(report_html(results, shown), encoding="utf-8")

@@ -1,7 +1,7 @@
 """The Run page's "Every node" section (issue 23, point 1): the per-node band beside the pooled test
 error, the histogram of the nodes' errors at the last iteration and a node picker, with a sentence
 computed from the run.  Drawn inside :func:`fedviz.ui.live_view`'s fragment, from the run's snapshot
-(its record columns and :class:`~fedviz.runner.pernode.NodeTrack`); figures are rebuilt only when
+(its record columns and :class:`~fedviz.problems.pernode.NodeTrack`); figures are rebuilt only when
 the snapshot, the axis or a choice changed.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from .plots.figures import x_values
-from .plots.pernode import (band_figure, caption, distance_figure, distance_runs, histogram_figure, node_figure,
+from ..plots.figures import x_values
+from ..plots.pernode import (band_figure, caption, distance_figure, distance_runs, histogram_figure, node_figure,
                             personal_caption, personal_figure, personal_runs, unseen_caption)
-from .runner import metrics
-from .runner.personal_target import CONVERGENCE_NOTE, target_sentence
+from ..problems import metrics
+from ..personal.target import CONVERGENCE_NOTE, target_sentence
 
 
 def metric_options(*, untested: int, K: int, unseen: bool) -> list[str]:
@@ -139,7 +139,7 @@ def personal_view(snap, runs, key: str, axis: str, cost: float, *, nodes: int, K
                   width: int = 340, height: int = 420) -> None:
     """The runs with a model per node (Ditto, APFL; issue 23, point 3): their personal models' test error
     per node beside the global model's, and for Ditto the distance to the exact v_k(λ_D) the run was
-    given (:mod:`fedviz.runner.personal_target`), with the sentences that say what they show."""
+    given (:mod:`fedviz.personal.target`), with the sentences that say what they show."""
     with_personal, with_distance = personal_runs(runs), distance_runs(runs)
     if not with_personal and not with_distance:
         return

@@ -50,7 +50,7 @@ Sessions
 A run or experiment launched from a dashboard also carries the browser session that launched it
 (schema version 4), so that on a shared server a visitor sees the runs of its own tab and acts
 on its own experiments only.  The session id is never stored: only
-:func:`~fedviz.runner.stamps.session_token`, a keyed
+:func:`~fedviz.runner.history.stamps.session_token`, a keyed
 hash (HMAC-SHA256 with a key drawn once per process), so neither the file nor an export gives
 away a live session's id, and a token means nothing to another server.  NULL: launched without
 a browser (the command line, the benchmarks) or written before version 4; such rows belong to no
@@ -82,16 +82,16 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import FedvizError, ParameterError
-from .codec import decode_float, from_json, to_json
+from ...errors import FedvizError, ParameterError
+from ..codec import decode_float, from_json, to_json
 from .describe import INTERRUPTED_MESSAGE, describe_run
 from .experiment_store import ExperimentTables
-from .loop import CORE_FIELDS, FIELDS, IterationRecord
-from .metrics import KEYS as SUMMARY_KEYS
+from ..loop import CORE_FIELDS, FIELDS, IterationRecord
+from ...problems.metrics import KEYS as SUMMARY_KEYS
 from .stamps import now, session_token
 
 #: Bumped by every schema change; :data:`_MIGRATIONS` brings older files up to date.  Version 9 holds
-#: every per-node summary in one JSON column: a new metric (:mod:`fedviz.runner.metrics`) needs no new one.
+#: every per-node summary in one JSON column: a new metric (:mod:`fedviz.problems.metrics`) needs no new one.
 SCHEMA_VERSION = 9
 
 #: How often a store tells the others it is alive, and how long a silence (from another host,
@@ -105,7 +105,7 @@ STALE_SECONDS = 120.0
 RUN_STATUSES = ("queued", "running", "done", "diverged", "stopped", "failed", "interrupted")
 
 #: The record fields that are floats (NaN where undefined) and integers; the per-node summaries
-#: (:data:`fedviz.runner.metrics.KEYS`) are floats, stored in the JSON column ``summaries``.
+#: (:data:`fedviz.problems.metrics.KEYS`) are floats, stored in the JSON column ``summaries``.
 FLOAT_FIELDS = ("objective", "suboptimality", "test_error", "train_error", "grad_norm", "passes",
                 "seconds", "dissimilarity", *SUMMARY_KEYS)
 INT_FIELDS = ("iteration", "rounds", "vectors_up", "vectors_down", "grad_evals")
@@ -254,7 +254,7 @@ _SCHEMA_V7 = ("ALTER TABLE records ADD COLUMN dissimilarity REAL;\n"
               f"{_renamed('runs', 'config_json')};\n{_renamed('experiments', 'spec_json')};\n")
 
 # The record columns of every version from 9 on: the record's own fields, then the per-node summaries of the
-# registry (fedviz.runner.metrics) as one JSON object, key → value, a NaN summary left out (read back as NaN).
+# registry (fedviz.problems.metrics) as one JSON object, key → value, a NaN summary left out (read back as NaN).
 _RECORD_COLUMNS = ("algorithm", "iteration", "objective", "suboptimality", "test_error", "train_error",
                    "grad_norm", "rounds", "vectors_up", "vectors_down", "grad_evals", "passes", "seconds",
                    "status", "message", "dissimilarity", "summaries")

@@ -3,7 +3,7 @@ sentences the history stores for a reader (:data:`INTERRUPTED_MESSAGE`).
 
 :func:`describe_run` labels the runs on the Compare page and in the efficiency view, and fills the
 ``settings`` column of the CSV export and the ``settings`` field of the JSON export
-(:meth:`RunStore.export_csv <fedviz.runner.store.RunStore.export_csv>`); the data source reads as
+(:meth:`RunStore.export_csv <fedviz.runner.history.store.RunStore.export_csv>`); the data source reads as
 its name (``preset:NAME?k=v`` → "NAME (k = v)", ``upload:NAME`` → "NAME").
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..errors import FedvizError
+from ...errors import FedvizError
 
 #: The message of a run or experiment the history marks 'interrupted' (its owner is gone:
-#: :meth:`RunStore.mark_interrupted <fedviz.runner.store.RunStore.mark_interrupted>`).
+#: :meth:`RunStore.mark_interrupted <fedviz.runner.history.store.RunStore.mark_interrupted>`).
 INTERRUPTED_MESSAGE = "the server stopped during this run"
 
 #: How each setting of a stored config (``RunConfig.as_json``) reads in a run's description.
@@ -41,9 +41,9 @@ def describe_run(config: Mapping | None, *, algorithm: str | None = None,
     ...               "nodes": 200}, "iterations": 50})
     'google-plus-small · dirichlet (α = 0.1) · K = 200 · 50 iterations'
     """
-    from ..algorithms import ALGORITHMS
-    from ..data.partition import human_label, parse_spec
-    from .config import RunConfig
+    from ...algorithms import ALGORITHMS
+    from ...data.partition import human_label, parse_spec
+    from ..config import RunConfig
 
     config = config if isinstance(config, Mapping) else {}
     defaults = RunConfig().as_json()

@@ -49,14 +49,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from ..errors import FedvizError
-from ..validation import check_int, check_real, env_int
-from .execute import (CRITERION, STOPPED_BY_USER, WORKER_NICE, Executor, Task, Tee, ThreadExecutor,
+from ...errors import FedvizError
+from ...validation import check_int, check_real, env_int
+from ..execute import (CRITERION, STOPPED_BY_USER, WORKER_NICE, Executor, Task, Tee, ThreadExecutor,
                       background_os_thread)
 from .handle import ETA_WINDOW, RUN_STATES, RunHandle, RunSnapshot
-from .job import Job, ProblemSpec, RunJob
-from .journal import FLUSH_INTERVAL, Journal
-from .store import RunStore
+from ..job import Job, ProblemSpec, RunJob
+from ..history.journal import FLUSH_INTERVAL, Journal
+from ..history.store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -482,7 +482,7 @@ def _executor():
     """(DaskExecutor, note) when ``FEDVIZ_DASK_SCHEDULER`` names a reachable cluster, else (None, why)."""
     if not os.environ.get("FEDVIZ_DASK_SCHEDULER"):
         return None, ""
-    from .cluster import DaskExecutor, describe_cluster, get_client
+    from ..cluster import DaskExecutor, describe_cluster, get_client
 
     try:
         client = get_client()

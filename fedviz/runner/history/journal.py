@@ -19,9 +19,9 @@ import time
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from ..errors import FedvizError
-from .job import Entry, Job
-from .loop import IterationRecord
+from ...errors import FedvizError
+from ..job import Entry, Job
+from ..loop import IterationRecord
 from .store import RunStore
 
 log = logging.getLogger(__name__)

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from .algorithms import ALGORITHMS
-from .data.build import DataSpec, build
-from .problems.objective import Problem
-from .problems.optimum import solve
-from .runner.loop import iterate
-from .runner.tune import PILOT_SEEDS, PREFER, TuneResult, resolved_default, tune
+from ..algorithms import ALGORITHMS
+from ..data.build import DataSpec, build
+from ..problems.objective import Problem
+from ..problems.optimum import solve
+from ..runner.loop import iterate
+from ..runner.tune import PILOT_SEEDS, PREFER, TuneResult, resolved_default, tune
 
 #: The command that writes the document (its first line says so).
 COMMAND = "python -m fedviz tuning-report --data DIR > docs/tuning.md"
@@ -197,7 +197,7 @@ def _remarks(rows: dict, iterations: int) -> str:
 def main(args) -> int:
     data = Path(args.data or default_data())
     if not data.is_dir():
-        from .errors import ParameterError
+        from ..errors import ParameterError
         raise ParameterError("--data", args.data, "a folder holding a9a, a9a.t and agaricus_zero_based.train/.test")
     names = args.algorithms.split(",") if args.algorithms else None
     text = report(data, iterations=args.iterations, nodes=args.nodes, seed=args.seed, names=names,

@@ -1,4 +1,4 @@
-"""``python -m fedviz.stepsize_check``: FSVRG's default stepsize against the best of a ×2 grid.
+"""``python -m fedviz.bench.stepsize_check``: FSVRG's default stepsize against the best of a ×2 grid.
 
 For each case the grid runs Algorithm 4 exactly as printed (``safeguard=False``) with
 h = 2^k / L, k = −4, …, 11 (L the smoothness of f), 30 iterations each, and keeps the
@@ -45,7 +45,7 @@ class Case:
     check: str = "within"  # 'within' (of the grid's best) or 'stable' (not diverged)
 
     def spec(self, data_dir: Path):
-        from .data.build import DataSpec
+        from ..data.build import DataSpec
         if self.source.startswith("preset:"):
             return DataSpec(self.source, partition=self.partition, nodes=self.nodes)
         return DataSpec(str(data_dir / self.source), test=str(data_dir / self.test), partition=self.partition,
@@ -65,10 +65,10 @@ CASES = (
 
 def measure(case: Case, data_dir: Path | str = "tests/data", *, grid: bool = True) -> dict:
     """One case: the default run and (unless ``grid=False``) the ×2 grid."""
-    from .data.build import build
-    from .problems.objective import Problem
-    from .problems.optimum import solve
-    from .runner.loop import iterate
+    from ..data.build import build
+    from ..problems.objective import Problem
+    from ..problems.optimum import solve
+    from ..runner.loop import iterate
 
     pb = Problem(build(case.spec(Path(data_dir))), "logistic")
     f_star = solve(pb).objective
@@ -108,7 +108,7 @@ def format_row(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fedviz.stepsize_check", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m fedviz.bench.stepsize_check", description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="tests/data", help="directory of a9a, a9a.t, dna.scale, dna.scale.t")
     ap.add_argument("cases", nargs="*", help="case names (default: all): " + "; ".join(c.name for c in CASES))
     args = ap.parse_args(argv)

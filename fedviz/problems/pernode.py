@@ -44,7 +44,7 @@ iteration, as ``unseen_test_error`` (pooled over their test rows) and ``unseen_e
 Their cost is one product with the unseen test rows (a share of the test set the seen nodes no
 longer have).
 
-Which vectors a record keeps and which summaries of them is the registry's (:mod:`fedviz.runner.metrics`):
+Which vectors a record keeps and which summaries of them is the registry's (:mod:`fedviz.problems.metrics`):
 each evaluator here scores one of its *scopes* (:class:`NodeEvaluator` the seen nodes under the global
 model, :class:`UnseenEvaluator` the held-out ones, :class:`PersonalEvaluator` each seen node under its own
 model) and hands the metrics of that scope a view of its evaluation (:class:`SeenScope`,
@@ -62,12 +62,12 @@ import numba
 import numpy as np
 
 from ..data.split import DEAL_REMEDY
-from ..problems._compiled import LOSS_CODES, check_code, phi
-from ..problems.losses import segment_sums
+from ._compiled import LOSS_CODES, check_code, phi
+from .losses import segment_sums
 from . import metrics
 from .metrics import STATS
 
-#: The per-node metrics, their summaries and record keys are the registry's (:mod:`fedviz.runner.metrics`);
+#: The per-node metrics, their summaries and record keys are the registry's (:mod:`fedviz.problems.metrics`);
 #: :data:`STATS` the statistics of one compiled call, :data:`FIELDS` every key a record keeps.
 FIELDS = metrics.KEYS
 
@@ -147,10 +147,10 @@ def _summaries(values, out):
 @dataclass(frozen=True, eq=False)
 class NodeScores:
     """Every node's value of each per-node metric at one iteration: metric name → vector
-    (:data:`metrics.METRICS <fedviz.runner.metrics.METRICS>`; the vectors of one scope have its K entries).
+    (:data:`metrics.METRICS <fedviz.problems.metrics.METRICS>`; the vectors of one scope have its K entries).
 
     Stored as float32: enough for a histogram and a curve, half the memory of a run's history
-    (:class:`~fedviz.runner.handle.RunHandle` keeps a bounded number of them).
+    (:class:`~fedviz.runner.serve.handle.RunHandle` keeps a bounded number of them).
     """
 
     iteration: int
@@ -174,7 +174,7 @@ class NodeScores:
 
 
 def score(scope: str, view) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """Every metric of ``scope`` (:func:`metrics.of_scope <fedviz.runner.metrics.of_scope>`) computed on
+    """Every metric of ``scope`` (:func:`metrics.of_scope <fedviz.problems.metrics.of_scope>`) computed on
     ``view`` (the scope's evaluation): (their summaries by record key, their per-node vectors as float32).
 
     The statistics :data:`STATS` of all the scope's vectors come from one compiled call (:func:`_summaries`,
@@ -445,7 +445,7 @@ class UnseenEvaluator:
     @classmethod
     def of(cls, problem) -> "UnseenEvaluator | None":
         """The evaluator of ``problem``'s unseen nodes, or None when its data set holds none."""
-        from ..problems.unseen import unseen_problem
+        from .unseen import unseen_problem
 
         u = unseen_problem(problem)
         return None if u is None else cls(u)
@@ -509,7 +509,7 @@ def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
 NODE_HISTORY_VALUES = 1_000_000
 
 #: The metrics whose per-node values a run keeps over the iterations (:attr:`Metric.history
-#: <fedviz.runner.metrics.Metric.history>`); they share the seen nodes' K.
+#: <fedviz.problems.metrics.Metric.history>`); they share the seen nodes' K.
 HISTORY = tuple(m.name for m in metrics.METRICS if m.history)
 
 

@@ -33,10 +33,10 @@ def _problems():
     all-ones form (dna.scale's) and the float64 form (fedprox-synthetic's), with labels coded
     0..2 as :func:`fedviz.data.labels.map_labels` codes a multiclass file.
     """
-    from ..data.dataset import FederatedDataset
-    from ..data.presets import make_preset
-    from ..problems._blocks import MIN_BLOCK_NNZ
-    from ..problems.objective import Problem
+    from ...data.dataset import FederatedDataset
+    from ...data.presets import make_preset
+    from ...problems._blocks import MIN_BLOCK_NNZ
+    from ...problems.objective import Problem
 
     yield Problem(make_preset("google-plus-small", nodes=8, seed=1), "logistic")
     rng = np.random.default_rng(0)
@@ -73,13 +73,13 @@ def _takes(cls, loss: str) -> bool:
 
 def steps() -> list[tuple[int, str]]:
     """The warm-up's steps in order: (problem index in :func:`_problems`, algorithm name)."""
-    from ..algorithms import ALGORITHMS
+    from ...algorithms import ALGORITHMS
 
     return [(i, name) for i, loss in enumerate(LOSSES) for name, cls in ALGORITHMS.items() if _takes(cls, loss)]
 
 
 #: Seconds each warm-up step took with an empty kernel cache (``NUMBA_CACHE_DIR`` a new directory) on
-#: the 2-core development machine: ``python -m fedviz.runner.warmup --measure`` prints this table.  Only
+#: the 2-core development machine: ``python -m fedviz.runner.serve.warmup --measure`` prints this table.  Only
 #: their proportions matter (:class:`Progress` rescales them by the steps already timed); a step
 #: missing here (an algorithm added later) counts as the median step.
 COLD_SECONDS: dict[tuple[int, str], float] = {
@@ -172,8 +172,8 @@ def warm_up(stop: Callable[[], bool] | None = None, progress: Progress | None = 
     """One iteration of every registered algorithm on each warm-up problem; returns seconds per
     algorithm (``progress``, if given, follows the steps of :func:`steps`).  Never raises: a kernel
     that fails here fails, with its message, in the real run."""
-    from ..algorithms import ALGORITHMS
-    from .loop import iterate
+    from ...algorithms import ALGORITHMS
+    from ..loop import iterate
 
     seconds: dict[str, float] = {}
     start = time.perf_counter()
@@ -215,7 +215,7 @@ def measure() -> dict[tuple[int, str], float]:
     return out
 
 
-if __name__ == "__main__":  # python -m fedviz.runner.warmup --measure
+if __name__ == "__main__":  # python -m fedviz.runner.serve.warmup --measure
     import pprint
     import sys
 

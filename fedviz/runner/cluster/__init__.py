@@ -59,16 +59,17 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..algorithms.spec import AlgorithmSpec
-from ..errors import FedvizError, ParameterError
-from ..validation import env_int
-from . import _probe, metrics
-from .codec import decode_float, to_json
-from .execute import Executor, Sink, Stop, Task, describe, execute
-from .job import Entry, Job, ProblemSpec, RunJob
-from .loop import IterationRecord
-from .pernode import NodeScores
-from .store import FLOAT_FIELDS
+from ...algorithms.spec import AlgorithmSpec
+from ...errors import FedvizError, ParameterError
+from ...validation import env_int
+from ...problems import metrics
+from . import _probe
+from ..codec import decode_float, to_json
+from ..execute import Executor, Sink, Stop, Task, describe, execute
+from ..job import Entry, Job, ProblemSpec, RunJob
+from ..loop import IterationRecord
+from ...problems.pernode import NodeScores
+from ..history.store import FLOAT_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -423,7 +424,7 @@ def _with_uploads(problem: ProblemSpec, uploads: Mapping[str, bytes] | None) -> 
 # -- the worker's side ---------------------------------------------------------------------------------
 #: The most per-node values a run streams per algorithm and per metric (:func:`node_stride`): 100,000
 #: float32 values are 400 kB (533 kB as base64).  A tenth of what the page keeps
-#: (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`): a stream's events pass through the scheduler,
+#: (:data:`~fedviz.problems.pernode.NODE_HISTORY_VALUES`): a stream's events pass through the scheduler,
 #: which keeps the recent ones; the node picker's curve needs no more points than a screen has pixels.
 NODE_STREAM_VALUES = 100_000
 
@@ -443,7 +444,7 @@ def node_stride(iterations: int, K: int, budget: int | None = None) -> int:
 class Recorder:
     """A sink that numbers and keeps every call and streams them as Dask events on ``topic``.
 
-    A record keeps its per-node vectors (every metric's, :class:`~fedviz.runner.pernode.NodeScores`) at the
+    A record keeps its per-node vectors (every metric's, :class:`~fedviz.problems.pernode.NodeScores`) at the
     iterations of :func:`node_stride` and at the last record of its algorithm (whose status is not
     'running'): the page's histogram, node picker and node curve, as a run in this process has them.
     ``iterations``: the job's, for the stride (None: every record keeps its vectors).
@@ -624,7 +625,7 @@ def _pin_threads() -> None:
     import numba
     from numba.core import config
 
-    from ..problems._cores import single_threaded_blas
+    from ...problems._cores import single_threaded_blas
 
     # The nanny sets PINNED in the worker's environment after the worker may already have
     # imported numba (its config then says one thread per core).  Every later compile

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .data.baselines import majority_test_error, node_majority_test_error
-from .data.dataset import FederatedDataset
-from .data.partition import make_partitioner
-from .data.presets import make_preset
-from .problems.objective import Problem
-from .problems.optimum import Optimum, solve
-from .runner.loop import IterationRecord, iterate
+from ..data.baselines import majority_test_error, node_majority_test_error
+from ..data.dataset import FederatedDataset
+from ..data.partition import make_partitioner
+from ..data.presets import make_preset
+from ..problems.objective import Problem
+from ..problems.optimum import Optimum, solve
+from ..runner.loop import IterationRecord, iterate
 
 #: Figure 2's lines: (label, algorithm, partition).
 LINES = (("FSVRG", "fsvrg", "natural"), ("GD", "gd", "natural"), ("CoCoA+", "cocoa-plus", "natural"),
@@ -31,7 +31,7 @@ LINES = (("FSVRG", "fsvrg", "natural"), ("GD", "gd", "natural"), ("CoCoA+", "coc
 
 
 #: The paper protocol's stepsizes for FSVRG: h = 2^k / L for these k (the best lies at 8/L to
-#: 256/L on google-plus-small and the real files of ``python -m fedviz.stepsize_check``).
+#: 256/L on google-plus-small and the real files of ``python -m fedviz.bench.stepsize_check``).
 PAPER_GRID = tuple(range(12))
 PROTOCOLS = ("default", "paper")
 
@@ -58,7 +58,7 @@ def reshuffled(ds: FederatedDataset, seed: int = 0) -> FederatedDataset:
 def figure2(preset: str = "google-plus-small", *, iterations: int = 30, seed: int = 0,
             protocol: str = "default", progress=None) -> Figure2:
     """Run Figure 2's four lines for ``iterations`` iterations each (λ = 1/n, logistic loss)."""
-    from .validation import check_choice
+    from ..validation import check_choice
     protocol = check_choice("protocol", protocol, PROTOCOLS)
     ds = make_preset(preset)
     problem = Problem(ds, "logistic")
@@ -74,7 +74,7 @@ def figure2(preset: str = "google-plus-small", *, iterations: int = 30, seed: in
             runs[label] = list(iterate(p, name, iterations=iterations, seed=seed, f_star=opt.objective,
                                        label=label))
             if name == "fsvrg":
-                from .algorithms.fsvrg import FSVRG
+                from ..algorithms.fsvrg import FSVRG
                 stepsizes[label] = FSVRG.derived_defaults(p)["stepsize"]
         if progress:
             progress(label, runs[label][-1])

@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Callable
 
-from .validation import env_int
+from ..validation import env_int
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ _MARK = "_fedviz_closes_loops"
 
 #: Seconds a closed tab's session waits for its tab to reconnect before it ends (Streamlit's own
 #: store keeps it 120 s).  A laptop waking or a Wi-Fi hand-over reconnects within seconds; the
-#: session's runs already stop 15 s after it disconnects (``fedviz.runner.manager.DISCONNECT_GRACE``).
+#: session's runs already stop 15 s after it disconnects (``fedviz.runner.serve.manager.DISCONNECT_GRACE``).
 #: ``FEDVIZ_SESSION_KEEP`` sets it.
 KEEP_SECONDS = 60
 

@@ -5,6 +5,10 @@ read from the registries that define them, so a new entry reaches the command li
 
 Every error the user can cause ends with exit code 2 and a one-line message on stderr,
 never a traceback.
+
+This module holds the parser, the dispatch and the commands on one data set (inspect, run, export,
+figure2, algorithms); ``experiment`` and ``personalise`` are :mod:`.experiment` and :mod:`.personalise`
+beside it; ``bench``, ``tuning-report`` and Figure 2's experiment are in :mod:`fedviz.bench`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import signal
 import sys
 from typing import Sequence
 
-from .errors import FedvizError
+from ..errors import FedvizError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,7 +58,7 @@ _CLI_DEFAULTS = {"data_seed": "--seed"}
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    from .data.settings import DATA_SETTINGS
+    from ..data.settings import DATA_SETTINGS
 
     p.add_argument("data", help="a LIBSVM path, or preset:NAME[?key=value&...] "
                                 "(e.g. preset:google-plus-small?nodes=200)")
@@ -93,8 +97,8 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def data_spec_from_args(args):
-    from .data.build import DataSpec
-    from .data.settings import DATA_SETTINGS, with_settings
+    from ..data.build import DataSpec
+    from ..data.settings import DATA_SETTINGS, with_settings
 
     task = "regression" if args.loss == "squared" else "classification"
     zero_based = {"auto": "auto", "0": True, "1": False}[args.index_base]
@@ -108,13 +112,13 @@ def data_spec_from_args(args):
 
 def loss_names() -> tuple[str, ...]:
     """Every loss ``--loss`` takes, from the losses registry: binary and regression, then multiclass."""
-    from .problems.losses import LOSSES, MULTICLASS_LOSSES
+    from ..problems.losses import LOSSES, MULTICLASS_LOSSES
 
     return (*LOSSES, *MULTICLASS_LOSSES)
 
 
 def _loss_help() -> str:
-    from .problems.losses import MULTICLASS_LOSSES, loss_choices
+    from ..problems.losses import MULTICLASS_LOSSES, loss_choices
 
     multiclass = ", ".join(MULTICLASS_LOSSES)
     return (f"default: {loss_choices(True)[0]} for a file of more than two classes (without --positive), "
@@ -123,15 +127,15 @@ def _loss_help() -> str:
 
 def loss_from_args(args, ds) -> str:
     """The loss of ``--loss``, or by default the data's (softmax for multiclass data, else logistic)."""
-    from .problems.losses import loss_choices
+    from ..problems.losses import loss_choices
 
     return args.loss or loss_choices(ds.multiclass)[0]
 
 
 def check_algorithms_take(names: Sequence[str], loss: str, settings: dict) -> None:
     """Refuse, before anything runs, an algorithm that does not take ``loss`` (softmax: issue 22)."""
-    from .algorithms import get_algorithm
-    from .errors import ParameterError
+    from ..algorithms import get_algorithm
+    from ..errors import ParameterError
 
     for name in names:
         why = get_algorithm(name).loss_refusal(loss, settings.get(name))
@@ -146,11 +150,11 @@ def _print_warnings(ds) -> None:
 
 
 def _cmd_inspect(args) -> int:
-    from .data.baselines import majority_test_error, node_majority_test_error
-    from .data.build import build
-    from .data.labels import dataset_label_counts, positive_share
-    from .problems.objective import Problem
-    from .problems.optimum import solve
+    from ..data.baselines import majority_test_error, node_majority_test_error
+    from ..data.build import build
+    from ..data.labels import dataset_label_counts, positive_share
+    from ..problems.objective import Problem
+    from ..problems.optimum import solve
 
     ds = build(data_spec_from_args(args))
     _print_warnings(ds)
@@ -207,9 +211,9 @@ def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict:
     """``NAME.param=value`` strings → {algorithm: Hyper}: the text read (:meth:`Param.convert`, the
     words a link and a spec string take), then every value checked once, with its combination
     (:meth:`Algorithm.validate`); what the run is made with, not checked again."""
-    from .algorithms import get_algorithm
-    from .errors import ParameterError
-    from .params import split_item
+    from ..algorithms import get_algorithm
+    from ..errors import ParameterError
+    from ..params import split_item
 
     out: dict[str, dict] = {name: {} for name in algorithms}
     expected = "NAME.param=value, e.g. fsvrg.stepsize=0.5"
@@ -234,15 +238,16 @@ def parse_settings(items: Sequence[str], algorithms: Sequence[str]) -> dict:
 def _cmd_run(args) -> int:
     import csv
 
-    from .algorithms import get_algorithm
-    from .algorithms.spec import AlgorithmSpec
-    from .data.build import build
-    from .errors import ParameterError
-    from .problems.objective import Problem
-    from .problems.optimum import solve
-    from .runner import FIELDS, iterate, metrics
-    from .personal import Personaliser
-    from .runner.personal_target import exact_target
+    from ..algorithms import get_algorithm
+    from ..algorithms.spec import AlgorithmSpec
+    from ..data.build import build
+    from ..errors import ParameterError
+    from ..problems.objective import Problem
+    from ..problems.optimum import solve
+    from ..problems import metrics
+    from ..runner import FIELDS, iterate
+    from ..personal import Personaliser
+    from ..personal.target import exact_target
 
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not names:
@@ -269,7 +274,7 @@ def _cmd_run(args) -> int:
     for spec in specs:
         name = spec.name
         if args.tune:
-            from .runner.tune import tune
+            from ..runner.tune import tune
             result = tune(problem, spec, iterations=args.iterations, seed=args.seed, f_star=f_star)
             spec = result.apply(spec)
             tuned[spec.label] = (result.param, result.value)
@@ -324,9 +329,9 @@ def _row(rec, tuned: dict, with_tune: bool) -> dict:
 
 
 def _cmd_export(args) -> int:
-    from .data.build import build
-    from .data.export import export_dataset, missing_classes
-    from .errors import ParameterError
+    from ..data.build import build
+    from ..data.export import export_dataset, missing_classes
+    from ..errors import ParameterError
 
     if args.test_out is not None and os.path.abspath(args.test_out) == os.path.abspath(args.out):
         raise ParameterError("--test-out", args.test_out, "a file other than --out")
@@ -343,8 +348,8 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_algorithms(args) -> int:
-    from .algorithms import ALGORITHMS
-    from .problems.losses import MULTICLASS_LOSSES
+    from ..algorithms import ALGORITHMS
+    from ..problems.losses import MULTICLASS_LOSSES
 
     if args.json:
         print(json.dumps([{
@@ -366,8 +371,8 @@ def _cmd_algorithms(args) -> int:
 
 
 def _cmd_figure2(args) -> int:
-    from .figure2 import figure2
-    from .plots import paper_figure2
+    from ..bench.figure2 import figure2
+    from ..plots import paper_figure2
 
     def progress(label, rec):
         print(f"{label:>7}: {rec.iteration} iterations, f-f* {rec.suboptimality:.3e}, "
@@ -384,10 +389,10 @@ def _cmd_figure2(args) -> int:
         if args.out.endswith(".html"):
             fig.write_html(args.out, include_plotlyjs=True)
         elif args.out.endswith(".png"):
-            from .plots.export import write_png
+            from ..plots.export import write_png
             write_png(fig, args.out)
         else:
-            from .errors import ParameterError
+            from ..errors import ParameterError
             raise ParameterError("--out", args.out, "a file name ending in .html or .png")
         print(f"wrote {args.out}", file=sys.stderr)
     summary = {label: {"suboptimality": recs[-1].suboptimality, "test_error": recs[-1].test_error,
@@ -400,9 +405,9 @@ def _cmd_figure2(args) -> int:
 
 
 def _cmd_personalise(args) -> int:
-    from .cli_personal import config_from_args, main
-    from .data.build import build
-    from .problems.objective import Problem
+    from .personalise import config_from_args, main
+    from ..data.build import build
+    from ..problems.objective import Problem
 
     config = config_from_args(args)  # bad options refused before the data are built
     ds = build(data_spec_from_args(args))
@@ -411,8 +416,9 @@ def _cmd_personalise(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, figure2
-    from .experiments import builtin
+    from .. import bench
+    from ..bench import figure2
+    from ..experiments import builtin
 
     parser = _Parser(prog="fedviz", description="The command line of fedviz, one command per task (below); "
                      "'fedviz COMMAND --help' gives a command's options.")
@@ -481,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda args: __import__("fedviz.bench", fromlist=["main"]).main(args))
 
-    __import__("fedviz.cli_personal", fromlist=["add_parser"]).add_parser(sub, add_data_arguments, _cmd_personalise)
+    __import__("fedviz.cli.personalise", fromlist=["add_parser"]).add_parser(sub, add_data_arguments, _cmd_personalise)
 
     p = sub.add_parser("experiment", help="run or resume an experiment (a grid of runs) on a Dask cluster",
                        epilog="Before the first cell the scheduler and every worker must import the same fedviz "
@@ -502,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace", action="store_true",
                    help="if an experiment of this name with a different grid is in the history, delete it and "
                         "its cells first (without it, the command refuses: one name holds one grid)")
-    p.set_defaults(func=lambda args: __import__("fedviz.cli_experiment", fromlist=["main"]).main(args))
+    p.set_defaults(func=lambda args: __import__("fedviz.cli.experiment", fromlist=["main"]).main(args))
 
     p = sub.add_parser("tuning-report", help="write docs/tuning.md: every algorithm at its default and tuned "
                        "on a9a and agaricus (Markdown on stdout, progress on stderr)")
@@ -513,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--algorithms", default=None, metavar="NAME[,NAME...]", help="only these (default: all)")
-    p.set_defaults(func=lambda args: __import__("fedviz.tuning_report", fromlist=["main"]).main(args))
+    p.set_defaults(func=lambda args: __import__("fedviz.bench.tuning_report", fromlist=["main"]).main(args))
 
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")

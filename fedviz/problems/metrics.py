@@ -2,7 +2,7 @@
 
 The paper's objective and test error are row-weighted averages over the nodes (f(w) = Σ_k (n_k/n) F_k(w),
 eq. (1) and (6)); a per-node metric is a vector over the nodes, one value each, summarised at every recorded
-iteration (:mod:`fedviz.runner.pernode` computes it, from the margins and loss sums the iteration loop has
+iteration (:mod:`fedviz.problems.pernode` computes it, from the margins and loss sums the iteration loop has
 anyway).  Each :class:`Metric` below says
 
 - its ``name`` (the prefix of its record keys: ``node_error`` → ``node_error_p50``, …);
@@ -13,8 +13,8 @@ anyway).  Each :class:`Metric` below says
 - how it reads: its ``title``, the ``caption`` under its band on the Run page, whether lower or higher is
   better (``direction``) and how its values print (``kind``).
 
-Everything that reads per-node metrics walks :data:`METRICS`: the loop's records (:func:`fedviz.runner.pernode.score`),
-the history (one JSON column of summaries, :mod:`fedviz.runner.store`), the exports (one column per key), the
+Everything that reads per-node metrics walks :data:`METRICS`: the loop's records (:func:`fedviz.problems.pernode.score`),
+the history (one JSON column of summaries, :mod:`fedviz.runner.history.store`), the exports (one column per key), the
 live handle's columns and per-node histories, the cluster's stream, the Run page's "Per node" choice and its
 band figure (:mod:`fedviz.plots.pernode`), ``fedviz run``'s progress line and an experiment's final figures.
 A new metric is one entry here (and its test): no schema change, no page edit.
@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-#: The statistics of a per-node vector computed in one compiled call (:func:`fedviz.runner.pernode.summarize`),
+#: The statistics of a per-node vector computed in one compiled call (:func:`fedviz.problems.pernode.summarize`),
 #: in the call's order, over the nodes where the vector is finite (K_t of them).
 STATS = ("mean", "std", "p10", "p50", "p90", "worst10", "min", "max")
 
@@ -87,7 +87,7 @@ class Metric:
     """One per-node metric (see the module docstring).  ``compute(scope)`` returns its :class:`Values`, or
     None when the scope cannot measure it at this record (a distance without a target): its keys read NaN.
     ``history``: the Run page keeps its per-node values over the iterations for the node picker (bounded:
-    :data:`fedviz.runner.pernode.NODE_HISTORY_VALUES` per metric); otherwise only the latest vector.
+    :data:`fedviz.problems.pernode.NODE_HISTORY_VALUES` per metric); otherwise only the latest vector.
     ``choice``: its words in the Run page's "Per node" choice ('' : not offered there), ``help`` a clause of
     that choice's help, joined to the others' by ", or " (e.g. "its own objective F_k(w) …").  ``headline``: the
     summary ``fedviz run`` prints beside f − f* under the label ``cli`` (None: not printed).

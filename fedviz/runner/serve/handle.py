@@ -24,11 +24,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .execute import STOPPED_BY_USER, Stop
-from .job import Entry, Job
-from .loop import IterationRecord
-from .pernode import NodeHistory, NodeTrack
-from .store import INT_FIELDS, NUMERIC_FIELDS
+from ..execute import STOPPED_BY_USER, Stop
+from ..job import Entry, Job
+from ..loop import IterationRecord
+from ...problems.pernode import NodeHistory, NodeTrack
+from ..history.store import INT_FIELDS, NUMERIC_FIELDS
 
 #: Step durations kept per algorithm for the ETA (a recent window follows changes in speed).
 ETA_WINDOW = 256
@@ -83,10 +83,10 @@ class RunSnapshot:
         The data set's summary (n, d, nodes, …) with the loss and λ, once the problem is built.
     version : int
         Grows with every change; equal versions mean equal contents.
-    nodes : mapping label → :class:`~fedviz.runner.pernode.NodeTrack`
+    nodes : mapping label → :class:`~fedviz.problems.pernode.NodeTrack`
         Every node's value of each per-node metric at the latest record, and of the metrics with a
         history (the test error and own loss) a bounded history for the node picker
-        (:data:`~fedviz.runner.pernode.NODE_HISTORY_VALUES`).
+        (:data:`~fedviz.problems.pernode.NODE_HISTORY_VALUES`).
     """
 
     run_id: str
@@ -173,7 +173,7 @@ class _Series:
 
 class RunHandle:
     """A submitted run: poll :meth:`snapshot`, call :meth:`stop`; created by
-    :meth:`RunManager.submit <fedviz.runner.manager.RunManager.submit>`.
+    :meth:`RunManager.submit <fedviz.runner.serve.manager.RunManager.submit>`.
 
     Keep it in the session state: it stays valid (and its records in memory) after the
     run ended.
