@@ -226,7 +226,7 @@ class _Run:
             self.tune(problem, f_star)
             if self.stopped_before_start():
                 return
-        targets = self.targets(problem, opt) if job.personal_solver is not None else {}
+        targets = self.targets(problem, opt) if job.personal_targets else {}
         if self.stopped_before_start():
             return
         data = problem.data
@@ -265,7 +265,7 @@ class _Run:
                         make = self.job.make_problem
                         opt = make.optimum() if isinstance(make, ProblemSpec) else solve(problem)
                     self.sink.preparing(f"computing the exact Ditto models v_k(λ_D = {lam_d:.4g}): Newton per node")
-                    solved[lam_d] = exact_target(problem, e.cls, e.hp, opt.w, self.job.personal_solver, check_stop)
+                    solved[lam_d] = exact_target(problem, e.cls, e.hp, opt.w, check_stop)
                 if solved[lam_d] is not None:
                     out[e.label] = (lam_d, solved[lam_d])
         except StopRequested:

@@ -740,9 +740,10 @@ def unsubscribe(client, topic: str) -> None:
 
 def to_run_job(job: Job) -> RunJob:
     """A validated job back as the picklable value a worker validates again."""
-    return RunJob(job.make_problem, tuple(e.spec for e in job.entries), job.iterations, job.seed,
-                  dict(job.config), job.f_star, job.tune, dict(job.scales), dissimilarity=job.dissimilarity,
-                  personal_solver=job.personal_solver)
+    return RunJob(make_problem=job.make_problem, algorithms=tuple(e.spec for e in job.entries),
+                  iterations=job.iterations, seed=job.seed, config=dict(job.config), f_star=job.f_star,
+                  tune=job.tune, scales=dict(job.scales), dissimilarity=job.dissimilarity,
+                  personal_targets=job.personal_targets)
 
 
 class DaskExecutor(Executor):
