@@ -29,7 +29,7 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 
 from ..algorithms.base import StopRequested
 from ..errors import FedvizError
@@ -37,6 +37,9 @@ from ..problems.objective import Problem
 from ..problems.optimum import solve
 from .job import Entry, Job, ProblemSpec
 from .loop import IterationRecord, iterate
+
+if TYPE_CHECKING:
+    from .tune import TuneResult
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +89,11 @@ class Stop:
 class Sink(Protocol):
     """Where :func:`execute` reports a run; called from the worker, in this order:
 
-    ``preparing`` and ``warn`` any number of times, ``retuned`` once per tuned algorithm,
-    ``started`` once, then ``record`` per record and ``end`` once per algorithm, with
-    ``tick`` after every round; ``end`` may come without ``started`` (a run stopped or
-    failed while preparing).  Closing is the caller's business, not :func:`execute`'s.
+    ``preparing`` and ``warn`` any number of times, ``tuned`` once per algorithm of a tuned job,
+    ``retuned`` once per algorithm tuning or a scale changed, ``started`` once, then ``record``
+    per record and ``end`` once per algorithm, with ``tick`` after every round; ``end`` may come
+    without ``started`` (a run stopped or failed while preparing).  Closing is the caller's
+    business, not :func:`execute`'s.
     """
 
     def preparing(self, message: str) -> None:
@@ -97,6 +101,10 @@ class Sink(Protocol):
 
     def warn(self, text: str) -> None:
         """Something the user should know that does not end the run."""
+
+    def tuned(self, label: str, result: TuneResult) -> None:
+        """The pilots' verdict on the algorithm labelled ``label``, whether a value was chosen or not
+        (the command line prints it; the pages read the choice from ``retuned``'s note)."""
 
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         """Tuning replaced the algorithm labelled ``old`` by ``entry`` (new label and hyperparameters)."""
@@ -128,6 +136,10 @@ class Tee:
     def warn(self, text: str) -> None:
         for s in self.sinks:
             s.warn(text)
+
+    def tuned(self, label: str, result: TuneResult) -> None:
+        for s in self.sinks:
+            s.tuned(label, result)
 
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         for s in self.sinks:
@@ -302,6 +314,7 @@ class _Run:
             self.sink.preparing(f"tuning {e.label}: pilot runs")
             result = tune(problem, e.spec, iterations=job.iterations, seed=job.seed,
                           f_star=0.0 if f_star is None else f_star, stop=self.stop)
+            self.sink.tuned(e.label, result)
             if result.param is None:
                 continue
             spec = result.apply(e.spec)

@@ -481,6 +481,9 @@ class Recorder:
     def warn(self, text: str) -> None:
         self._add("warn", text)
 
+    def tuned(self, label: str, result) -> None:
+        pass  # not streamed: the caller's sinks read the choice from retuned's note; the pilots stay here
+
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         self._add("retuned", old, entry.spec, note)  # the spec: an Entry holds unpicklable views
 
