@@ -169,9 +169,11 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
     Preparing (the phase before the first iteration) builds the problem (``job.make_problem``),
     computes f* by Newton-CG unless the job gives it (a failure there is a warning, the
     suboptimality then NaN), with ``job.tune`` tunes each algorithm
-    (:func:`fedviz.runner.tune.tune`), and solves the exact personal models each Ditto run
-    measures its distance to (with ``job.personal_solver``; :mod:`fedviz.personal.target`; a
-    failure there is a warning).  A stop during preparation ends every algorithm
+    (:func:`fedviz.runner.tune.tune`), and with ``job.personal_targets`` solves the exact personal
+    models each Ditto run measures its distance to (:mod:`fedviz.personal.target`; a failure there
+    is a warning).  Every path hands its job here (a Run click through an :class:`Executor`, an
+    experiment's cell through :func:`fedviz.runner.cluster.run_job`, ``fedviz run`` directly), so
+    what a job computes depends on the job alone.  A stop during preparation ends every algorithm
     'stopped'; an exception ends the algorithms still open 'failed' (or 'stopped', when a
     stop was requested meanwhile); an algorithm whose construction fails (a hyperparameter
     the problem refuses) ends 'failed' alone.
@@ -180,7 +182,8 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
     try:
         run.run()
     except BaseException as e:  # noqa: BLE001 - nothing may escape: the record of the run says why
-        log.exception("run of %s failed", ", ".join(run.open))
+        if not isinstance(e, KeyboardInterrupt):  # Ctrl-C in `fedviz run` (the seam in its main thread): no fault
+            log.exception("run of %s failed", ", ".join(run.open))
         message = describe(e)
         if stop():
             status, message = "stopped", f"{stop.reason} ({message})"
