@@ -126,6 +126,9 @@ class _Collect:
     def warn(self, text: str) -> None:
         self.notes.append(text)
 
+    def tuned(self, label: str, result) -> None:
+        pass  # the cell keeps the choice as retuned's note
+
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         self.label, self.hyper = entry.label, dict(entry.resolved)
         self.notes.append(note)

@@ -7,11 +7,11 @@ Ditto (Li, Hu, Beirami & Smith 2021, eq. (2); :mod:`fedviz.algorithms.ditto`) so
 
 F_k the paper's local objective, eq. (6), and w* the optimum of f, eq. (1).  For a linear model the
 problem is strongly convex and :class:`~fedviz.personal.models.Personaliser` solves it exactly
-(Newton per node on its support, closed form off it); the caller passes it in (the runner sits below
-:mod:`fedviz.personal`: the Run page and ``fedviz run`` give :class:`RunJob` its class).  A run is
-given that K × d array once, before its first iteration, and each record then carries the root mean
-square over the nodes of ‖v_k − v_k(λ_D)‖ (``personal_distance``) beside the personal models' test
-errors.
+(Newton per node on its support, closed form off it).  The execution seam
+(:func:`fedviz.runner.execute.execute`) solves it for every job that asks (``RunJob.personal_targets``,
+on by default: a Run click, ``fedviz run`` and an experiment's cells alike) and gives a run that
+K × d array once, before its first iteration; each record then carries the root mean square over the
+nodes of ‖v_k − v_k(λ_D)‖ (``personal_distance``) beside the personal models' test errors.
 
 The array is dense (row k is v_k(λ_D)), the layout of Ditto's own models, so it is made only within
 Ditto's budget :data:`~fedviz.algorithms.ditto.PERSONAL_VALUES` (a problem beyond it is refused by
@@ -28,6 +28,7 @@ import numpy as np
 
 from ..algorithms.base import Algorithm
 from ..algorithms.ditto import PERSONAL_VALUES, Ditto
+from .models import Personaliser
 
 __all__ = ["CONVERGENCE_NOTE", "target_lambda", "exact_target", "target_sentence"]
 
@@ -39,19 +40,17 @@ def target_lambda(cls: type[Algorithm], hp) -> float | None:
     return float(hp["ditto_lambda"])
 
 
-def exact_target(problem, cls: type[Algorithm], hp, w_star: np.ndarray, solver,
+def exact_target(problem, cls: type[Algorithm], hp, w_star: np.ndarray,
                  check_stop: Callable[[], None] | None = None) -> np.ndarray | None:
     """The K × d array of the exact Ditto models v_k(λ_D) (row k: node k's) for the run of ``cls``
     with hyperparameters ``hp`` on ``problem``, w* = ``w_star``; None when ``cls`` has no exact
     target or K · d exceeds :data:`~fedviz.algorithms.ditto.PERSONAL_VALUES` (Ditto refuses that
-    run).  ``solver``: the exact per-node solver, :class:`fedviz.personal.Personaliser` (passed in:
-    :mod:`fedviz.personal` sits above the runner, whose per-node evaluation it uses), called as
-    ``solver(problem, check_stop).ditto(λ_D, w*)``; ``check_stop`` is called between its large
-    operations (it raises to stop)."""
+    run).  Solved by :meth:`Personaliser.ditto <fedviz.personal.models.Personaliser.ditto>`;
+    ``check_stop`` is called between its large operations (it raises to stop)."""
     lam_d = target_lambda(cls, hp)
     if lam_d is None or problem.data.n_nodes * problem.size > PERSONAL_VALUES:
         return None
-    return solver(problem, check_stop).ditto(lam_d, w_star).dense()
+    return Personaliser(problem, check_stop).ditto(lam_d, w_star).dense()
 
 
 def target_sentence(lambdas: Mapping[str, float], K: int) -> str:

@@ -29,7 +29,7 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 
 from ..algorithms.base import StopRequested
 from ..errors import FedvizError
@@ -37,6 +37,9 @@ from ..problems.objective import Problem
 from ..problems.optimum import solve
 from .job import Entry, Job, ProblemSpec
 from .loop import IterationRecord, iterate
+
+if TYPE_CHECKING:
+    from .tune import TuneResult
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +89,11 @@ class Stop:
 class Sink(Protocol):
     """Where :func:`execute` reports a run; called from the worker, in this order:
 
-    ``preparing`` and ``warn`` any number of times, ``retuned`` once per tuned algorithm,
-    ``started`` once, then ``record`` per record and ``end`` once per algorithm, with
-    ``tick`` after every round; ``end`` may come without ``started`` (a run stopped or
-    failed while preparing).  Closing is the caller's business, not :func:`execute`'s.
+    ``preparing`` and ``warn`` any number of times, ``tuned`` once per algorithm of a tuned job,
+    ``retuned`` once per algorithm tuning or a scale changed, ``started`` once, then ``record``
+    per record and ``end`` once per algorithm, with ``tick`` after every round; ``end`` may come
+    without ``started`` (a run stopped or failed while preparing).  Closing is the caller's
+    business, not :func:`execute`'s.
     """
 
     def preparing(self, message: str) -> None:
@@ -97,6 +101,10 @@ class Sink(Protocol):
 
     def warn(self, text: str) -> None:
         """Something the user should know that does not end the run."""
+
+    def tuned(self, label: str, result: TuneResult) -> None:
+        """The pilots' verdict on the algorithm labelled ``label``, whether a value was chosen or not
+        (the command line prints it; the pages read the choice from ``retuned``'s note)."""
 
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         """Tuning replaced the algorithm labelled ``old`` by ``entry`` (new label and hyperparameters)."""
@@ -129,6 +137,10 @@ class Tee:
         for s in self.sinks:
             s.warn(text)
 
+    def tuned(self, label: str, result: TuneResult) -> None:
+        for s in self.sinks:
+            s.tuned(label, result)
+
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         for s in self.sinks:
             s.retuned(old, entry, note)
@@ -157,9 +169,11 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
     Preparing (the phase before the first iteration) builds the problem (``job.make_problem``),
     computes f* by Newton-CG unless the job gives it (a failure there is a warning, the
     suboptimality then NaN), with ``job.tune`` tunes each algorithm
-    (:func:`fedviz.runner.tune.tune`), and solves the exact personal models each Ditto run
-    measures its distance to (with ``job.personal_solver``; :mod:`fedviz.personal.target`; a
-    failure there is a warning).  A stop during preparation ends every algorithm
+    (:func:`fedviz.runner.tune.tune`), and with ``job.personal_targets`` solves the exact personal
+    models each Ditto run measures its distance to (:mod:`fedviz.personal.target`; a failure there
+    is a warning).  Every path hands its job here (a Run click through an :class:`Executor`, an
+    experiment's cell through :func:`fedviz.runner.cluster.run_job`, ``fedviz run`` directly), so
+    what a job computes depends on the job alone.  A stop during preparation ends every algorithm
     'stopped'; an exception ends the algorithms still open 'failed' (or 'stopped', when a
     stop was requested meanwhile); an algorithm whose construction fails (a hyperparameter
     the problem refuses) ends 'failed' alone.
@@ -168,7 +182,8 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
     try:
         run.run()
     except BaseException as e:  # noqa: BLE001 - nothing may escape: the record of the run says why
-        log.exception("run of %s failed", ", ".join(run.open))
+        if not isinstance(e, KeyboardInterrupt):  # Ctrl-C in `fedviz run` (the seam in its main thread): no fault
+            log.exception("run of %s failed", ", ".join(run.open))
         message = describe(e)
         if stop():
             status, message = "stopped", f"{stop.reason} ({message})"
@@ -226,7 +241,7 @@ class _Run:
             self.tune(problem, f_star)
             if self.stopped_before_start():
                 return
-        targets = self.targets(problem, opt) if job.personal_solver is not None else {}
+        targets = self.targets(problem, opt) if job.personal_targets else {}
         if self.stopped_before_start():
             return
         data = problem.data
@@ -265,7 +280,7 @@ class _Run:
                         make = self.job.make_problem
                         opt = make.optimum() if isinstance(make, ProblemSpec) else solve(problem)
                     self.sink.preparing(f"computing the exact Ditto models v_k(λ_D = {lam_d:.4g}): Newton per node")
-                    solved[lam_d] = exact_target(problem, e.cls, e.hp, opt.w, self.job.personal_solver, check_stop)
+                    solved[lam_d] = exact_target(problem, e.cls, e.hp, opt.w, check_stop)
                 if solved[lam_d] is not None:
                     out[e.label] = (lam_d, solved[lam_d])
         except StopRequested:
@@ -302,6 +317,7 @@ class _Run:
             self.sink.preparing(f"tuning {e.label}: pilot runs")
             result = tune(problem, e.spec, iterations=job.iterations, seed=job.seed,
                           f_star=0.0 if f_star is None else f_star, stop=self.stop)
+            self.sink.tuned(e.label, result)
             if result.param is None:
                 continue
             spec = result.apply(e.spec)

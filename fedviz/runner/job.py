@@ -91,12 +91,12 @@ class RunJob:
     dissimilarity : bool
         Record FedProx's gradient dissimilarity at every iteration
         (:mod:`fedviz.problems.dissimilarity`; one more full gradient per record).
-    personal_solver : class or None
-        The exact per-node solver, :class:`fedviz.personal.Personaliser` (a layer above the runner,
-        so given by the caller: the Run page, ``fedviz run``).  With it each algorithm that has an
-        exact personal target (Ditto: v_k(λ_D) = argmin F_k(v) + (λ_D/2)‖v − w*‖²,
-        :mod:`fedviz.personal.target`) is given that target, solved once in the worker before
-        the first iteration, and its records carry the distance to it.  None: no target.
+    personal_targets : bool
+        Measure each algorithm that has an exact personal target (Ditto: v_k(λ_D) = argmin F_k(v) +
+        (λ_D/2)‖v − w*‖², :mod:`fedviz.personal.target`) against it: the worker solves the target once,
+        before the first iteration, and the records carry the distance to it.  On by default, so that
+        every path (a Run click, ``fedviz run``, an experiment's cells) measures the same; False
+        spares the exact solve.
     """
 
     make_problem: ProblemSpec | Callable[[], Problem]
@@ -108,7 +108,7 @@ class RunJob:
     tune: bool = False
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
     dissimilarity: bool = False
-    personal_solver: Callable | None = None
+    personal_targets: bool = True
 
     def validate(self) -> "Job":
         """The validated job; raises :class:`ParameterError` naming the offending parameter."""
@@ -167,7 +167,7 @@ class Job:
     tune: bool
     scales: Mapping[str, tuple[str, float]] = field(default_factory=dict)
     dissimilarity: bool = False
-    personal_solver: Callable | None = None
+    personal_targets: bool = True
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -209,9 +209,8 @@ class Job:
             if param not in {p.name for p in entry.cls.params}:
                 raise ParameterError(f"scales[{label!r}]", param, f"a hyperparameter of {entry.name}")
             scales[label] = (str(param), check_real(f"scales[{label!r}]", factor, low=0, low_open=True))
-        if job.personal_solver is not None and not callable(job.personal_solver):
-            raise ParameterError("personal_solver", type(job.personal_solver).__name__,
-                                 "None or the exact per-node solver class (fedviz.personal.Personaliser)")
+        if not isinstance(job.personal_targets, bool):
+            raise ParameterError("personal_targets", job.personal_targets, "True or False")
         config = {**dict(job.config or {}), "iterations": iterations, "seed": seed}
         try:
             to_json(config)
@@ -220,7 +219,7 @@ class Job:
                                  f"a JSON-serialisable mapping ({e})") from None
         return cls(job.make_problem, tuple(entries), iterations, seed, MappingProxyType(config), f_star,
                    bool(job.tune), MappingProxyType(scales), dissimilarity=bool(job.dissimilarity),
-                   personal_solver=job.personal_solver)
+                   personal_targets=job.personal_targets)
 
 
 def _spec(k: int, item) -> AlgorithmSpec:

@@ -11,7 +11,6 @@ import streamlit as st
 from ..algorithms import ALGORITHMS
 from ..data.build import check_budget
 from ..learn.chart_notes import chart_notes
-from ..personal import Personaliser
 from ..plots import X_AXES, suboptimality_figure, test_error_figure
 from ..runner import ProblemSpec, RunJob
 from ..runner.config import RunConfig
@@ -62,10 +61,10 @@ def start_run(config: RunConfig, *, key: str = "run"):
         plan = sweep_plan(config)
         algorithms, groups, scales = plan.variants, plan.groups, plan.scales
     # The problem and f* are built by the worker, under the run cap (the progress bar says so).
-    # Ditto runs are measured against their exact v_k(λ_D), solved by the worker (issue 23).
+    # Ditto runs are measured against their exact v_k(λ_D), solved by the worker (issue 23): the job's
+    # personal_targets, on as on every path.
     job = RunJob(ProblemSpec(config.data, config.loss, config.lam), algorithms, iterations=config.iterations,
-                 seed=config.seed, config=config.as_json(), tune=config.tune, scales=scales,
-                 personal_solver=Personaliser)
+                 seed=config.seed, config=config.as_json(), tune=config.tune, scales=scales)
     old = st.session_state.get(key)
     if old is not None and not old.done:
         old.stop("replaced by a new run")

@@ -153,7 +153,9 @@ def test_algorithms_lists_the_registry():
     assert all(p["help"] for a in algos.values() for p in a["params"])
 
 
-@pytest.mark.parametrize("args", [["algorithms"], ["--help"], ["inspect", "preset:iid?nodes=3&train_size_mean=20"]])
+@pytest.mark.parametrize("args", [["algorithms"], ["--help"], ["inspect", "preset:iid?nodes=3&train_size_mean=20"],
+                                  ["run", "preset:identical-nodes", "--algorithms", "gd,fsvrg", "--iterations", "2",
+                                   "--json"]])
 def test_a_reader_that_leaves_early_gets_no_traceback(args):
     """``python -m fedviz algorithms | head -1``: the pipe closes under the writer.  Quiet, status 141 as
     after SIGPIPE (--help is argparse's exit, 0), whether the output fills the pipe's buffer or not."""
@@ -167,6 +169,59 @@ def test_a_reader_that_leaves_early_gets_no_traceback(args):
     assert r.stderr == ""
     assert r.returncode == (0 if args == ["--help"] else 141)
 
+
+
+def test_ctrl_c_during_a_run_exits_130_in_one_line(tmp_path):
+    """The run goes through the execution seam, which ends its algorithms 'stopped' on Ctrl-C; the command
+    still leaves at once, with one line and status 130, and writes no --out file."""
+    import signal
+    import time
+
+    out = tmp_path / "runs.json"
+    p = subprocess.Popen([sys.executable, "-m", "fedviz", "run", "preset:identical-nodes", "--algorithms",
+                          "fsvrg,gd", "--iterations", "100000", "--json", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(p.stdout.readline())["iteration"] == 0   # running, past the preparation
+        began = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert (p.returncode, err) == (130, "fedviz: interrupted\n")
+    assert time.monotonic() - began < 30
+    assert not out.exists()
+
+
+def test_run_reports_the_seams_warnings_and_a_failure_before_the_first_record(monkeypatch, capsys):
+    """What the seam reports reaches the terminal: a warning (f* unavailable: the run goes on, its
+    suboptimality NaN) as a 'warning:' line, and an algorithm that ends before its first record (here its
+    tuning refused) as the command's error, exit 2."""
+    import importlib
+
+    from fedviz.cli import main
+    from fedviz.errors import FedvizError, ParameterError
+    from fedviz.runner import tune
+
+    execute = importlib.import_module("fedviz.runner.execute")  # the module, not the function of that name
+
+    def no_optimum(problem):
+        raise FedvizError("no optimum today")
+
+    monkeypatch.setattr(execute, "solve", no_optimum)
+    assert main(["run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["warning: f* unavailable, suboptimality is NaN (no optimum today)"]
+    assert [json.loads(line)["suboptimality"] for line in out.splitlines()] == [None, None]
+    monkeypatch.undo()
+
+    def refused(*args, **kwargs):
+        raise ParameterError("stepsize", -1.0, "> 0")
+
+    monkeypatch.setattr(tune, "tune", refused)
+    assert main(["run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "1", "--tune"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [f"fedviz: error: {ParameterError('stepsize', -1.0, '> 0')}"]
 
 
 def test_run_json_prints_every_iteration_not_every_tenth():
@@ -233,12 +288,21 @@ def test_data_warnings_go_to_stderr(monkeypatch, capsys):
         return dataclasses.replace(ds, meta={**ds.meta, "warnings": ["first thing\n to know", "second"]})
 
     monkeypatch.setattr(build_module, "build", with_warnings)
-    for argv in (["inspect", "preset:identical-nodes"],
-                 ["run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "1"]):
-        assert main(argv) == 0
-        err = capsys.readouterr().err.splitlines()
-        assert [line for line in err if line.startswith("warning: ")] == \
-            ["warning: first thing to know", "warning: second"]
+    # `run` builds its data through the process cache its job reads (fedviz.runner.cache), emptied here so
+    # that it builds them now.
+    from fedviz.runner import cache
+
+    monkeypatch.setattr(cache, "build", with_warnings)
+    cache.clear()
+    try:
+        for argv in (["inspect", "preset:identical-nodes"],
+                     ["run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "1"]):
+            assert main(argv) == 0
+            err = capsys.readouterr().err.splitlines()
+            assert [line for line in err if line.startswith("warning: ")] == \
+                ["warning: first thing to know", "warning: second"]
+    finally:
+        cache.clear()  # no data set built with the made-up warnings stays for the tests after
 
 
 def test_export_round_trips_through_scikit_learn(tmp_path):

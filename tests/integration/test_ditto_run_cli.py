@@ -11,7 +11,6 @@ import pytest
 
 from fedviz.algorithms.ditto import Ditto
 from fedviz.data.build import DataSpec, build
-from fedviz.personal import Personaliser
 from fedviz.problems.objective import Problem
 from fedviz.problems.optimum import solve
 from fedviz.personal.target import exact_target
@@ -33,7 +32,7 @@ def test_run_ditto_records_and_prints_the_distance_to_its_exact_models():
     # At iteration 0 every v_k is w0 = 0: the distance is the root mean square of ‖v_k(λ_D)‖ (the
     # target itself is checked against SciPy in tests/unit/test_ditto_run.py).
     pb = Problem(build(DataSpec(data)))
-    target = exact_target(pb, Ditto, {"ditto_lambda": 0.5}, solve(pb).w, Personaliser)
+    target = exact_target(pb, Ditto, {"ditto_lambda": 0.5}, solve(pb).w)
     assert ditto[0]["personal_distance"] == pytest.approx(np.sqrt(np.mean(np.sum(target ** 2, axis=1))), rel=1e-9)
     assert all(row["personal_test_error"] is not None for row in ditto)
     assert all(row["personal_distance"] is None for row in fedavg)   # NaN: one model, no personal ones

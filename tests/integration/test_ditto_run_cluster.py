@@ -10,7 +10,6 @@ import pytest
 
 from fedviz.algorithms.spec import AlgorithmSpec
 from fedviz.data.build import DataSpec
-from fedviz.personal import Personaliser
 from fedviz.problems import metrics
 from fedviz.runner import cluster
 from fedviz.runner.cluster import DaskExecutor
@@ -40,7 +39,7 @@ def _plain(x):
 def test_the_cluster_carries_the_personal_fields_and_the_target(dask_cluster):
     problem = ProblemSpec(DataSpec(source="preset:fedprox-synthetic-binary?nodes=8", seed=3))
     specs = (AlgorithmSpec.of("ditto", {"ditto_lambda": 0.5}, label="ditto"), AlgorithmSpec.of("gd", label="gd"))
-    job = RunJob(problem, specs, iterations=6, seed=3, personal_solver=Personaliser)
+    job = RunJob(problem, specs, iterations=6, seed=3)
     got = {}
     for name, executor in (("dask", DaskExecutor(dask_cluster.address)), ("thread", ThreadExecutor())):
         manager = RunManager(1, store=None, reaper=False, executor=executor)
@@ -63,19 +62,25 @@ def test_the_cluster_carries_the_personal_fields_and_the_target(dask_cluster):
     _check_nodes(dask_nodes, thread_nodes)
 
 
-def test_a_job_sent_to_the_cluster_keeps_its_dissimilarity_and_its_solver():
-    """to_run_job rebuilds the picklable job a worker validates again: every field survives (the two
-    optional ones once swapped places when both were added side by side)."""
-    from dataclasses import fields
+def test_a_job_sent_to_the_cluster_keeps_every_field():
+    """to_run_job rebuilds the picklable job a worker validates again: every field of RunJob survives,
+    each given a value other than its default (two optional ones once swapped places when both were
+    added side by side; a field added later is walked here by itself)."""
+    from dataclasses import MISSING, fields
 
     from fedviz.runner.cluster import to_run_job
 
-    run = RunJob(ProblemSpec(DataSpec(source="preset:fedprox-synthetic-binary?nodes=8", seed=3)),
-                 (AlgorithmSpec.of("ditto", {"ditto_lambda": 0.5}, label="ditto"),), iterations=2, seed=3,
-                 dissimilarity=True, personal_solver=Personaliser)
-    back = to_run_job(run.validate())
-    assert back.dissimilarity is True and back.personal_solver is Personaliser
-    assert [f.name for f in fields(RunJob)][-2:] == ["dissimilarity", "personal_solver"]
+    spec = AlgorithmSpec.of("ditto", {"ditto_lambda": 0.5}, label="ditto")
+    given = dict(make_problem=ProblemSpec(DataSpec(source="preset:fedprox-synthetic-binary?nodes=8", seed=3)),
+                 algorithms=(spec,), iterations=2, seed=3, config={"note": "x"}, f_star=0.25, tune=True,
+                 scales={"ditto": ("stepsize", 2.0)}, dissimilarity=True, personal_targets=False)
+    assert set(given) == {f.name for f in fields(RunJob)}, "give every field of RunJob a value here"
+    for f in fields(RunJob):
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        assert given[f.name] != default, f.name
+    back = to_run_job(RunJob(**given).validate())
+    want = {**given, "config": {"note": "x", "iterations": 2, "seed": 3}}
+    assert {f.name: getattr(back, f.name) for f in fields(RunJob)} == want
 
 
 def _check_nodes(dask_nodes, thread_nodes):

@@ -136,7 +136,7 @@ class ListSink:
 def test_the_target_is_scipys_argmin_per_node(lam_d):
     pb = make_problem()
     w_star = scipy_optimum(pb)
-    got = exact_target(pb, Ditto, {"ditto_lambda": lam_d}, w_star, Personaliser)
+    got = exact_target(pb, Ditto, {"ditto_lambda": lam_d}, w_star)
     want = scipy_ditto(pb, lam_d, w_star)
     assert got.shape == (pb.data.n_nodes, pb.d)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * max(1.0, np.abs(want).max()))
@@ -145,20 +145,19 @@ def test_the_target_is_scipys_argmin_per_node(lam_d):
 def test_only_ditto_has_a_target_and_only_within_its_budget(monkeypatch):
     pb = make_problem()
     w = np.zeros(pb.d)
-    assert exact_target(pb, APFL, {"apfl_alpha": 0.5}, w, Personaliser) is None
+    assert exact_target(pb, APFL, {"apfl_alpha": 0.5}, w) is None
     from fedviz.personal import target as personal_target
     monkeypatch.setattr(personal_target, "PERSONAL_VALUES", pb.data.n_nodes * pb.d - 1)
-    assert exact_target(pb, Ditto, {"ditto_lambda": 1.0}, w, Personaliser) is None
+    assert exact_target(pb, Ditto, {"ditto_lambda": 1.0}, w) is None
 
 
 def test_the_run_measures_against_the_problems_optimum_and_the_runs_lambda():
-    """Through the job path: at iteration 0 every v_k is w0 = 0, so the recorded distance is the root
-    mean square of ‖v_k(λ_D)‖ — SciPy's, with SciPy's w*."""
+    """Through the job path (a job asks for the target by default): at iteration 0 every v_k is w0 = 0,
+    so the recorded distance is the root mean square of ‖v_k(λ_D)‖ — SciPy's, with SciPy's w*."""
     pb = make_problem()
     lam_d = 0.3
     job = RunJob(lambda: pb, (AlgorithmSpec.of("ditto", {"ditto_lambda": lam_d}, label="D"),
-                              AlgorithmSpec.of("fedavg", {}, label="F")), iterations=2,
-                 personal_solver=Personaliser).validate()
+                              AlgorithmSpec.of("fedavg", {}, label="F")), iterations=2).validate()
     sink = ListSink()
     execute(job, sink, Stop())
     want = scipy_ditto(pb, lam_d, scipy_optimum(pb))
@@ -170,9 +169,9 @@ def test_the_run_measures_against_the_problems_optimum_and_the_runs_lambda():
     assert any(m == "preparing" and "exact Ditto models v_k(λ_D = 0.3)" in a[0] for m, a, _ in sink.calls)
 
 
-def test_without_a_solver_the_run_has_no_distance():
+def test_a_job_that_asks_for_no_target_has_no_distance():
     pb = make_problem()
-    job = RunJob(lambda: pb, (AlgorithmSpec.of("ditto", {}, label="D"),), iterations=1)
+    job = RunJob(lambda: pb, (AlgorithmSpec.of("ditto", {}, label="D"),), iterations=1, personal_targets=False)
     sink = ListSink()
     execute(job.validate(), sink, Stop())
     assert "personal_targets" not in sink.summary()
@@ -188,31 +187,32 @@ def test_a_target_that_fails_is_a_warning_and_the_run_goes_on(monkeypatch):
     monkeypatch.setattr(personal_target, "exact_target", broken)
     pb = make_problem()
     sink = ListSink()
-    execute(RunJob(lambda: pb, (AlgorithmSpec.of("ditto", {}, label="D"),), iterations=2,
-                   personal_solver=Personaliser).validate(), sink, Stop())
+    execute(RunJob(lambda: pb, (AlgorithmSpec.of("ditto", {}, label="D"),), iterations=2).validate(), sink, Stop())
     warns = [a[0] for m, a, _ in sink.calls if m == "warn"]
     assert warns == ["the exact Ditto models are unavailable: no distance to them is drawn (no Newton today)"]
     assert [a for m, a, _ in sink.calls if m == "end"] == [("D", "done", "")]
 
 
-def test_a_solver_that_is_not_callable_is_refused_by_name():
-    with pytest.raises(ParameterError, match="personal_solver"):
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_personal_targets_other_than_true_or_false_are_refused_by_name(value):
+    """'no' would be true as a truth value: the flag is a bool or refused, naming itself."""
+    with pytest.raises(ParameterError, match="personal_targets") as e:
         RunJob(make_problem, (AlgorithmSpec.of("ditto", {}, label="D"),), iterations=1,
-               personal_solver="Personaliser").validate()
+               personal_targets=value).validate()
+    assert e.value.allowed == "True or False"
 
 
 def test_a_stop_while_solving_the_target_stops_the_run(monkeypatch):
     from fedviz.personal import target as personal_target
     stop = Stop()
 
-    def stopping(problem, cls, hp, w, solver, check_stop):
+    def stopping(problem, cls, hp, w, check_stop):
         stop.request("stopped by the user")
         check_stop()
     monkeypatch.setattr(personal_target, "exact_target", stopping)
     pb = make_problem()
     sink = ListSink()
-    execute(RunJob(lambda: pb, (AlgorithmSpec.of("ditto", {}, label="D"),), iterations=2,
-                   personal_solver=Personaliser).validate(), sink, stop)
+    execute(RunJob(lambda: pb, (AlgorithmSpec.of("ditto", {}, label="D"),), iterations=2).validate(), sink, stop)
     assert [a for m, a, _ in sink.calls if m == "end"] == [("D", "stopped", "stopped by the user (before the first "
                                                                             "iteration)")]
 
@@ -247,7 +247,7 @@ def test_the_distance_falls_on_google_plus_small_from_w_star():
     spec = DataSpec("preset:google-plus-small?nodes=40")
     pb, opt = cache.problem(spec), cache.optimum(spec)
     hyper = dict(ditto_lambda=0.1, client_fraction=1.0, batch_size=0, local_epochs=1)
-    target = exact_target(pb, Ditto, hyper, opt.w, Personaliser)
+    target = exact_target(pb, Ditto, hyper, opt.w)
     dist = [r.personal_distance for r in iterate(pb, "ditto", iterations=120, hyper=hyper, w0=opt.w,
                                                  personal_target=target)]
     # At the start every v_k = w*: the distance is that of the exact models to w*, computed densely.

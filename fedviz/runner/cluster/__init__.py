@@ -481,6 +481,9 @@ class Recorder:
     def warn(self, text: str) -> None:
         self._add("warn", text)
 
+    def tuned(self, label: str, result) -> None:
+        pass  # not streamed: the caller's sinks read the choice from retuned's note; the pilots stay here
+
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         self._add("retuned", old, entry.spec, note)  # the spec: an Entry holds unpicklable views
 
@@ -740,9 +743,10 @@ def unsubscribe(client, topic: str) -> None:
 
 def to_run_job(job: Job) -> RunJob:
     """A validated job back as the picklable value a worker validates again."""
-    return RunJob(job.make_problem, tuple(e.spec for e in job.entries), job.iterations, job.seed,
-                  dict(job.config), job.f_star, job.tune, dict(job.scales), dissimilarity=job.dissimilarity,
-                  personal_solver=job.personal_solver)
+    return RunJob(make_problem=job.make_problem, algorithms=tuple(e.spec for e in job.entries),
+                  iterations=job.iterations, seed=job.seed, config=dict(job.config), f_star=job.f_star,
+                  tune=job.tune, scales=dict(job.scales), dissimilarity=job.dissimilarity,
+                  personal_targets=job.personal_targets)
 
 
 class DaskExecutor(Executor):

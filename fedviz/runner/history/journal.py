@@ -95,6 +95,9 @@ class Journal:
     def warn(self, text: str) -> None:
         pass
 
+    def tuned(self, label: str, result) -> None:
+        pass  # the history keeps the choice as retuned's note
+
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         run_id = self._ids.pop(old, None)
         if run_id is None:

@@ -305,6 +305,9 @@ class RunHandle:
             self._warning = text
             self._version += 1
 
+    def tuned(self, label: str, result) -> None:
+        """Nothing: the page shows the choice from :meth:`retuned`'s note."""
+
     def retuned(self, old: str, entry: Entry, note: str) -> None:
         """Replace an algorithm that has no records yet by ``entry`` (its tuned version), in place."""
         with self._lock:
