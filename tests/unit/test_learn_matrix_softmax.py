@@ -11,6 +11,9 @@ from fedviz.algorithms import ALGORITHMS
 from fedviz.learn import matrix as M
 
 CONFIG = M.MatrixConfig(loss="softmax")
+#: Every test reads the four softmax cases, whose Newton solves to ‖∇f‖ ≤ 1e-12 take ~5 s quiet, and the
+#: matrix test measures GD and DANE on them (~5 s more): slow, in the full suite only.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
