@@ -3,7 +3,7 @@
 On each named data set the default (safeguard on, h = 4 n̄/L̄) must end within 3× of the best
 f − f* of a ×2 grid of Algorithm 4 as printed (h = 2^k/L, safeguard off) after 30 iterations;
 on the two hard cases it must not diverge.  The grid is run here, not taken from
-``fedviz.bench.stepsize_check``; only the data set definitions are shared.  About two minutes.
+``fedviz.bench.stepsize_check``; only the data set definitions are shared.  About 10 s on a quiet 2-core machine.
 """
 
 from __future__ import annotations

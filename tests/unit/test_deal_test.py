@@ -25,13 +25,20 @@ PRESET = DataSpec("preset:google-plus-small", partition="dirichlet:alpha=0.1", n
 
 
 def _same_rows(a, b, *, test=True):
-    """The training rows bitwise equal, and (``test``) the test rows as a multiset."""
+    """The training rows bitwise equal, and (``test``) the test rows as a multiset: each row written as
+    its label and its nonzeros (column indices sorted, explicit zeros dropped: the same bytes for the
+    same dense row), the sorted lists compared.  (Dense tuples cost seconds for 16k rows of 5,002 columns.)"""
     assert np.array_equal(a.offsets, b.offsets) and np.array_equal(a.y, b.y)
     assert (a.X != b.X).nnz == 0 and a.X.shape == b.X.shape
     if test:
         def rows(ds):
-            return sorted(zip(ds.y_test.tolist(), map(tuple, ds.X_test.toarray().tolist())))
-        assert rows(a) == rows(b)
+            X = ds.X_test.tocsr(copy=True)
+            X.eliminate_zeros()
+            X.sort_indices()
+            cut = X.indptr
+            return sorted((label, X.indices[i:j].tobytes(), X.data[i:j].tobytes())
+                          for label, i, j in zip(ds.y_test.tolist(), cut[:-1], cut[1:]))
+        assert a.X_test.shape == b.X_test.shape and rows(a) == rows(b)
 
 
 def test_a_class_held_by_one_node_sends_every_test_row_of_it_there():

@@ -91,7 +91,9 @@ SQUARED = M.MatrixConfig(loss="squared")
 @pytest.fixture(scope="module")
 def matrices():
     """The logistic matrix of every algorithm, and the squared-loss one of those that cannot run the
-    logistic loss (the Appendix's methods), so that every algorithm has measured cells."""
+    logistic loss (the Appendix's methods), so that every algorithm has measured cells.  Measuring them
+    takes about 6 s on a quiet machine (every algorithm's runs on the four cases), so every test that
+    reads them is marked slow; the cases' data, the settings' checks and the curves' ends stay quick."""
     return {"logistic": M.properties_matrix(CONFIG),
             "squared": M.properties_matrix(SQUARED, algorithms=SQUARED_ONLY)}
 
@@ -126,6 +128,7 @@ def _start(cls, pb, case, spec, seed):
     return cls(pb, seed=seed, w0=case.w_star, **spec.hyper)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,prop", CELLS, ids=[f"{n}-{p}" for n, p in CELLS])
 def test_every_cells_figure_against_an_oracle_replay(matrices, cases, optima, name, prop):
     """Every run of every cell, replayed from a start built here, its figures recomputed with SciPy's
@@ -209,6 +212,7 @@ def _claim_params():
     return [pytest.param(name, prop, id=f"{name}-{prop}") for name, prop in CELLS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,prop", _claim_params())
 def test_every_cell_against_the_papers_claim(matrices, record_property, name, prop):
     cell, _, loss = _measured(matrices, name, prop)
@@ -231,6 +235,7 @@ def test_every_cell_against_the_papers_claim(matrices, record_property, name, pr
         assert cell.agreement == "recorded"
 
 
+@pytest.mark.slow
 def test_no_cell_says_the_paper_is_wrong_without_an_entry_here(matrices):
     for m in matrices.values():
         assert {(c.algorithm, c.prop) for c in m.disagreements()} <= set(DISAGREE)
@@ -264,6 +269,7 @@ def _fedavg_round(pb, w, *, eta, epochs, mu=0.0, corrections=None):
                for k in range(pb.data.n_nodes))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fedavg", "fedprox"])
 def test_a_fedavgs_drift_splits_into_client_drift_and_sampling_noise(matrices, cases, name):
     """(A): every node, full batch: E = 1 is one gradient step of f (it stays, up to rounding); E = 10 drifts
@@ -289,6 +295,7 @@ def test_a_fedavgs_drift_splits_into_client_drift_and_sampling_noise(matrices, c
     assert cell.why == M.WHY[(name, "A")]
 
 
+@pytest.mark.slow
 def test_a_scaffold_stays_from_its_fixed_point_and_moves_from_its_default_controls(matrices, cases):
     cell = matrices["logistic"].cell("scaffold", "A")
     case = cases["logistic"]["A"]
@@ -360,6 +367,7 @@ def _dane_exact_reference(pb, w, iterations):
     return out, ws
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prop", M.PROPERTIES)
 def test_gd_in_every_column_as_dense_gradient_steps(matrices, cases, optima, prop):
     """GD (Section 2.1) written out: w ← w − h∇f(w) with the step the cell names, from the cell's start."""
@@ -379,6 +387,7 @@ def test_gd_in_every_column_as_dense_gradient_steps(matrices, cases, optima, pro
     np.testing.assert_allclose(cell.y, ys, rtol=1e-7, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prop", ["B", "D"])
 def test_one_shot_averaging_as_dense_local_minimisers(matrices, cases, optima, prop):
     """One-shot averaging (Section 3.4): Σ_k (n_k/n) argmin F_k, minimised here; in one round on (D), where
@@ -394,6 +403,7 @@ def test_one_shot_averaging_as_dense_local_minimisers(matrices, cases, optima, p
     assert cell.has is (prop == "D") and (gap <= CONFIG.eps) is (prop == "D")
 
 
+@pytest.mark.slow
 def test_b_exact_dane_climbs_on_a_dominant_node_as_a_dense_reference_does(matrices, cases, optima):
     """(B) on K = 10 nodes, one holding 2,991 of 3,000 rows: exact DANE (μ = 0) climbs; the dense Algorithm 2
     gives the same gaps; a one-row node's step off its row is −∇f(wᵗ)/λ (the cell's WHY)."""
@@ -447,6 +457,7 @@ def _fsvrg_reference(pb, w, orders, h, aggregate_scaling=True):
     return w + A * total
 
 
+@pytest.mark.slow
 def test_b_fsvrg_climbs_by_its_aggregation_as_a_dense_reference_does(matrices, cases, optima):
     from fedviz.algorithms._svrg_kernels import SAMPLE_STREAM
 
@@ -503,6 +514,7 @@ def _dual_method_reference(pb, sigma, iterations):
     return out
 
 
+@pytest.mark.slow
 def test_c_the_dual_family_at_sigma_max_omega_solves_disjoint_features_in_one_round(matrices, cases, optima):
     """(C): σ = max ω^j = 1 (counted here); the dense Algorithm 6 reaches f* in one round, and so do the
     measured primal and dual methods and CoCoA+ (σ' = 1, exact local solves); σ = K does not."""
@@ -546,6 +558,7 @@ def test_c_the_dual_family_at_sigma_max_omega_solves_disjoint_features_in_one_ro
     assert f"sigma_prime = {K} (derived)" in default.ran and (default.value is None or default.value > 1)
 
 
+@pytest.mark.slow
 def test_d_exact_dane_on_identical_nodes_as_the_dense_reference(matrices, cases, optima):
     cell = matrices["logistic"].cell("dane", "D")
     pb = cases["logistic"]["D"].problem
@@ -605,6 +618,7 @@ def test_the_papers_words_are_in_the_paper():
             assert quote in plain, quote
 
 
+@pytest.mark.slow
 def test_every_why_is_about_a_registered_cell_and_shown_there(matrices):
     for (name, prop), why in M.WHY.items():
         assert name in ALGORITHMS and prop in M.PROPERTIES and why
@@ -663,6 +677,7 @@ def test_curve_until_stops_a_diverging_run():
     assert not math.isfinite(c.gaps[-1]) or c.gaps[-1] > 1e6 * c.gaps[0]
 
 
+@pytest.mark.slow
 def test_the_matrix_figure_has_a_square_per_cell_and_a_click_names_it(matrices):
     from fedviz.plots.learn_matrix import cell_at, cell_figure, matrix_figure
 

@@ -11,11 +11,30 @@ from fedviz.algorithms import ALGORITHMS
 from fedviz.learn import matrix as M
 
 CONFIG = M.MatrixConfig(loss="softmax")
+#: Every test reads the four softmax cases, whose Newton solves to ‖∇f‖ ≤ 1e-12 take ~5 s quiet, and the
+#: matrix test measures GD and DANE on them (~5 s more): slow, in the full suite only.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def cases():
-    return {p: M.case_problem(p, "softmax") for p in M.PROPERTIES}
+    """Each property's softmax case, built once for the module and as the matrix builds its own: on one
+    thread (on two contended threads the small solves cost many times more)."""
+    with M.one_thread():
+        return {p: M.case_problem(p, "softmax") for p in M.PROPERTIES}
+
+
+@pytest.fixture
+def matrix_reuses_the_cases(cases, monkeypatch):
+    """The matrix's own calls of ``case_problem`` answered from ``cases``: the same function with the same
+    arguments, deterministic (seeded data, a Newton solve: the same bits each time), so the same cases
+    without solving each twice (seconds each)."""
+    real = M.case_problem
+
+    def case_problem(prop, loss="logistic", *, seed=0):
+        return cases[prop] if (loss, seed) == ("softmax", 0) else real(prop, loss, seed=seed)
+
+    monkeypatch.setattr(M, "case_problem", case_problem)
 
 
 def _dense(problem, w):
@@ -57,7 +76,7 @@ def test_each_case_s_optimum_is_the_dense_softmax_optimum(cases):
         assert np.linalg.norm(g) <= 1e-9
 
 
-def test_the_softmax_matrix_measures_those_that_take_it_and_shows_the_others_refusal():
+def test_the_softmax_matrix_measures_those_that_take_it_and_shows_the_others_refusal(cases, matrix_reuses_the_cases):
     takes = [n for n, cls in ALGORITHMS.items() if cls.softmax_refusal() is None]
     refuses = [n for n in ALGORITHMS if n not in takes]
     m = M.properties_matrix(CONFIG, algorithms=["gd", "dane", *refuses])
@@ -68,7 +87,6 @@ def test_the_softmax_matrix_measures_those_that_take_it_and_shows_the_others_ref
         else:
             assert cell.status == "measured", (cell.algorithm, cell.prop, cell.detail)
             if cell.prop != "A":  # from w = 0: f(0) − f* = log 3 − f* (softmax's uniform start)
-                assert cell.y[0] == pytest.approx(np.log(3) - M.case_problem(cell.prop, "softmax").f_star,
-                                                  rel=1e-9)
+                assert cell.y[0] == pytest.approx(np.log(3) - cases[cell.prop].f_star, rel=1e-9)
     # DANE on identical nodes: every node's local problem is f itself, so its exact solve lands on w*.
     assert m.cell("dane", "D").has is True

@@ -84,6 +84,7 @@ class _Stub:
         self.experiment, self.arms = experiment, []
 
 
+@pytest.mark.slow  # every cell of the small grid personalised (3 settings × its seeds): ~4 s quiet
 def test_the_judge_reads_the_gain_from_the_cells_medians(cell):
     e = cell[0]
     checks = _judge_personal(_Stub(e))

@@ -139,6 +139,7 @@ def synthetic():
     return pb
 
 
+@pytest.mark.slow  # three exact solves on 30 nodes × 10 classes: ~3 s quiet
 def test_ditto_zero_is_local_and_ditto_infinity_is_the_optimum_on_fedprox_synthetic(synthetic):
     pb = synthetic
     per = Personaliser(pb)

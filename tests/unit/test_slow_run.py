@@ -24,6 +24,7 @@ GPLUS = DataSpec("preset:google-plus-small")
 A9A = DataSpec(str(DATA / "a9a"), test=str(DATA / "a9a.t"))
 
 
+@pytest.mark.slow  # the count runs DANE's exact first iteration on the whole data set: 2-3 s quiet each
 @pytest.mark.parametrize("spec", [GPLUS, A9A], ids=["google-plus-small", "a9a"])
 def test_the_cg_count_and_the_work_of_one_cg_iteration_match_the_solver(spec):
     problem = cache.problem(spec)

@@ -1,14 +1,35 @@
 """The kernels' warm-up at server start (app.py → ui.start_warm_up → runner.serve.warmup.warm_up)."""
 
 import numpy as np
+import pytest
 
 from fedviz.algorithms import ALGORITHMS
 from fedviz.problems._blocks import RowBlocks
 from fedviz.runner.serve import warmup
 
 
-def test_warm_up_runs_every_registered_algorithm_and_the_row_block_products():
-    seconds = warmup.warm_up()
+@pytest.fixture(scope="module")
+def warmed():
+    """One full warm-up for the module's tests (each takes seconds): the seconds it returns, the
+    progress it reports, and (problem's classes, all-ones values, algorithm) of every run it makes,
+    read by a spy on the loop's ``iterate``."""
+    from fedviz.runner import loop
+
+    ran, real = [], loop.iterate
+
+    def spy(problem, name, **kw):
+        ran.append((problem.n_classes, bool(np.all(problem.data.X.data == 1.0)), name))
+        return real(problem, name, **kw)
+
+    progress = warmup.Progress()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop, "iterate", spy)
+        seconds = warmup.warm_up(progress=progress)
+    return seconds, progress, ran
+
+
+def test_warm_up_runs_every_registered_algorithm_and_the_row_block_products(warmed):
+    seconds, _, _ = warmed
     assert set(seconds) == set(ALGORITHMS)  # an algorithm added later is warmed up too
     # The file-like problems are large enough for the compiled row-block products (not SciPy's).
     problems = list(warmup._problems())
@@ -60,9 +81,8 @@ def test_the_time_left_is_the_cold_table_scaled_by_the_steps_so_far():
     assert q.cold == [1.0, 3.0]
 
 
-def test_a_warm_up_reports_every_step_and_its_end():
-    p = warmup.Progress()
-    warmup.warm_up(progress=p)
+def test_a_warm_up_reports_every_step_and_its_end(warmed):
+    _, p, _ = warmed
     assert p.finished and p.done == len(p.plan) and p.seconds_left() == 0.0
     stopped = warmup.Progress()
     warmup.warm_up(stop=lambda: True, progress=stopped)
@@ -83,21 +103,13 @@ def test_the_banner_says_the_time_left_and_goes_when_done():
 
 
 # -- softmax (issue 22): the first softmax run is not the one that compiles its kernels -----------------------
-def test_every_algorithm_that_takes_softmax_is_warmed_on_a_softmax_problem(monkeypatch):
+def test_every_algorithm_that_takes_softmax_is_warmed_on_a_softmax_problem(warmed):
     """The warm-up runs one softmax iteration of each algorithm the registry says takes softmax, on a
     three-class problem of each value form dna.scale and fedprox-synthetic hold (all ones, float64), and
     none of those it refuses; the softmax kernels then hold compiled code."""
     from fedviz.algorithms import _softmax_kernels
-    from fedviz.runner import loop
 
-    ran, real = [], loop.iterate
-
-    def spy(problem, name, **kw):
-        ran.append((problem.n_classes, bool(np.all(problem.data.X.data == 1.0)), name))
-        return real(problem, name, **kw)
-
-    monkeypatch.setattr(loop, "iterate", spy)
-    warmup.warm_up()
+    _, _, ran = warmed
     takes = {name for name, cls in ALGORITHMS.items() if cls.softmax_refusal() is None}
     assert takes and takes != set(ALGORITHMS)  # the registry has both kinds (else this test says little)
     assert {(ones, name) for c, ones, name in ran if c == 3} == {(ones, name) for ones in (True, False)
