@@ -1,5 +1,6 @@
 """Shared test setup: the run history goes to a temporary file, never the user's data directory;
-the browser tests share one headless chromium (``browser``)."""
+the browser tests share one headless chromium (``browser``) and, unless a module needs its own, one
+server (``server``)."""
 
 import os
 import tempfile
@@ -34,6 +35,32 @@ def browser():
 
     with chromium() as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory):
+    """One ``streamlit run app.py`` with the default environment and a history of its own, started once
+    for every browser module that needs nothing else (each module starting its own cost a start, the
+    first page's imports and the data sets built again: several seconds each, sixteen times)."""
+    from live_server import StreamlitServer
+
+    tmp = tmp_path_factory.mktemp("shared-server")
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def server(shared_server):
+    """The shared server (:func:`shared_server`), for a module of browser tests.
+
+    Sharing it is sound because every module's tests open their pages in fresh browser contexts (fresh
+    Streamlit sessions, so no widget state carries over) and none counts the runs of the whole history.
+    A module that needs its own environment (``FEDVIZ_MAX_RUNS``, ``FEDVIZ_OPERATOR``, ...), a fresh
+    start or an empty history defines its own ``server`` fixture, which overrides this one.  After the
+    module, its runs have ended: a run left going would take a slot and CPU from the next module.
+    """
+    yield shared_server
+    shared_server.wait_without_runs()
 
 
 #: The tests' kinds, one folder each; a test is marked with its folder's kind, so

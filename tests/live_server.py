@@ -5,7 +5,7 @@ This module owns starting and ending the server's process group (so a failing te
 never leaves a server behind), reading the server's memory and threads from
 ``/proc`` (what an operator would see, no hook inside the app), and the small page
 helpers every browser test needs.  The ``server`` and ``browser`` fixtures that use
-it live in ``conftest.py``.
+it live in ``conftest.py`` (one server shared by the modules that need no environment of their own).
 """
 
 from __future__ import annotations
@@ -124,6 +124,16 @@ class StreamlitServer:
     def run_threads(self) -> int:
         """How many run-worker threads the server has now."""
         return sum(name.startswith(RUN_THREAD_PREFIX) for name in self.thread_names())
+
+    def wait_without_runs(self, timeout: float = 60.0) -> None:
+        """Wait until the server runs no run (no run-worker thread is left): a closed tab's runs are
+        stopped by the manager's reaper (after its grace for a reconnect), a finished run's thread ends."""
+        deadline = time.monotonic() + timeout
+        while self.run_threads():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server still runs {self.run_threads()} run(s) {timeout:g} s after "
+                                   f"the tests that started them ended:\n{self.output()}")
+            time.sleep(0.2)
 
     # -- ending it -----------------------------------------------------------------------------------
     def kill(self) -> None:

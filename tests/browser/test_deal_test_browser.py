@@ -1,17 +1,8 @@
 """DataSpec.deal_test (issue 23, point 1) in real headless Chromium: the Data page's checkbox, ticked as a
 user ticks it, reaches the link, the caption and the per-node majority (one short walk)."""
 
-import pytest
-
 from browser_user import observe, open_page, query, table_cell, tick
-from live_server import StreamlitServer, browser_page, screenshot
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("deal")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s
+from live_server import browser_page, screenshot
 
 
 def test_dealing_the_test_rows_gives_every_node_a_per_node_majority(server, browser):

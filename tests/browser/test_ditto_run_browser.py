@@ -1,20 +1,11 @@
 """Ditto on the Run page (issue 23, point 3) in real headless Chromium: a link with Ditto, Run pressed,
 and the distance to the exact v_k(λ_D) drawn on a log axis under its sentence (one short walk)."""
 
-import pytest
-
 from browser_user import crashes, open_page
-from live_server import StreamlitServer, browser_page, run_button, screenshot
+from live_server import browser_page, run_button, screenshot
 
 LINK = ("/run?data=google-plus-small%3Fnodes%3D40&algorithms=ditto%2Capfl&ditto.batch_size=0"
         "&ditto.client_fraction=1.0&ditto.ditto_lambda=0.1&iterations=60")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dittorun")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s
 
 
 def test_a_ditto_run_draws_the_distance_to_its_exact_models(server, browser):

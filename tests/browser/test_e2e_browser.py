@@ -18,13 +18,6 @@ SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("e2e")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s.url
-
-
-@pytest.fixture(scope="module")
 def page(server, browser):
     with browser_page(browser) as pg:
         yield pg
@@ -49,10 +42,10 @@ def _points(page) -> int:
 
 def test_dashboard_end_to_end(server, page):
     # 1. Home, then generate a small data set on the Data page.
-    page.goto(server)
+    page.goto(server.url)
     page.get_by_text("Reproduce the paper's experiment").first.wait_for()
     _shot(page, "home")
-    page.goto(server + "/data")
+    page.goto(server.url + "/data")
     page.get_by_text("Nodes K").first.wait_for()
     idle(page)
     nodes = page.get_by_role("spinbutton", name="Nodes K")
@@ -64,7 +57,7 @@ def test_dashboard_end_to_end(server, page):
     _shot(page, "data")
 
     # 2. Start two algorithms and watch the chart update at least three times.
-    page.goto(server + "/run?algorithms=gd,fsvrg&iterations=10000")  # the paper's 500 users
+    page.goto(server.url + "/run?algorithms=gd,fsvrg&iterations=10000")  # the paper's 500 users
     run_button = page.get_by_role("button").filter(has_text=re.compile(r"\bRun$"))
     run_button.wait_for()
     idle(page)

@@ -11,16 +11,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from live_server import StreamlitServer, idle, run_button
+from live_server import idle, run_button
 
 SMALL = {"width": 1024, "height": 768}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("layout")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s.url
 
 
 @pytest.fixture
@@ -40,7 +33,7 @@ def _open(page, url):
 
 
 def test_the_run_button_is_visible_without_scrolling_at_1024x768(server, small):
-    _open(small, server + "/run")
+    _open(small, server.url + "/run")
     button = run_button(small)
     button.wait_for()
     box = button.bounding_box()
@@ -56,7 +49,7 @@ def _alerts(page) -> list[str]:
 def test_compare_warns_about_an_upload_link_and_restores_the_what_if_choice(server, small):
     """``data=upload`` is warned about as Run and Data warn; ``whatif_b`` and ``whatif_nodes`` are
     restored into the What-if widgets, and the tab opens on What-if."""
-    _open(small, server + "/compare?data=upload&whatif_b=dirichlet:alpha=0.1&whatif_nodes=50")
+    _open(small, server.url + "/compare?data=upload&whatif_b=dirichlet:alpha=0.1&whatif_nodes=50")
     small.get_by_text("Partition B").first.wait_for()
     alerts = _alerts(small)
     assert any("Ignored a setting from the link" in a and "data:" in a for a in alerts), alerts
@@ -71,7 +64,7 @@ def test_compare_warns_about_an_upload_link_and_restores_the_what_if_choice(serv
 
 
 def test_a_what_if_choice_made_on_the_page_goes_into_the_link_and_back(server, browser, small):
-    _open(small, server + "/compare")
+    _open(small, server.url + "/compare")
     small.get_by_role("tab", name=re.compile("What if")).click()
     small.get_by_role("combobox", name="Partition A").click()
     small.get_by_role("option", name=re.compile("label shards")).click()
@@ -99,7 +92,7 @@ _RANGES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
 def test_what_if_panels_a_and_b_share_their_axes(server, small):
     """Run both on a small problem: the two suboptimality panels, and the two test-error panels, have
     the same y (and x) ranges."""
-    _open(small, server + "/compare?algorithms=gd,fsvrg&iterations=6")
+    _open(small, server.url + "/compare?algorithms=gd,fsvrg&iterations=6")
     small.get_by_role("tab", name=re.compile("What if")).click()
     small.get_by_role("combobox", name="Partition B").click()
     small.get_by_role("option", name=re.compile("label shards")).click()
@@ -134,7 +127,7 @@ def _overlap(a, b) -> bool:
 def test_properties_labels_neither_overlap_nor_clip_at_1024x768(server, small):
     """Every cell's label and every column head stays clear of the others and of every square, and
     inside the figure."""
-    _open(small, server + "/learn_properties")
+    _open(small, server.url + "/learn_properties")
     small.locator(".js-plotly-plot .textpoint").first.wait_for(timeout=180_000)
     small.wait_for_timeout(1000)
     m = small.evaluate(_MATRIX)

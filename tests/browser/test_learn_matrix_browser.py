@@ -8,18 +8,9 @@ Set FEDVIZ_SCREENSHOTS=DIR to keep docs/screenshots/learn-properties.png and lea
 import os
 import re
 
-import pytest
-
-from live_server import StreamlitServer, browser_page, idle, screenshot
+from live_server import browser_page, idle, screenshot
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("learn-matrix")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s.url
 
 
 def _shot(page, name, height: int = 2000):
@@ -55,7 +46,7 @@ def _distances(page) -> list[float]:
 
 def test_the_matrix_is_drawn_and_a_click_shows_that_cells_curve(server, browser):
     with browser_page(browser) as page:
-        page.goto(server + "/learn_properties")
+        page.goto(server.url + "/learn_properties")
         page.get_by_text("Properties (A)–(D)").first.wait_for()
         page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)  # the first view measures every cell
         idle(page)
@@ -94,7 +85,7 @@ def test_the_matrix_is_drawn_and_a_click_shows_that_cells_curve(server, browser)
 
 def test_the_equivalences_print_distances_at_the_papers_identity(server, browser):
     with browser_page(browser) as page:
-        page.goto(server + "/learn_equivalences")
+        page.goto(server.url + "/learn_equivalences")
         page.get_by_text("Proposition 1: inexact DANE is naive FSVRG").first.wait_for()
         page.locator('[data-testid="stMetricValue"]').nth(1).wait_for()
         idle(page)

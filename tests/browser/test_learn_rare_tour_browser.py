@@ -8,21 +8,13 @@ import os
 import re
 import time
 
-import pytest
-
 from fedviz.learn.rare_features import VARIANTS
 from fedviz.learn.chart_notes import AXIS_NOTES
 from fedviz.learn.tour import LESSONS, lesson
-from live_server import StreamlitServer, browser_page, idle, run_button, screenshot
+from browser_user import observe
+from live_server import browser_page, idle, run_button, screenshot
 
 SHOTS = os.environ.get("FEDVIZ_SCREENSHOTS")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("learn-rare-tour")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s.url
 
 
 def _shot(page, name, height=1000):
@@ -39,7 +31,7 @@ def _names(page, index: int = 0) -> list[str]:
 
 def test_the_tour_opens_rare_features_and_the_ablation_streams_live(server, browser):
     with browser_page(browser) as page:
-        page.goto(server + "/learn_tour")
+        page.goto(server.url + "/learn_tour")
         page.get_by_text("Start here: a guided tour").first.wait_for()
         idle(page)
         for title in ("Why FSVRG wins", "Personalisation", "Rare features and the FSVRG ablation"):
@@ -74,8 +66,9 @@ def test_the_tour_opens_rare_features_and_the_ablation_streams_live(server, brow
             page.wait_for_timeout(300)
         page.get_by_text("Naive FSVRG: done").first.wait_for(timeout=180_000)
         idle(page)
-        final = _names(page)
-        assert final[1:] == [f"{v.label} (iteration 12)" for v in VARIANTS.values()], final
+        want = [f"{v.label} (iteration 12)" for v in VARIANTS.values()]
+        final = observe(lambda: _names(page)[1:], lambda names: names == want, page=page)  # the last redraw
+        assert final == want, final
         assert len(seen) >= 2, f"the per-bin chart did not change while the run ran: {seen}"
         page.get_by_text("What to look at").first.wait_for()
         _shot(page, "learn-rare", height=2000)
@@ -86,7 +79,7 @@ def test_a_lesson_link_opens_run_set_up_and_its_charts_carry_their_sentences(ser
     (With FEDVIZ_SCREENSHOTS, the paper's trio on the default data instead, for the docs' picture.)"""
     item = lesson("non-iid")
     with browser_page(browser) as page:
-        page.goto(server + "/" + (item.url() if not SHOTS else "run"))
+        page.goto(server.url + "/" + (item.url() if not SHOTS else "run"))
         run_button(page).wait_for()
         if not SHOTS:
             page.get_by_text(re.compile(r"partition: reshuffle")).first.wait_for()

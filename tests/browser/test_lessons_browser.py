@@ -22,16 +22,9 @@ import pytest
 from fedviz.learn.rare_features import VARIANTS
 from fedviz.learn.tour import LESSONS
 from fedviz.plots.figures import X_AXES
-from live_server import StreamlitServer, browser_page, idle, run_button, screenshot
+from live_server import browser_page, idle, run_button, screenshot
 
 RUN_TIMEOUT = 240_000
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lessons")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s.url
 
 
 # -- reading the page ---------------------------------------------------------------------------------
@@ -347,7 +340,7 @@ def test_every_lesson_opened_from_the_tour_shows_what_its_text_promises(server, 
     """One session, the lessons in order, each opened by its Open button after the one before ran."""
     seen: dict = {}
     with browser_page(browser) as page:
-        page.goto(server + "/learn_tour")
+        page.goto(server.url + "/learn_tour")
         for item in LESSONS:
             assert item.exists(), item.page
             nav = page.get_by_role("link", name="Start here", exact=True)
@@ -366,5 +359,5 @@ def test_every_lesson_opened_from_the_tour_shows_what_its_text_promises(server, 
 @pytest.mark.parametrize("item", LESSONS, ids=[x.key for x in LESSONS])
 def test_every_lesson_s_share_link_opens_its_setup(server, browser, item):
     with browser_page(browser) as page:
-        page.goto(server + "/" + item.url())
+        page.goto(server.url + "/" + item.url())
         SETUP[item.key](page, item)

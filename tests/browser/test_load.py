@@ -54,6 +54,8 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from fedviz.ui import LIVE_INTERVAL, QUEUED_INTERVAL
 from ws_session import FINISHED, WsSession
 
+pytestmark = pytest.mark.slow  # eight sessions timed against two run slots
+
 SESSIONS = 8
 MAX_RUNS = 2
 #: A run that outlasts the test (about ten minutes alone on this machine), stopped when its

@@ -104,12 +104,10 @@ def test_hostile_text_renders_as_its_characters(markup_server, browser):
         context.close()
 
 
-def test_a_link_key_made_of_markdown_is_shown_as_text(tmp_path, browser):
+def test_a_link_key_made_of_markdown_is_shown_as_text(server, browser):
     """Issue 21's case on the dashboard itself: a link key ``[Session expired - sign in again](https://…)``
     rendered as a clickable link in the page's warning, and an image key made the browser fetch it."""
     from urllib.parse import quote, urlsplit
-
-    from live_server import StreamlitServer
 
     keys = ["[Session expired - sign in again](https://evil.example/login)", "![t](http://evil.example/p.png)"]
     query = "&".join(f"{quote(k, safe='')}=1" for k in keys)
@@ -117,16 +115,15 @@ def test_a_link_key_made_of_markdown_is_shown_as_text(tmp_path, browser):
     outside = []
     context.on("request", lambda r: outside.append(r.url) if urlsplit(r.url).hostname == "evil.example" else None)
     try:
-        with StreamlitServer(tmp_path / "runs.sqlite", tmp_path / "server.log") as server:
-            page = context.new_page()
-            page.goto(f"{server.url}/run?{query}")
-            page.get_by_text("Ignored a setting from the link").first.wait_for(timeout=60_000)
-            idle(page)
-            main = page.locator("[data-testid='stMain']")
-            assert main.locator("a[href*='evil']").count() == 0 and main.locator("img[src*='evil']").count() == 0
-            shown = " ".join(main.locator("[data-testid='stAlert'] code").all_text_contents())
-            for k in keys:
-                assert k in shown, shown
-            assert not outside, outside
+        page = context.new_page()
+        page.goto(f"{server.url}/run?{query}")
+        page.get_by_text("Ignored a setting from the link").first.wait_for(timeout=60_000)
+        idle(page)
+        main = page.locator("[data-testid='stMain']")
+        assert main.locator("a[href*='evil']").count() == 0 and main.locator("img[src*='evil']").count() == 0
+        shown = " ".join(main.locator("[data-testid='stAlert'] code").all_text_contents())
+        for k in keys:
+            assert k in shown, shown
+        assert not outside, outside
     finally:
         context.close()

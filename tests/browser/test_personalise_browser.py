@@ -9,14 +9,7 @@ import re
 
 import pytest
 
-from live_server import StreamlitServer, browser_page, idle, screenshot
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("personalise")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s.url
+from live_server import browser_page, idle, screenshot
 
 
 def _figures(page) -> list[list[dict]]:
@@ -39,7 +32,7 @@ def _table(page) -> list[list[str]]:
 
 def test_compute_draws_every_method_and_the_path(server, browser):
     with browser_page(browser, timeout_ms=120_000) as page:
-        page.goto(server + "/personalise")
+        page.goto(server.url + "/personalise")
         page.get_by_role("button").filter(has_text=re.compile("Compute")).click()
         page.get_by_text("has the lowest pooled test error").first.wait_for(timeout=300_000)
         idle(page)

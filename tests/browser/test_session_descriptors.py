@@ -15,8 +15,12 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from live_server import StreamlitServer
 from ws_session import WsSession
+
+pytestmark = pytest.mark.slow  # 500 sessions
 
 SESSIONS = 500
 PAGES = ["/", "/data", "/learn_tour"]

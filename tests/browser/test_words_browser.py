@@ -13,13 +13,6 @@ from conftest import DATA
 from live_server import StreamlitServer, browser_page, idle
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("words")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log") as s:
-        yield s
-
-
 @pytest.fixture
 def page(server, browser):
     with browser_page(browser) as pg:

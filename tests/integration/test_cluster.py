@@ -56,7 +56,9 @@ COMPARED = ("iteration", "objective", "suboptimality", "test_error", "train_erro
 #: A small grid: 2 settings of FedProx's α × 2 arms × 2 seeds, 10 iterations (cells of ~0.1 s).
 SMALL = Experiment("small", DataSpec(source="preset:fedprox-synthetic-binary?nodes=8"), (Arm.of("fsvrg"), Arm.of("gd")),
                    (Axis.of("data.alpha", [0.5, 1.0]),), seeds=(0, 1), iterations=10)
-#: Cells long enough to kill a worker or press Stop in the middle of one (FSVRG: ~2 s at one thread).
+#: Cells that run for a while (FSVRG: under a second at one thread on a quiet machine): the tests that kill a
+#: worker or press Stop in the middle of one first stop the workers (:func:`hold_a_running_cell`), so a cell
+#: cannot end while they act, however short it is and however loaded the machine.
 LONG = Experiment("long", DataSpec(source="preset:fedprox-synthetic-binary"), (Arm.of("fsvrg"), Arm.of("gd")),
                   seeds=(0, 1), iterations=150)
 #: An upload: the bytes of a LIBSVM file, scattered to the cluster once.
@@ -194,6 +196,15 @@ class DaskProcesses:
                 pass
         psutil.wait_procs(members, timeout=10)
         proc.wait(10)
+
+    def pause(self, names, sig: int = signal.SIGSTOP) -> None:
+        """SIGSTOP the workers ``names`` (nanny and worker process): nothing runs there until :meth:`resume`."""
+        for name in names:
+            if name in self.workers:
+                os.killpg(self.workers[name].pid, sig)
+
+    def resume(self, names) -> None:
+        self.pause(names, signal.SIGCONT)
 
     def log(self, name: str) -> str:
         path = self.workdir / name
@@ -339,6 +350,32 @@ def _wait_running(handle, n: int = 1, *, min_iteration: int = 1, arm: str | None
     raise AssertionError(f"{n} cells never ran: {handle.snapshot()}")
 
 
+def hold_a_running_cell(procs: DaskProcesses, handle, arm: str, timeout: float = 60.0) -> tuple[str, str]:
+    """(cell key, worker name) of a cell of ``arm`` running on a worker, with every worker paused
+    (:meth:`DaskProcesses.pause`): the cell can neither end nor go on until the caller resumes them.
+
+    Once a cell of ``arm`` has streamed its first record, the workers are paused, and after a moment for
+    what they sent before to reach the scheduler, the scheduler must still have the cell's task processing
+    on one of them; if the cell ended just before (a short cell on a loaded machine), they go on and the
+    search starts again.  Whatever the test then does (Stop, SIGKILL) reaches a cell that is still running.
+    """
+    client = cluster.get_client(procs.address)
+    names = list(procs.workers)
+    deadline = time.monotonic() + timeout
+    while True:
+        assert time.monotonic() < deadline, f"no cell of {arm} was caught running: {handle.snapshot()}"
+        _, busy = _wait_running(handle, 1, min_iteration=1, arm=arm, timeout=timeout)
+        procs.pause(names)
+        time.sleep(0.5)  # the scheduler reads what the workers sent before they stopped
+        processing = client.processing()
+        for cell in busy:
+            task = f"fedviz-cell-{handle.uid}-{cell.key}"
+            for name in names:
+                if task in processing.get(procs.worker_address(name, client), ()):
+                    return cell.key, name
+        procs.resume(names)
+
+
 # -- experiments on the operator's cluster ---------------------------------------------------------------
 def test_small_experiment_on_dask_scheduler_equals_fedviz_run(dask_cluster, store):
     exp = Experiment("small on dask", SMALL.data, SMALL.arms, SMALL.axes, SMALL.seeds, SMALL.iterations)
@@ -393,20 +430,13 @@ def test_worker_killed_mid_experiment_loses_no_cell(dask_cluster, store):
     exp = Experiment("killed worker", LONG.data, LONG.arms, LONG.axes, LONG.seeds, LONG.iterations)
     handle = launch(exp, store, address=procs.address)
     client = cluster.get_client(procs.address)
-    victim = None
-    deadline = time.monotonic() + 60
-    while victim is None:
-        assert time.monotonic() < deadline, f"no cell ran long enough to be killed: {handle.snapshot()}"
-        _, busy = _wait_running(handle, 1, min_iteration=5, arm="FSVRG")  # GD's cells are too short
-        processing = client.processing()
-        for cell in busy:
-            task = f"fedviz-cell-{handle.uid}-{cell.key}"
-            victim = next((name for name in procs.workers
-                           if task in processing.get(procs.worker_address(name, client), ())), None)
-            if victim is not None:
-                victim_key, victim_address = cell.key, procs.worker_address(victim, client)
-                break
-    procs.kill_worker(victim)
+    others = list(procs.workers)
+    try:
+        victim_key, victim = hold_a_running_cell(procs, handle, "FSVRG")  # GD's cells are too short to catch
+        victim_address = procs.worker_address(victim, client)
+        procs.kill_worker(victim)
+    finally:
+        procs.resume(others)
     snap = _wait(handle, 180)
     assert snap.status == "done", snap.message
     assert (snap.total, snap.stored, snap.failed) == (4, 4, 0)
@@ -420,17 +450,31 @@ def test_worker_killed_mid_experiment_loses_no_cell(dask_cluster, store):
 
 
 def test_stop_within_seconds_then_resume_runs_only_missing_cells(dask_cluster, store):
-    # 4× LONG's iterations: with the fused per-node sums the 150 of LONG took under a second on a quiet
-    # machine, and the FSVRG cell seen at iteration 3 could end before Stop reached it.
-    exp = Experiment("stop and resume", LONG.data, LONG.arms, LONG.axes, LONG.seeds, 4 * LONG.iterations)
+    # The cells are short (LONG: an FSVRG cell is under a second on a quiet machine): one caught running
+    # is held there, with its worker paused, until Stop has been pressed (hold_a_running_cell), so it is
+    # still running when Stop reaches it instead of racing it to its last iteration.
+    exp = Experiment("stop and resume", LONG.data, LONG.arms, LONG.axes, LONG.seeds, LONG.iterations)
     handle = launch(exp, store, address=dask_cluster.address)
-    _wait_running(handle, 1, min_iteration=3, arm="FSVRG")  # one that will still run at Stop
-    t = time.monotonic()
-    handle.stop()
+    workers = list(dask_cluster.workers)
+    try:
+        held, _ = hold_a_running_cell(dask_cluster, handle, "FSVRG")
+        from distributed import Event
+
+        pressed = Event(f"fedviz-exp-stop-{handle.uid}", client=cluster.get_client(dask_cluster.address))
+        t = time.monotonic()
+        handle.stop()
+        while not pressed.is_set():  # the driver passed Stop on to the cluster: now the held cell may go on
+            assert time.monotonic() - t < 10, f"Stop was not passed on within 10 s: {handle.snapshot()}"
+            time.sleep(0.01)
+    finally:
+        dask_cluster.resume(workers)
     while not handle.snapshot().finished:
         assert time.monotonic() - t < 10, f"Stop took more than 10 s: {handle.snapshot()}"
         time.sleep(0.02)
     latency = time.monotonic() - t
+    # The snapshot says 'stopped' a moment before the driver thread has let go of the name (it still
+    # unsubscribes from the cell events): launching it again in between is refused as running.
+    assert handle.wait(10), "the driver thread ends once the experiment says it stopped"
     snap = handle.snapshot()
     assert snap.status == "stopped" and latency < 10
     assert snap.cancelled >= 1, "cells not started are cancelled"
@@ -440,7 +484,7 @@ def test_stop_within_seconds_then_resume_runs_only_missing_cells(dask_cluster, s
     assert info.status == "stopped"
     cells = store.experiment_cells(info.id)
     stopped = [c for c in cells if c.status == "stopped"]
-    assert stopped, "the cell running at Stop is stored as stopped"
+    assert held in {c.key for c in stopped}, "the cell running at Stop is stored as stopped"
     complete = store.complete_cells(info.id)
     assert complete == {c.key for c in cells if c.status in COMPLETE_CELL_STATUSES}
     assert not complete & {c.key for c in stopped}
@@ -453,7 +497,7 @@ def test_stop_within_seconds_then_resume_runs_only_missing_cells(dask_cluster, s
     assert snap2.stored == 4 - len(complete), "exactly the missing cells ran"
     assert _row_counts(store, info.id) == (4, 4, 4), "a stopped cell's old run is replaced, not kept"
     assert all(c.status == "done" for c in store.experiment_cells(info.id))
-    _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
+    _assert_equal_to_oracle(store, info.id, _oracle_for(exp))  # fedviz run's records: the killed-worker test's
 
     third = _wait(launch(exp, store, address=dask_cluster.address))
     assert (third.status, third.reused, third.stored) == ("done", 4, 0)

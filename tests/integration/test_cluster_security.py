@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -25,17 +24,34 @@ from fedviz.errors import FedvizError, ParameterError
 from fedviz.runner import cluster
 
 
+class _Listener(http.server.ThreadingHTTPServer):
+    """An HTTP server that also says when a client has connected (``connected``)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.connected = threading.Event()
+
+    def verify_request(self, request, client_address) -> bool:
+        self.connected.set()
+        return True
+
+
 @pytest.fixture
-def http_port():
+def http_listener():
     """A listener that accepts connections and speaks HTTP (as Dask's dashboard port does)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    server = _Listener(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield server.server_address[1]
+        yield server
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def http_port(http_listener):
+    return http_listener.server_address[1]
 
 
 def _closed_port() -> int:
@@ -157,14 +173,15 @@ def test_cli_exits_2_in_one_line_for_a_scheduler_it_cannot_use(kind, http_port, 
     assert f"127.0.0.1:{port}" in r.stderr
 
 
-def test_cli_stops_on_sigterm_while_connecting(http_port, tmp_path):
+def test_cli_stops_on_sigterm_while_connecting(http_listener, tmp_path):
     """SIGTERM while the probe waits on a silent peer: exit 130 at once, not after the deadline."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FEDVIZ_DB": str(tmp_path / "runs.sqlite"),
            cluster.INSECURE_ENV: "1", cluster.CONNECT_TIMEOUT_ENV: "120"}
     p = subprocess.Popen([sys.executable, "-m", "fedviz", "experiment", "fedprox-figure2", "--scheduler",
-                          f"tcp://127.0.0.1:{http_port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env, cwd=ROOT)
-    time.sleep(8)  # imports, then the probe's wait on the HTTP server
+                          f"tcp://127.0.0.1:{http_listener.server_address[1]}"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    # The probe has connected (after the imports and the command's SIGTERM handler): it now waits on the peer.
+    assert http_listener.connected.wait(60), "the command never connected to the listener"
     assert p.poll() is None
     p.terminate()
     _, err = p.communicate(timeout=60)  # well inside the 120 s deadline

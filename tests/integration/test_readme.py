@@ -5,10 +5,12 @@ Each document's examples (the ```bash blocks' lines, see :func:`markdown_docs.ex
 document's order — a later one reads what an earlier one wrote — in an empty directory of their own
 (a fresh clone has no ../shared/data), with the run history in that directory.  An example whose
 comment says ``not run by the tests: <reason>`` (the paper's scale, many minutes, a Dask scheduler) is
-not run; each is a skipped test of its own, so ``-ra`` (the project's default) lists it with its reason
-on every run of the suite.
+not run, but parsed by its command's own argparse parser, in a test of its own: a renamed flag or
+subcommand fails there as it would for the reader.
 """
 
+import argparse
+import importlib
 import os
 import re
 import subprocess
@@ -42,11 +44,35 @@ def test_every_example_runs(doc, tmp_path):
         assert done.returncode == 0, f"example failed ({done.returncode}): {example}\n{done.stderr[-2000:]}"
 
 
+class _Parsed(Exception):
+    """Raised where a command would start its work: its parser accepted the line."""
+
+
 @pytest.mark.parametrize("example", [e for e in ALL if e.not_run is not None], ids=lambda e: f"{name(e.doc)}:{e.line}")
-def test_examples_not_run(example):
-    """Listed, never run: the skip's message is the example and the reason its comment gives."""
+def test_an_example_not_run_is_accepted_by_its_command_s_parser(example, monkeypatch):
+    """Not run (its comment says why), but its words up to any shell operator go through the command's own
+    ``main``, whose argparse parser reads them; the work is never started: :class:`_Parsed` is raised in
+    its place.  A flag, subcommand or choice the command no longer has fails here, as it would for the
+    reader (fedviz's parser returns 2 on a usage error, argparse's own exits 2)."""
     assert example.not_run, f"{example}: '{NOT_RUN}' needs a reason after it"
-    pytest.skip(f"{example} — {example.not_run}")
+    words = list(example.argv)
+    shell = shell_syntax(example)
+    words = words[:next((i for i, w in enumerate(words) if w in shell), len(words))]
+    assert words[0] == "-m", f"{example}: expected python -m MODULE"
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(parser, args=None, namespace=None):
+        raise _Parsed(parse_args(parser, args, namespace))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    main = importlib.import_module(words[1] + (".cli" if words[1] == "fedviz" else "")).main
+    try:
+        code = main(words[2:])
+    except _Parsed:
+        return
+    except SystemExit as e:
+        code = e.code
+    pytest.fail(f"{example}: its command's parser refused it (exit code {code})")
 
 
 def test_what_is_not_run_is_marked_few_and_says_why():
