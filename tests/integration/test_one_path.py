@@ -92,7 +92,7 @@ def via_thread(hyper: dict, tune: bool) -> tuple[dict, dict]:
 
 def via_cells(hyper: dict, tune: bool, monkeypatch) -> tuple[dict, dict]:
     """The same from an experiment's cells (one algorithm each), run as a worker runs them."""
-    monkeypatch.setattr(cluster, "_pin_threads", lambda: None)
+    monkeypatch.setattr(cluster.worker, "_pin_threads", lambda: None)
     arms = tuple(Arm.of(name, hp, label=name, step="tuned" if tune else "default") for name, hp in hyper.items())
     experiment = Experiment("one path", DataSpec(source=DATA), arms, seeds=(SEED,), iterations=ITERATIONS)
     records, targets = {}, {}

@@ -72,7 +72,7 @@ def test_no_failed_cell_prints_nothing(tmp_path, capsys):
     ({**HERE, "numpy": "1.26.4", "numba": "0.60.0"}, "runs numpy 1.26.4 (here 2.4.6), numba 0.60.0 (here 0.68.1)"),
 ])
 def test_differences_name_only_what_differs(there, said):
-    assert cluster._differences(there, HERE) == said
+    assert cluster.check._differences(there, HERE) == said
 
 
 def test_the_drivers_own_environment_is_what_it_imported():

@@ -137,7 +137,7 @@ def test_the_worker_sends_the_vectors_of_every_stride_th_record_and_of_the_last(
 
     _, recs = run                                     # iterations 0..3, the last one 'done'
     K = recs[0].nodes["node_error"].size
-    monkeypatch.setattr(cluster, "NODE_STREAM_VALUES", 3 * K)   # (3 // 2 + 2) × K fit: every 2nd iteration
+    monkeypatch.setattr(cluster.stream, "NODE_STREAM_VALUES", 3 * K)   # (3 // 2 + 2) × K fit: every 2nd iteration
     recorder = cluster.Recorder(None, "a", None, iterations=3)
     for r in recs:
         recorder.record("ditto", r)
