@@ -14,15 +14,16 @@ import json
 import math
 import sys
 
+from .arguments import _print_warnings, add_data_arguments, data_spec_from_args, loss_from_args
+
 #: Command-line flag → PersonaliseConfig field.
 FLAGS = {"--finetune-steps": "finetune_steps", "--finetune-step": "finetune_step",
          "--finetune-batch": "finetune_batch", "--apfl-alpha": "apfl_alpha",
          "--ditto-lambda": "ditto_lambda", "--finetune-seed": "seed"}
 
 
-def add_parser(sub, add_data_arguments, func) -> None:
-    """The ``personalise`` subcommand on the CLI's subparsers: ``add_data_arguments`` adds the data options,
-    ``func`` builds the problem and calls :func:`main` (the CLI owns the data options)."""
+def add_parser(sub) -> None:
+    """The ``personalise`` subcommand on the CLI's subparsers, with the data options every data command takes."""
     from ..personal.report import DEFAULT_LAMBDAS, PARAMS
 
     p = sub.add_parser("personalise", help="per-node test errors of the global model, Local, fine-tuned, "
@@ -36,7 +37,7 @@ def add_parser(sub, add_data_arguments, func) -> None:
         text = f"{param.help} Allowed: {param.range_text()}."
         p.add_argument(flag, metavar="X", help=text.replace("%", "%%"))  # argparse formats help with %
     p.add_argument("--json", action="store_true", help="print one JSON object (every node's errors included)")
-    p.set_defaults(func=func)
+    p.set_defaults(func=command)
 
 
 def _grid_text(lambdas) -> str:
@@ -153,3 +154,14 @@ def main(args, problem, config) -> int:
         print(f"{report.unassigned_rows:,} test rows belong to no node and are scored by no personal model.",
               file=sys.stderr)
     return 0
+
+
+def command(args) -> int:
+    """``fedviz personalise``: the data built from the options, then :func:`main` on its problem."""
+    from ..data.build import build
+    from ..problems.objective import Problem
+
+    config = config_from_args(args)  # bad options refused before the data are built
+    ds = build(data_spec_from_args(args))
+    _print_warnings(ds)
+    return main(args, Problem(ds, loss_from_args(args, ds), args.lam), config)

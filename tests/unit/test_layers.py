@@ -45,7 +45,7 @@ ROOMS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ui": (("state", "page", "pernode", "sessions"), ("loaders", "widgets"), ("live",)),
     "bench": (("_common",), ("cluster", "pernode", "softmax", "personal", "scaling", "figure2", "stepsize_check",
                             "tuning_report"), ("speed",)),
-    "cli": (("experiment", "personalise"),),
+    "cli": (("arguments",), ("data", "run", "experiment", "personalise")),
 }
 FRONT = "__init__"
 
