@@ -12,7 +12,12 @@ import pytest
 # The kernels' background warm-up at server start (app.py) would compete with the tests for the two
 # cores; the browser test that checks it turns it on for its own server.
 os.environ.setdefault("FEDVIZ_WARMUP", "0")
-os.environ.setdefault("FEDVIZ_DB", str(Path(tempfile.mkdtemp(prefix="fedviz-tests-")) / "runs.sqlite"))
+# Each test process its own history: pytest-xdist's workers inherit the controller's environment, and a
+# history the controller made for itself would be shared by every worker (one worker's runs counted by
+# another's test).  A user's own FEDVIZ_DB is left alone.
+if "FEDVIZ_DB" not in os.environ or os.environ.get("FEDVIZ_TESTS_DB_PID") not in (None, str(os.getpid())):
+    os.environ["FEDVIZ_DB"] = str(Path(tempfile.mkdtemp(prefix="fedviz-tests-")) / "runs.sqlite")
+    os.environ["FEDVIZ_TESTS_DB_PID"] = str(os.getpid())
 
 #: The repository, and the real LIBSVM files the tests read, kept in it (tests/data; its README names each
 #: file's source), so a fresh clone with nothing beside it runs its own tests.
