@@ -68,6 +68,39 @@ def server(shared_server):
     shared_server.wait_without_runs()
 
 
+@pytest.fixture(autouse=True)
+def _alone(request):
+    """Under pytest-xdist, a test marked ``alone`` (it measures a latency or a rate against a bound, e.g.
+    Stop within a second) runs while no other worker runs a test; the others run side by side.
+
+    A readers-writer lock between the workers' processes, on two files named by the run's id: every test
+    holds ``data`` shared, an ``alone`` test holds it exclusively; ``gate`` gives the lone test its turn
+    (a worker about to start a test passes the gate first, so a waiting lone test is not starved by
+    tests that keep starting on the other worker).  Without xdist a test runs alone anyway.
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        yield
+        return
+    import fcntl
+
+    alone = request.node.get_closest_marker("alone") is not None
+    base = Path(tempfile.gettempdir()) / f"fedviz-tests-{run}"
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.data", "a") as data:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(data, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(data, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+
+
 #: The tests' kinds, one folder each; a test is marked with its folder's kind, so
 #: ``-m unit`` (or ``python -m pytest tests/unit``) runs one kind alone.
 KINDS = ("unit", "integration", "browser")

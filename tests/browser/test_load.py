@@ -54,7 +54,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from fedviz.ui import LIVE_INTERVAL, QUEUED_INTERVAL
 from ws_session import FINISHED, WsSession
 
-pytestmark = pytest.mark.slow  # eight sessions timed against two run slots
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # eight sessions timed against two run slots
 
 SESSIONS = 8
 MAX_RUNS = 2

@@ -136,6 +136,7 @@ def test_the_tuning_rule_is_said_once_for_all_tuned_algorithms(server, page):
     assert len(grids) == 2, [line for line in body.splitlines() if "tuned" in line]
 
 
+@pytest.mark.alone  # an estimate of seconds left, read against the seconds that pass
 def test_pages_say_how_long_the_warm_up_has_left(browser, tmp_path):
     """The first click in the first minutes after start waited 29 s for the background compile without a word.
     A server with its warm-up on and an empty kernel cache: every page shows the banner with a time left

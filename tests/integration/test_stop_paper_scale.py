@@ -36,7 +36,8 @@ from fedviz.runner.loop import iterate
 from fedviz.runner.serve.manager import RunJob, RunManager
 from fedviz.runner.history.store import RunStore
 
-pytestmark = pytest.mark.slow  # the paper's data set: a minute to build, seconds per algorithm to set up
+pytestmark = [pytest.mark.slow,  # the paper's data set: a minute to build, seconds per algorithm to set up
+              pytest.mark.alone]  # Stop within a second: timed with no other test beside it
 
 #: The issue's bound on the time from pressing Stop to the end of the run.
 STOP_BOUND = 1.0
