@@ -182,9 +182,11 @@ def execute(job: Job, sink: Sink, stop: Stop) -> None:
     try:
         run.run()
     except BaseException as e:  # noqa: BLE001 - nothing may escape: the record of the run says why
-        if not isinstance(e, KeyboardInterrupt):  # Ctrl-C in `fedviz run` (the seam in its main thread): no fault
+        # No fault to log: Ctrl-C in `fedviz run` (the seam in its main thread), or a stop that a phase of the
+        # preparation (tuning's pilots) answered by raising StopRequested.
+        if not isinstance(e, KeyboardInterrupt) and not (isinstance(e, StopRequested) and stop()):
             log.exception("run of %s failed", ", ".join(run.open))
-        message = describe(e)
+        message = "while preparing the run" if isinstance(e, StopRequested) else describe(e)
         if stop():
             status, message = "stopped", f"{stop.reason} ({message})"
         else:
