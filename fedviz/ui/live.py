@@ -20,6 +20,7 @@ from . import state as ui_state
 from .loaders import load_baselines, load_dataset, load_problem, max_data_entries
 from .page import guard
 from .pernode import per_node_view
+from .state import DEFAULT_AXIS, DEFAULT_ROUND_COST, ROUND_COSTS, VIEW_KEYS, seeded
 
 #: Seconds between two redraws of a run's live view while it runs, and while it is queued.
 LIVE_INTERVAL = 0.5
@@ -266,17 +267,29 @@ def axis_controls(axis_key: str = "axis", cost_key: str = "round_cost") -> None:
     preset:google-plus-small --algorithms fsvrg,gd,cocoa-plus,fedavg --iterations 30``), so both terms
     of I × (c + T_A) show; the former 1 s dwarfed T_A a hundredfold and the axis looked like rounds.
     """
+    # The Run and Home pages' choice is the link's (state.VIEW_KEYS): seeded from it, written back after.
+    linked = axis_key == "axis" and cost_key == "round_cost"
+    state = st.session_state
+    if linked:
+        seeded(axis_key, state.get(VIEW_KEYS["axis"], DEFAULT_AXIS))
     c1, c2 = st.columns([3, 2])
     with c1:
         st.radio("x axis", list(X_AXES), format_func=X_AXES.get, horizontal=True, key=axis_key)
+    if linked:
+        state[VIEW_KEYS["axis"]] = state[axis_key]
     with c2:
-        if st.session_state.get(axis_key) == "simulated":
-            costs = [0.0] + [round(m * 10.0 ** e, 12) for e in range(-3, 3) for m in (1, 2, 5)] + [100.0]
-            if st.session_state.get(cost_key) not in costs:
-                st.session_state.pop(cost_key, None)  # a value of an older control: back to the default
-            st.select_slider("c: seconds per communication round", costs, value=0.01, key=cost_key,
+        if state.get(axis_key) == "simulated":
+            if linked:
+                seeded(cost_key, state.get(VIEW_KEYS["round_cost"], DEFAULT_ROUND_COST))
+            if state.get(cost_key) not in ROUND_COSTS:
+                state.pop(cost_key, None)  # a value of an older control: back to the default
+            if cost_key not in state:
+                state[cost_key] = DEFAULT_ROUND_COST
+            st.select_slider("c: seconds per communication round", list(ROUND_COSTS), key=cost_key,
                              format_func=lambda c: "0" if c == 0 else f"{c * 1000:g} ms" if c < 1 else f"{c:g} s",
                              help="TIME = I × (c + T_A), the paper's eq. (3): every communication round costs c "
                                   "on top of the measured computation T_A.")
+            if linked:
+                state[VIEW_KEYS["round_cost"]] = state[cost_key]
             st.caption("c starts at 10 ms, about one round's measured computation here, so both terms count; "
                        "slide right for phones on a slow network (seconds), left for a data centre.")

@@ -18,6 +18,7 @@ from ..data.build import DataSpec
 from ..errors import FedvizError
 from ..markup import literal
 from ..runner import get_manager
+from ..plots import X_AXES
 from ..runner.config import RunConfig, from_query, to_query
 
 
@@ -99,10 +100,61 @@ def manager():
 def current_config() -> RunConfig:
     """The session's run configuration: from the URL on first visit, then from the widgets."""
     if "config" not in st.session_state:
-        config, problems = from_query(dict(st.query_params))
+        query = dict(st.query_params)
+        view, view_problems = read_view(query)  # takes the view's keys out of ``query``
+        config, problems = from_query(query)
+        st.session_state.update(view)
         st.session_state.config = config
-        st.session_state.query_problems = problems
+        st.session_state.query_problems = view_problems + problems
     return st.session_state.config
+
+
+# -- the view in the link ------------------------------------------------------------------------------
+#: The costs of a communication round the simulated-time axis offers (seconds, a 1-2-5 scale from a
+#: millisecond to 100 s, and 0), and the one it starts at (see :func:`fedviz.ui.live.axis_controls`).
+ROUND_COSTS = (0.0, *(round(m * 10.0 ** e, 12) for e in range(-3, 3) for m in (1, 2, 5)), 100.0)
+DEFAULT_ROUND_COST = 0.01
+DEFAULT_AXIS = next(iter(X_AXES))
+#: The view's choices a link carries beside the run's settings (a new tab draws the curves against the same
+#: axis): link key → the session key that keeps it while no page draws its control.  The Run and Home pages'
+#: axis controls (:func:`fedviz.ui.live.axis_controls` with its default keys) read and write them.
+VIEW_KEYS = {"axis": "view:axis", "round_cost": "view:round_cost"}
+
+
+def read_view(query: dict) -> tuple[dict, list[str]]:
+    """The view's choices of a link (:data:`VIEW_KEYS`), removed from ``query``, as session values; and a
+    problem per value that is not one the controls offer (the value then left at its default)."""
+    view, problems = {}, []
+    axis = query.pop("axis", None)
+    if axis is not None:
+        if axis in X_AXES:
+            view[VIEW_KEYS["axis"]] = axis
+        else:
+            problems.append(f"axis: {axis!r:.40} is not an x axis ({', '.join(X_AXES)})")
+    cost = query.pop("round_cost", None)
+    if cost is not None:
+        try:
+            value = float(cost)
+        except ValueError:
+            value = float("nan")
+        if value in ROUND_COSTS:
+            view[VIEW_KEYS["round_cost"]] = value
+        else:
+            problems.append(f"round_cost: {cost!r:.40} is not a cost the axis offers (seconds: "
+                            f"{', '.join(f'{c:g}' for c in ROUND_COSTS)})")
+    return view, problems
+
+
+def view_query() -> dict[str, str]:
+    """The view's choices in force, as link keys: only those that differ from where a new tab starts."""
+    state, out = st.session_state, {}
+    axis = state.get(VIEW_KEYS["axis"], DEFAULT_AXIS)
+    if axis != DEFAULT_AXIS:
+        out["axis"] = axis
+    cost = state.get(VIEW_KEYS["round_cost"], DEFAULT_ROUND_COST)
+    if axis == "simulated" and cost != DEFAULT_ROUND_COST:
+        out["round_cost"] = f"{cost:g}"
+    return out
 
 
 def set_config(config: RunConfig) -> None:
@@ -115,7 +167,7 @@ def sync_link(extra: dict[str, str] | None = None) -> None:
     """Rewrite the address bar from the settings in force (every page calls it last, so the link
     survives sidebar navigation, which clears the query string); ``extra``: a page's own choices
     (Compare's What-if partitions), kept in its link too."""
-    query = {**to_query(current_config()), **(extra or {})}
+    query = {**to_query(current_config()), **view_query(), **(extra or {})}
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
 

@@ -84,6 +84,26 @@ def test_a_what_if_choice_made_on_the_page_goes_into_the_link_and_back(server, b
         other.close()
 
 
+def test_the_x_axis_chosen_on_run_is_in_the_link_and_a_new_tab_opens_on_it(server, browser, small):
+    """Issue 31, point 2: Communication rounds came back as Iterations in a new tab."""
+    _open(small, server.url + "/run")
+    small.get_by_text("Communication rounds", exact=True).click()
+    idle(small)
+    small.wait_for_function("() => location.search.includes('axis=rounds')")
+    link = small.url
+    other = browser.new_context(viewport=SMALL)  # another tab opening the link
+    try:
+        page = other.new_page()
+        page.set_default_timeout(90_000)
+        _open(page, link)
+        page.get_by_text("x axis").first.wait_for()
+        checked = page.locator('[data-testid="stRadio"] label:has(input:checked)').all_inner_texts()
+        assert "Communication rounds" in " ".join(checked), checked
+        assert not any("Ignored a setting" in t for t in _alerts(page)), _alerts(page)
+    finally:
+        other.close()
+
+
 _RANGES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(el => {
     const r = el._fullLayout; return [el.closest('[data-testid="stColumn"]') ? 1 : 0,
         (el.layout.title && el.layout.title.text) || '', r.yaxis.range, r.xaxis.range]; })"""
