@@ -34,6 +34,7 @@ with ui.guard("Loading the data set"):
                f"K = {ds.n_nodes:,} nodes · partition: {config.data.partition or 'its own nodes'} · test set: "
                f"{ds.meta.get('split', 'its own')} — change them on the Data page; the loss and λ are the Run page's.")
     ui.show_data_notes(ds)
+    ui.warn_few_test_rows(ds, config.data)  # every number below is per node
 
 left, right = st.columns([1, 2], gap="large")
 pconfig = None

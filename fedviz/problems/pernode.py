@@ -499,6 +499,36 @@ def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
             f"(counted, not scored).")
 
 
+#: The fewest test rows the median scored node may hold before the per-node views are said to show steps, not
+#: a trend: with t rows a node's error moves in steps of 1/t, 5 points at t = 20, and its standard error at a
+#: 20% error rate is √(0.2·0.8/t) ≈ 9 points, already the width of the band's gaps the page reads.
+MIN_NODE_TEST_ROWS = 20
+
+
+def few_test_rows_sentence(tested, *, test_file: bool, regression: bool = False) -> str:
+    """A warning when the nodes that have test rows (``tested``: test rows per seen node) hold too few to score
+    (the median below :data:`MIN_NODE_TEST_ROWS`), with how many and the remedies the Data page offers in force:
+    with a separate test file its rows are dealt to the nodes, so fewer nodes hold more of them; without one, a
+    larger test fraction too.  '' when they hold enough (or none has any: :func:`untested_sentence` says so)."""
+    counts = np.asarray(tested)
+    counts = counts[counts > 0]
+    if counts.size == 0:
+        return ""
+    median = float(np.median(counts))
+    if median >= MIN_NODE_TEST_ROWS:
+        return ""
+    lo, hi = int(counts.min()), int(counts.max())
+    spread = f"{lo:,} each" if lo == hi else f"{lo:,} to {hi:,}, median {median:g}"
+    what = (f"each node's squared error is a mean of {median:g} values or fewer and swings with them"
+            if regression else f"a node's test error moves in steps of {100 / max(median, 1):.0f} points or more")
+    fewer = "split the rows over fewer nodes ('How the rows are split over nodes', then 'Nodes for the partition')"
+    remedy = (f"{fewer} on Data: the test file's rows are shared among them" if test_file
+              else f"raise 'Test fraction' on Data, or {fewer}")
+    return (f"The nodes hold few test rows each ({spread}; {counts.size:,} nodes scored): {what}, so the "
+            f"per-node band and histogram show steps rather than a trend. For at least {MIN_NODE_TEST_ROWS} rows "
+            f"a node, {remedy}.")
+
+
 #: The most per-node values (K × kept iterations) a run keeps per algorithm and per metric for the
 #: node picker: 1,000,000 float32 values are 4 MB; two metrics 8 MB per algorithm (a stepsize
 #: sweep of three algorithms holds fifteen).  Every iteration is kept while the budget allows

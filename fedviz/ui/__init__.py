@@ -22,6 +22,7 @@ from .loaders import (MAX_DATA_ENTRIES, MAX_EXPERIMENT_CELLS, MAX_PERSONAL, MAX_
                       slot_wait_text)
 from .page import (WARM_UP_INTERVAL, guard, show_cluster_note, show_data_notes, start_warm_up,
                    through_navigation, warm_up_banner, warm_up_text)
+from .pernode import warn_few_test_rows
 from .state import (PROXY_HEADERS, current_config, history_viewer, manager, operator_connection, seeded,
                     session_connected, session_id, set_config, show_query_problems, sync_link, with_data)
 from .widgets import (InvalidInput, algorithm_choices, algorithm_label, algorithm_widgets, checked, fmt_pct,
@@ -37,4 +38,4 @@ __all__ = ["LIVE_INTERVAL", "LIVE_MARKERS", "LIVE_POINTS", "QUEUED_INTERVAL", "a
            "operator_connection", "seeded", "session_connected", "session_id", "set_config",
            "show_query_problems", "sync_link", "with_data", "InvalidInput", "algorithm_choices",
            "algorithm_label", "algorithm_widgets", "checked", "fmt_pct", "left_out_text", "param_help",
-           "param_input", "param_inputs", "partitioner_label"]
+           "param_input", "param_inputs", "partitioner_label", "warn_few_test_rows"]

@@ -14,6 +14,7 @@ from ..plots.figures import x_values
 from ..plots.pernode import (band_figure, caption, distance_figure, distance_runs, histogram_figure, node_figure,
                             personal_caption, personal_figure, personal_runs, unseen_caption)
 from ..problems import metrics
+from ..problems.pernode import few_test_rows_sentence
 from ..personal.target import CONVERGENCE_NOTE, target_sentence
 
 
@@ -49,6 +50,15 @@ def node_series(track, cols, axis: str, *, nodes: int, round_cost: float, node: 
     return x, np.asarray(track.error[: len(ok)][ok, node], dtype=float), np.asarray(cols["test_error"], float)[idx]
 
 
+def warn_few_test_rows(ds, spec) -> None:
+    """Warn when the nodes hold too few test rows for their errors to read as more than steps
+    (:func:`~fedviz.problems.pernode.few_test_rows_sentence`), with the Data page's remedies for ``spec``."""
+    few = few_test_rows_sentence(node_counts(ds)[1], test_file=getattr(spec, "test", None) is not None,
+                                 regression=ds.task == "regression")
+    if few:
+        st.warning(few, icon=":material/grain:")
+
+
 def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regression: bool, styles,
                   load_dataset, width: int = 340, height: int = 420) -> None:
     """``load_dataset``: the dashboard's loader of a data spec (:func:`fedviz.ui.load_dataset`, which
@@ -64,6 +74,7 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
     st.markdown("##### Every node")
     last = {label: snap.last[label] for label in labels if snap.last.get(label) is not None}
     st.caption(caption(last, K=K, untested=untested, unassigned_rows=unassigned, regression=regression))
+    warn_few_test_rows(ds, data)
     unseen = getattr(ds, "unseen", None)  # the nodes held out of training (issue 23, point 2)
     if unseen is not None:
         st.caption(unseen_caption(last, K=unseen.n_nodes, seen=K, test_rows=int(unseen.y_test.size),
