@@ -106,12 +106,27 @@ def hold_out(ds: FederatedDataset, fraction: float, seed: int) -> FederatedDatas
     untested = int(unseen.n_nodes - np.count_nonzero(np.bincount(unseen.test_nodes[unseen.test_nodes >= 0],
                                                                  minlength=unseen.n_nodes)))
     if untested:
-        why = ("the test file's rows belong to no node" if ds.meta.get("params", {}).get("test")
-               else "too few rows to hold one out")
+        why, remedy = untested_remedy(ds)
         seen.meta["warnings"].append(
             f"{untested:,} of the {unseen.n_nodes:,} unseen nodes have no test rows ({why}): they cannot be "
-            "scored; raise the test fraction or use fewer nodes")
+            f"scored; {remedy}")
     return seen
+
+
+def untested_remedy(ds: FederatedDataset) -> tuple[str, str]:
+    """Why nodes of ``ds`` hold no test rows, and the remedy the Data page offers for its source: a separate
+    test file's rows belong to no node until they are dealt (the test fraction is then moot and disabled);
+    dealt rows go by class share, so a small node may draw none; a held-out fraction needs rows to hold out."""
+    from .split import DEAL_LABEL
+
+    params = ds.meta.get("params", {})
+    if params.get("test") and not ds.meta.get("dealt"):
+        return ("the test file's rows belong to no node",
+                f"tick '{DEAL_LABEL}' on Data (fedviz --deal-test) to give each test row a node")
+    if ds.meta.get("dealt"):
+        return ("each dealt test row goes to a node by its class share, and a small node may draw none",
+                "use fewer nodes")
+    return "too few rows to hold one out", "raise the test fraction or use fewer nodes"
 
 
 def unseen_sentence(ds: FederatedDataset) -> str:
@@ -121,7 +136,12 @@ def unseen_sentence(ds: FederatedDataset) -> str:
     if not m or ds.unseen is None:
         return ""
     u = ds.unseen
-    return (f"{m:,} of the {int(info['of']):,} nodes ({100 * m / info['of']:.0f}%, a seeded draw) are held out "
-            f"as unseen: they train nothing, and the global model in force is scored on their "
-            f"{u.y_test.size:,} test rows; their {u.n:,} training rows serve only fine-tuning.")
+    held = (f"{m:,} of the {int(info['of']):,} nodes ({100 * m / info['of']:.0f}%, a seeded draw) are held out "
+            f"as unseen: they train nothing")
+    if u.y_test.size == 0:  # nothing to score them on: say so, and how to give them test rows
+        why, remedy = untested_remedy(ds)
+        return (f"{held}, and they hold no test rows ({why}), so they cannot be scored: {remedy}; their "
+                f"{u.n:,} training rows serve only fine-tuning.")
+    return (f"{held}, and the global model in force is scored on their {u.y_test.size:,} test rows; their "
+            f"{u.n:,} training rows serve only fine-tuning.")
 

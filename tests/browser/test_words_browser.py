@@ -170,3 +170,31 @@ def test_run_warns_before_dane_s_slow_first_iteration(server, page):
     page.get_by_text(f"DANE's first iteration will take about {seconds:.0f} s here").first.wait_for()
     open_page(page, f"{server.url}/run?algorithms=fsvrg,dane&dane.solver=svrg")
     assert page.get_by_text("first iteration will take about").count() == 0
+
+
+def test_unseen_nodes_of_a_test_file_get_the_remedy_that_works(server, page):
+    """Issue 31, point 3: a9a with a9a.t, Dirichlet 0.1, 50 nodes, unseen 0.2 advised raising the test fraction,
+    which the test file disables, and said the unseen nodes were scored on their 0 test rows.  The advice now
+    names the deal-test option; ticking it (as the advice says) gives the unseen nodes test rows to be scored on."""
+    from browser_user import set_number, tick
+    from fedviz.data.split import DEAL_LABEL
+
+    open_page(page, f"{server.url}/data")
+    page.get_by_text("Upload a LIBSVM file").click()
+    idle(page)
+    _upload(page, DATA / "a9a", 0)
+    _upload(page, DATA / "a9a.t", 1)
+    choose_option(page, "How the rows are split over nodes", "Label skew (Dirichlet)")
+    set_text(page, "α", "0.1")
+    set_number(page, "Nodes for the partition", 50)
+    set_number(page, "Unseen nodes (share)", 0.2)
+    advice = re.compile(r"\d+ of the \d+ unseen nodes have no test rows")
+    page.get_by_text(advice).first.wait_for(timeout=60_000)
+    body = page.locator("body").inner_text()
+    said = next(line for line in body.splitlines() if advice.search(line))
+    assert DEAL_LABEL in said and "test fraction" not in said, said
+    assert "scored on their 0 test rows" not in body
+    tick(page, DEAL_LABEL)
+    gone = observe(lambda: page.locator("body").inner_text(), lambda text: not advice.search(text),
+                   timeout_ms=60_000, page=page)
+    assert not advice.search(gone) and re.search(r"scored on their [\d,]+ test rows", gone), gone

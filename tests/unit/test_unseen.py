@@ -193,6 +193,30 @@ def test_a_separate_test_file_leaves_the_unseen_nodes_unscored_and_says_so():
     assert rec.nodes_unseen == 2 and rec.unseen_untested == 2 and math.isnan(rec.unseen_test_error)
 
 
+def test_unseen_nodes_without_test_rows_are_given_a_remedy_the_data_page_offers():
+    """Issue 31, point 3: a9a with its test file, Dirichlet 0.1, 50 nodes, unseen 0.2 advised raising the test
+    fraction, which a test file disables, and said the unseen nodes were "scored on their 0 test rows".  With
+    a test file the remedy is dealing its rows to the nodes; dealt, the unseen nodes are scored on the rows
+    they were dealt (counted here from the data, independently of the sentence)."""
+    from fedviz.data.split import DEAL_LABEL
+
+    train, test = DATA / "agaricus_zero_based.train", DATA / "agaricus_zero_based.test"
+    ds = build(DataSpec(str(train), test=str(test), nodes=10, unseen=0.2))
+    (warning,) = [w for w in ds.meta["warnings"] if "unseen nodes have no test rows" in w]
+    text = unseen_sentence(ds)
+    for said in (warning, text):
+        assert DEAL_LABEL in said and "test fraction" not in said, said
+    assert "cannot be scored" in text and "scored on their" not in text, text
+    dealt = build(DataSpec(str(train), test=str(test), nodes=10, unseen=0.2, deal_test=True))
+    rows = int(np.count_nonzero(dealt.unseen.test_nodes >= 0))
+    assert rows > 0 and f"scored on their {rows:,} test rows" in unseen_sentence(dealt)
+    assert not [w for w in dealt.meta["warnings"] if "unseen nodes have no test rows" in w]
+    # Without a test file the held-out fraction is the remedy (it is editable there).
+    few = build(DataSpec(HEART, nodes=60, test_fraction=0.05, unseen=0.2))
+    untested = [w for w in few.meta["warnings"] if "unseen nodes have no test rows" in w]
+    assert untested and "raise the test fraction" in untested[0] and DEAL_LABEL not in untested[0], untested
+
+
 def test_the_sentence_counts_the_held_out_nodes_and_their_rows():
     ds = build(DataSpec(HEART, unseen=0.2, seed=5))
     m, K = ds.unseen.n_nodes, ds.n_nodes + ds.unseen.n_nodes
