@@ -116,7 +116,7 @@ with st.expander("Define your own experiment", expanded=False):
                                key=ui.seeded("exp-algorithms-softmax" if multiclass else "exp-algorithms",
                                              [n for n in ("gd", "fedavg") if n in offered]))
         if left_out:
-            st.caption(ui.left_out_text(left_out, n_classes))
+            ui.show_left_out(left_out, n_classes)
         arms = []
         for name in names:
             a1, a2 = st.columns([1, 2])

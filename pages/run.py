@@ -37,7 +37,7 @@ with left:
     # scrolling; they are drawn into this place below, once the settings have made the config.
     actions = st.container()
     if left_out:  # below Run and Stop, which stay in view on a 768 px high screen
-        st.caption(ui.left_out_text(left_out, ds.n_classes))
+        ui.show_left_out(left_out, ds.n_classes)
     lineup = ("The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2; its data have two classes, and CoCoA+ "
               "takes no softmax)." if multiclass else "The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2).")
     st.caption(lineup + " Under the charts, a few sentences say what each line and axis means; Learn › Start here "

@@ -500,9 +500,10 @@ def untested_sentence(untested: int, K: int, unassigned_rows: int = 0) -> str:
 
 
 #: The fewest test rows the median scored node may hold before the per-node views are said to show steps, not
-#: a trend: with t rows a node's error moves in steps of 1/t, 5 points at t = 20, and its standard error at a
-#: 20% error rate is √(0.2·0.8/t) ≈ 9 points, already the width of the band's gaps the page reads.
-MIN_NODE_TEST_ROWS = 20
+#: a trend: with t rows a node's error moves in steps of 1/t, so below t = 10 its percentiles jump by 10 points
+#: or more and the band, the histogram and the λ_D path turn into staircases (a 1,000-row file split
+#: automatically: 5 test rows a node, every error a multiple of 20%).  google-plus-small's median node holds 17.
+MIN_NODE_TEST_ROWS = 10
 
 
 def few_test_rows_sentence(tested, *, test_file: bool, regression: bool = False) -> str:

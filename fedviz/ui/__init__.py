@@ -26,7 +26,7 @@ from .pernode import warn_few_test_rows
 from .state import (PROXY_HEADERS, current_config, history_viewer, manager, operator_connection, seeded,
                     session_connected, session_id, set_config, show_query_problems, sync_link, with_data)
 from .widgets import (InvalidInput, algorithm_choices, algorithm_label, algorithm_widgets, checked, fmt_pct,
-                      left_out_text, param_help, param_input, param_inputs, partitioner_label)
+                      left_out_text, param_help, param_input, param_inputs, partitioner_label, show_left_out)
 
 __all__ = ["LIVE_INTERVAL", "LIVE_MARKERS", "LIVE_POINTS", "QUEUED_INTERVAL", "axis_controls", "live_view",
            "show_slow_run_warnings", "start_run", "MAX_DATA_ENTRIES", "MAX_EXPERIMENT_CELLS", "MAX_PERSONAL",
@@ -38,4 +38,4 @@ __all__ = ["LIVE_INTERVAL", "LIVE_MARKERS", "LIVE_POINTS", "QUEUED_INTERVAL", "a
            "operator_connection", "seeded", "session_connected", "session_id", "set_config",
            "show_query_problems", "sync_link", "with_data", "InvalidInput", "algorithm_choices",
            "algorithm_label", "algorithm_widgets", "checked", "fmt_pct", "left_out_text", "param_help",
-           "param_input", "param_inputs", "partitioner_label", "warn_few_test_rows"]
+           "param_input", "param_inputs", "partitioner_label", "show_left_out", "warn_few_test_rows"]

@@ -50,6 +50,10 @@ def node_series(track, cols, axis: str, *, nodes: int, round_cost: float, node: 
     return x, np.asarray(track.error[: len(ok)][ok, node], dtype=float), np.asarray(cols["test_error"], float)[idx]
 
 
+#: The most runs whose bands one figure draws; with more, a picker shows one run at a time.
+MAX_BANDS = 2
+
+
 def warn_few_test_rows(ds, spec) -> None:
     """Warn when the nodes hold too few test rows for their errors to read as more than steps
     (:func:`~fedviz.problems.pernode.few_test_rows_sentence`), with the Data page's remedies for ``spec``."""
@@ -72,6 +76,10 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
     K = ds.n_nodes
     untested = int(np.count_nonzero(tested == 0))
     st.markdown("##### Every node")
+    if len(labels) > MAX_BANDS:  # one run at a time: four bands of 0-100% on one axis read as one smear
+        labels = [st.selectbox("Algorithm", labels, key=f"{key}-node-algo",
+                               help=f"The band, the sentence, the histogram and the node picker of one run at a "
+                                    f"time: with more than {MAX_BANDS} runs their bands overlap.")]
     last = {label: snap.last[label] for label in labels if snap.last.get(label) is not None}
     st.caption(caption(last, K=K, untested=untested, unassigned_rows=unassigned, regression=regression))
     warn_few_test_rows(ds, data)
@@ -87,7 +95,7 @@ def per_node_view(snap, meta: dict, key: str, axis: str, cost: float, *, regress
     metric = options[0] if len(options) == 1 else st.radio(
         "Per node", options, horizontal=True, key=f"{key}-node-metric", format_func=lambda n: metrics.get(n).choice,
         help=helps[:1].upper() + helps[1:] + ".")
-    version = (snap.run_id, snap.version, axis, cost, metric)
+    version = (snap.run_id, snap.version, axis, cost, metric, tuple(labels))
     cached = st.session_state.get(key + "-band")
     if cached is None or cached[0] != version:
         fig = band_figure(runs, axis=axis, nodes=nodes, round_cost=cost, regression=regression, styles=styles,

@@ -162,6 +162,19 @@ def left_out_text(left_out: dict[str, str], n_classes: int) -> str:
             + "".join(f" {why[0].upper()}{why[1:]}." for why in partly))
 
 
+def show_left_out(left_out: dict[str, str], n_classes: int) -> None:
+    """The algorithms a picker left out, in one line, and why, folded: the reasons run to 150 words, which in a
+    230 px column pushed the settings below the fold (issue 31, point 12)."""
+    titles = [ALGORITHMS[name].title or name for name in left_out]
+    partly = [cls.title for cls in ALGORITHMS.values() if cls.softmax_refusal() is None
+              and any(cls.softmax_refusal({p.name: v}) is not None
+                      for p in cls.params if p.kind == "choice" for v in p.choices)]
+    st.caption(f"Not offered for {n_classes} classes (softmax): {', '.join(titles)}"
+               + (f"; {', '.join(partly)} with some settings only" if partly else "") + ".")
+    with st.expander("Why not"):
+        st.caption(left_out_text(left_out, n_classes))
+
+
 def algorithm_label(name: str) -> str:
     """An algorithm's title for pickers: "(centralised)" unless its title says so, and the losses it
     is limited to."""
