@@ -24,6 +24,12 @@ ui.through_navigation()
 
 #: Said of an experiment another visitor launched (the page offers no action on it).
 OTHERS = "Launched by another visitor of this server:"
+#: The form's first experiment, one that shows an effect: GD and FedAvg on FedProx's Synthetic(α, β) with its data
+#: heterogeneity β varied (Li et al. 2020, Section 5.1; α, under argmax labels, changes nothing); identical nodes
+#: with K varied drew two flat lines (tests/integration/test_experiment_form_default.py measures the effect).
+FORM_PRESET = "fedprox-synthetic-binary"
+FORM_AXES = (("data.beta", "0, 1, 2"), ("lam", "0.01, 0.001"))
+
 STEP_HELP = ("default: the algorithm's own (derived) value · tuned: pilot runs choose it in each setting and seed · "
              "grid: one cell per value you list · scales: one cell per factor × the derived default")
 
@@ -94,7 +100,7 @@ with st.expander("Define your own experiment", expanded=False):
     form, upload = st.tabs(["Form", "TOML"])
     with form:
         c1, c2, c3 = st.columns([2, 2, 1])
-        preset = c1.selectbox("Data (preset)", list(PRESETS), key=ui.seeded("exp-preset", "identical-nodes"))
+        preset = c1.selectbox("Data (preset)", list(PRESETS), key=ui.seeded("exp-preset", FORM_PRESET))
         options = c2.text_input("Preset options", key=ui.seeded("exp-preset-options", ""),
                                 placeholder="e.g. n_nodes=5&seed=1", help="key=value pairs joined by &.")
         # Softmax for a preset of many classes (fedprox-synthetic), the binary losses otherwise (issue 22); a
@@ -141,10 +147,12 @@ with st.expander("Define your own experiment", expanded=False):
         axes = []
         for i in range(n_axes):
             x1, x2 = st.columns([1, 2])
-            default = "nodes" if i == 0 else "lam"
+            default, start = FORM_AXES[i]
+            if st.session_state.get(f"exp-axis{i}-key", default) not in keys:  # a key of the preset before
+                st.session_state.pop(f"exp-axis{i}-key", None)
+                default = default if default in keys else "nodes"
             key = x1.selectbox(f"Axis {i + 1}: setting", keys, key=ui.seeded(f"exp-axis{i}-key", default))
-            values = x2.text_input(f"Axis {i + 1}: values (comma list)",
-                                   key=ui.seeded(f"exp-axis{i}-values", "2, 5, 10" if i == 0 else "0.01, 0.001"))
+            values = x2.text_input(f"Axis {i + 1}: values (comma list)", key=ui.seeded(f"exp-axis{i}-values", start))
             axes.append((key, values))
         d1, d2, d3, d4 = st.columns(4)
         seeds = d1.number_input("Seeds", 1, 50, key=ui.seeded("exp-seeds", 2), help="Seeds 0 … n − 1.")

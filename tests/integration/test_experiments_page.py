@@ -149,7 +149,7 @@ def test_bad_toml_gives_a_message_naming_the_problem():
 
 BAD_FORM = [
     ("exp-target", "soon", "target"),
-    ("exp-axis0-values", "two, five", "nodes"),
+    ("exp-axis0-values", "two, five", "beta"),
     ("exp-name", "", "name"),
     ("exp-preset-options", "no_such_knob=1", "no_such_knob"),
     ("exp-partition", "dirichlet:alpha=-1", "alpha"),
