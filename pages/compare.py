@@ -138,7 +138,7 @@ with tab_history:
                 st.info("No run to show yet: start one on the Run page and it is listed here.")
             else:
                 labels = {r.id: history_label(r) for r in runs}
-                chosen = st.multiselect("Runs to overlay", list(labels), default=list(labels)[:3],
+                chosen = st.multiselect("Runs to overlay", list(labels), wrap=True, default=list(labels)[:3],
                                         format_func=labels.get)
                 ui.axis_controls("cmp-axis", "cmp-cost")
                 if chosen:

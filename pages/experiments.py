@@ -118,7 +118,7 @@ with st.expander("Define your own experiment", expanded=False):
                                   placeholder="e.g. dirichlet:alpha=1", help="Split the data over new nodes: "
                                   + ", ".join(PARTITIONERS) + ". Needed to vary partition.<knob>.")
         offered, left_out = ui.algorithm_choices(multiclass)
-        names = st.multiselect("Algorithms", offered, format_func=ui.algorithm_label,
+        names = st.multiselect("Algorithms", offered, wrap=True, format_func=ui.algorithm_label,
                                key=ui.seeded("exp-algorithms-softmax" if multiclass else "exp-algorithms",
                                              [n for n in ("gd", "fedavg") if n in offered]))
         if left_out:
@@ -354,7 +354,7 @@ with ui.guard("Reading the experiment"):
             curve = c1.selectbox("Curve", views.curve_choices(results), format_func=views.CURVES.get,
                                  key=ui.seeded("exp-curve", "suboptimality"))
             labels = {s: results.setting_label(s) for s in results.settings}
-            shown = c2.multiselect("Settings", list(labels), format_func=labels.get, max_selections=views.MAX_FACETS,
+            shown = c2.multiselect("Settings", list(labels), wrap=True, format_func=labels.get, max_selections=views.MAX_FACETS,
                                    key=f"exp-settings-{chosen}", default=list(labels)[:6])
             st.plotly_chart(figure("band_figure", shown or list(labels)[:1], metric=curve), width="stretch",
                             key="exp-band")

@@ -27,7 +27,7 @@ st.markdown(
 def compare(store, group) -> None:
     """ε, the runs compared, the figure of eq. (3), who wins where, and each run's I(ε) and T_A(ε)."""
     every = group_runs(store, group)
-    shown = st.multiselect("Runs compared", list(every), key=f"eff-runs-{group.group_id}", default=list(every),
+    shown = st.multiselect("Runs compared", list(every), wrap=True, key=f"eff-runs-{group.group_id}", default=list(every),
                            help="Take the fastest out to see who wins among the others.")
     runs = {label: every[label] for label in shown}
     if not runs:

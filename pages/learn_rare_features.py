@@ -32,15 +32,15 @@ with ui.guard("Loading the data set"):
                f"{100 * rare_share(ds.stats.omega, ds.n_nodes):.0f}% of the features appear on fewer than a tenth "
                f"of the nodes — change the data on the Data page.")
 
+# The picker spans the page: in the settings' column a 1024 px screen cut every label to "FSVR…".
+variants = st.multiselect("Curves", list(VARIANTS), wrap=True, format_func=lambda k: VARIANTS[k].label,
+                          key=ui.seeded("rare-variants", list(VARIANTS)),
+                          help="FSVRG, FSVRG with one modification of Section 3.6.2 off, and naive FSVRG "
+                               "(Algorithm 3, none of them).")
 left, right = st.columns([1, 2], gap="large")
 with left:
-    variants = st.multiselect("Curves", list(VARIANTS), format_func=lambda k: VARIANTS[k].label,
-                              key=ui.seeded("rare-variants", list(VARIANTS)),
-                              help="FSVRG, FSVRG with one modification of Section 3.6.2 off, and naive FSVRG "
-                                   "(Algorithm 3, none of them).")
-    c1, c2 = st.columns(2)
-    iterations = c1.number_input("Iterations", 1, MAX_ITERATIONS, key=ui.seeded("rare-iterations", 30))
-    tune = c2.checkbox("Tune stepsizes", key=ui.seeded("rare-tune", False),
+    iterations = st.number_input("Iterations", 1, MAX_ITERATIONS, key=ui.seeded("rare-iterations", 30))
+    tune = st.checkbox("Tune stepsizes", key=ui.seeded("rare-tune", False),
                        help="Choose each curve's stepsize h by short pilot runs first, so every variant runs at "
                             "its own best h rather than at the default derived for Algorithm 4.")
     metric = st.radio("Error per bin", list(METRICS), format_func=lambda m: METRICS[m].replace("*", "\\*"),

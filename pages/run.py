@@ -23,21 +23,22 @@ with ui.guard("Loading the data set"):
                f"{ds.meta.get('split', 'its own')} — change them on the Data page.")
     ui.show_data_notes(ds)
 
+multiclass = ds is not None and ds.multiclass
+# Softmax data offer only the algorithms that take softmax; a caption names the others and why.  The picker spans
+# the page: in the settings' column a 1024 px screen showed one chip of fourteen.
+options, left_out = ui.algorithm_choices(multiclass)
+names = st.multiselect("Algorithms", options, wrap=True, format_func=ui.algorithm_label,
+                       key=ui.seeded("run-algorithms-softmax" if multiclass else "run-algorithms",
+                                     [n for n, _ in config.algorithms if n in options]),
+                       help="The paper's methods (GD, CoCoA+, DANE, FSVRG, ...) and today's baselines "
+                            "(FedAvg, FedProx, SCAFFOLD). Centralised references are marked.")
+if left_out:
+    ui.show_left_out(left_out, ds.n_classes)
 left, right = st.columns([1, 2], gap="large")
 with left:
-    multiclass = ds is not None and ds.multiclass
-    # Softmax data offer only the algorithms that take softmax; a caption names the others and why.
-    options, left_out = ui.algorithm_choices(multiclass)
-    names = st.multiselect("Algorithms", options, format_func=ui.algorithm_label,
-                           key=ui.seeded("run-algorithms-softmax" if multiclass else "run-algorithms",
-                                         [n for n, _ in config.algorithms if n in options]),
-                           help="The paper's methods (GD, CoCoA+, DANE, FSVRG, ...) and today's baselines "
-                                "(FedAvg, FedProx, SCAFFOLD). Centralised references are marked.")
     # Run and Stop sit here, above the settings, so that a 768 px high screen shows them without
     # scrolling; they are drawn into this place below, once the settings have made the config.
     actions = st.container()
-    if left_out:  # below Run and Stop, which stay in view on a 768 px high screen
-        ui.show_left_out(left_out, ds.n_classes)
     lineup = ("The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2; its data have two classes, and CoCoA+ "
               "takes no softmax)." if multiclass else "The paper's line-up is FSVRG, GD and CoCoA+ (Figure 2).")
     st.caption(lineup + " Under the charts, a few sentences say what each line and axis means; Learn › Start here "

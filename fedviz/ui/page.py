@@ -74,8 +74,13 @@ def warm_up_text(progress) -> str | None:
         return None
     left = progress.seconds_left()
     return (f"Warming up the kernels: about {max(1, round(left)):,} s left ({progress.done} of "
-            f"{len(progress.plan)} steps compiled); a run started now waits for them. Estimate: the remaining "
-            "steps' compile times with an empty cache, scaled by how long the steps so far took.")
+            f"{len(progress.plan)} steps compiled); a run started now waits for them.")
+
+
+#: How the banner's seconds are estimated, in its tooltip (one line on the page: at 1024×768 a three-line box
+#: pushed Home's first button to the screen's bottom edge).
+WARM_UP_ESTIMATE = ("The remaining steps' compile times with an empty cache, scaled by how long the steps so far "
+                    "took on this machine.")
 
 
 def warm_up_banner(progress) -> None:
@@ -89,7 +94,7 @@ def warm_up_banner(progress) -> None:
         text = warm_up_text(progress)
         if text is None:
             st.rerun()  # ended: the page again, without the banner and its timer
-        st.info(text, icon=":material/hourglass_top:")
+        st.caption(f":material/hourglass_top: {text}", help=WARM_UP_ESTIMATE)
 
     _banner()
 

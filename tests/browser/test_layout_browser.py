@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from browser_user import observe
 from live_server import idle, run_button
 
 SMALL = {"width": 1024, "height": 768}
@@ -40,6 +41,41 @@ def test_the_run_button_is_visible_without_scrolling_at_1024x768(server, small):
     assert box is not None
     assert 0 <= box["y"] and box["y"] + box["height"] <= SMALL["height"], box
     assert 0 <= box["x"] and box["x"] + box["width"] <= SMALL["width"], box
+
+
+_CHIPS = """(label) => {
+    const box = Array.from(document.querySelectorAll('[data-testid="stMultiSelect"]'))
+        .find(el => el.innerText.trim().startsWith(label));
+    if (!box) return null;
+    const tags = box.querySelector('[data-testid="stMultiSelectTagsContainer"]');
+    const frame = tags.parentElement.getBoundingClientRect();  // the picker's visible frame
+    return Array.from(tags.querySelectorAll(':scope > span > span')).map(tag => {  // a chip: its text, its ×
+        const r = tag.getBoundingClientRect(), text = tag.querySelector('span');
+        return {text: tag.innerText.trim(), inside: r.top >= frame.top - 1 && r.bottom <= frame.bottom + 1
+                    && r.left >= frame.left - 1 && r.right <= frame.right + 1 && r.bottom <= innerHeight,
+                cut: text ? text.scrollWidth > text.clientWidth + 1 : false};
+    });
+}"""
+
+
+@pytest.mark.parametrize("where, label, count", [
+    ("/run?algorithms={all}", "Algorithms", None),
+    ("/learn_rare_features", "Curves", None),
+])
+def test_every_chosen_chip_is_shown_whole_at_1024x768(server, small, where, label, count):
+    """Issue 31, point 9: at 1024×768 the Run page's picker with every algorithm chosen showed about one chip, and
+    Rare features cut every curve's label to "FSVR…": each chip is inside the picker's frame, on the screen, and
+    its label is not cut; and Run stays visible without scrolling."""
+    from fedviz.algorithms import ALGORITHMS
+
+    names = [n for n, cls in ALGORITHMS.items() if "logistic" in cls.losses]
+    _open(small, server.url + where.format(all=",".join(names)))
+    chips = observe(lambda: small.evaluate(_CHIPS, label), lambda c: bool(c), page=small)
+    if label == "Algorithms":
+        assert len(chips) == len(names), chips
+        button = run_button(small).first.bounding_box()
+        assert button and button["y"] + button["height"] <= SMALL["height"], button
+    assert all(c["inside"] and not c["cut"] for c in chips), [c for c in chips if not c["inside"] or c["cut"]]
 
 
 def _alerts(page) -> list[str]:
