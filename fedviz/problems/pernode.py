@@ -210,7 +210,8 @@ def score(scope: str, view) -> tuple[dict[str, float], dict[str, np.ndarray]]:
             else:  # "rms"
                 value = float(np.sqrt(np.mean(v.per_node ** 2)))
             fields[m.key(s)] = value
-        vectors[m.name] = v.per_node.astype(np.float32)
+        with np.errstate(over="ignore"):  # a value beyond float32 (a blown-up personal model) is kept as inf
+            vectors[m.name] = v.per_node.astype(np.float32)
     return fields, vectors
 
 

@@ -224,7 +224,9 @@ def assess(objectives: Sequence[float], f_star: float | None = None, *, ended: b
         # Too short to tell a trend from noise (FedAvg two rounds from a start near w* sits at its
         # sampling floor above it): what the end rules see is said as a warning, not a verdict.
         above = _ends_above(objectives, star)
-        return OK if never is None and above is None else Verdict("ok", "", warning=never or above)
+        stuck = _never_left(objectives, star, noise)
+        warning = never or above or stuck
+        return OK if warning is None else Verdict("ok", "", warning=warning)
     if never is not None and _ends_above(objectives, star) is not None:
         return Verdict("diverged", never)
     if n >= WINDOW + 1:
@@ -240,7 +242,55 @@ def assess(objectives: Sequence[float], f_star: float | None = None, *, ended: b
         return Verdict("diverged", above)
     if never is not None:
         return Verdict("ok", "", warning=never)
-    return OK
+    stuck = _never_left(objectives, star, noise)
+    return OK if stuck is None else Verdict("ok", "", warning=stuck)
+
+
+def _never_left(objectives: Sequence[float], f_star: float | None, noise: float) -> str | None:
+    """The reason when every iterate equals the start to rounding although the start is not the optimum (FSVRG
+    whose safeguard rejects every trial step stays at f(w0)), else None.  Without f* a run started at the
+    optimum (property (A)) cannot be told from one that is stuck, so nothing is said."""
+    f = [float(v) for v in objectives]
+    if f_star is None or f[0] - f_star <= 10 * noise or max(abs(v - f[0]) for v in f) > noise:
+        return None
+    return (f"f never left its start {f[0]:.4g} in {len(f) - 1} iterations (every iterate within rounding of it, "
+            f"f − f* = {f[0] - f_star:.4g}): no step was taken")
+
+
+#: How far (in points of error rate) the personal models' pooled test error may end above its start before the
+#: run is warned: Ditto at 16× its default step on google-plus-small went from 33.5% to 58.5% and ended 'done'.
+PERSONAL_RISE = 0.05
+
+
+def personal_verdict(distances: Sequence[float], errors: Sequence[float], *, finite: bool, ended: bool,
+                     rates: bool = True) -> Verdict:
+    """The verdict on a run's personal models (Ditto's v_k, APFL's), from their records so far: ``distances``
+    the RMS distance to the exact models v_k(λ_D) per iteration (NaN without them), ``errors`` their pooled
+    test error, ``finite`` whether the models are finite now.
+
+    Diverged: non-finite models (Ditto at λ_D = 1000 and step 0.27 on google-plus-small: 5e89 after a round,
+    NaN after two), or a distance to the exact models that grew past :data:`CLIMB` times its start.  Warned
+    (``ended``): a pooled test error (``rates``: an error rate, not a squared error) whose median over the last
+    quarter ends :data:`PERSONAL_RISE` above its start.
+    """
+    t = len(errors) - 1
+    if not finite:
+        return Verdict("diverged", f"its personal models blew up at iteration {t} (non-finite values)", t)
+    d0, d = (float(distances[0]), float(distances[-1])) if len(distances) else (math.nan, math.nan)
+    if math.isfinite(d0) and d0 > 0 and (not math.isfinite(d) or d > CLIMB * d0):
+        return Verdict("diverged", f"its personal models moved away from the exact models v_k(λ_D): RMS distance "
+                                   f"{d0:.3g} at the start, {d:.3g} at iteration {t}", t)
+    if not (ended and rates and t >= 1):
+        return OK
+    e = [float(v) for v in errors if math.isfinite(v)]
+    if len(e) < 2:
+        return OK
+    k = min(len(e) - 1, max(1, math.ceil(TAIL * (len(e) - 1))))
+    typical = statistics.median(e[-k:])
+    if typical <= e[0] + PERSONAL_RISE:
+        return OK
+    return Verdict("ok", "", warning=f"the personal models' pooled test error rose from {100 * e[0]:.1f}% to "
+                                     f"{100 * typical:.1f}% (the median of its last {k} values)")
 
 
 def _facts(f: list[float], f_star: float | None) -> str:

@@ -35,7 +35,7 @@ from ..errors import ParameterError
 from ..problems.dissimilarity import local_dissimilarity
 from ..problems.objective import Problem
 from ..problems import metrics, pernode
-from .health import Watch, assess
+from .health import Watch, assess, personal_verdict
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,10 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
     algo.node_sums = nodes.wants_node_sums  # the nodes' own losses from the pass that computes f(w)
     first = _record(algo, label, f_star, start, "running" if iterations else "done", nodes, unseen, dissimilarity)
     objectives = [first.objective]
+    # The personal models' own verdict (personal_verdict), on their distance to the exact models and their error.
+    personal = getattr(nodes, "personal", None)
+    dkey, ekey = metrics.get("personal_distance").key("rms"), metrics.get("personal_error").key("pooled")
+    distances, errors = [first.summaries.get(dkey, math.nan)], [first.summaries.get(ekey, math.nan)]
     watch = Watch(first.objective, None if math.isnan(f_star) else f_star)
     paused = time.perf_counter()
     yield first
@@ -179,7 +183,16 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
             if verdict.status == "oscillating":
                 message = f"oscillating: {verdict.reason}"
             elif verdict.warning:
-                message = f"warning: {verdict.warning}"
+                message = f"warning: {verdict.warning}{_hint_text(cls, algo)}"
+        if personal is not None and status in ("running", "done"):
+            distances.append(rec.summaries.get(dkey, math.nan))
+            errors.append(rec.summaries.get(ekey, math.nan))
+            own = personal_verdict(distances, errors, finite=bool(np.all(np.isfinite(algo.personal_models()))),
+                                   ended=t == iterations, rates=problem.error_metric != "mse")
+            if own.status == "diverged":
+                status, message = "diverged", f"{cls.title} diverged: {own.reason}{_hint_text(cls, algo)}"
+            elif own.warning and not message:
+                message = f"warning: {own.warning}{_hint_text(cls, algo)}"
         if status != "running":
             rec = _replace(rec, status=status, message=message)
         paused = time.perf_counter()
@@ -196,15 +209,21 @@ def _diverged_text(cls, algo, t: int | None, what: str) -> str:
     stepsize is ``algo.h``, DANE's μ ``algo.mu``, CoCoA+'s σ' ``algo.sigma_prime``).
     """
     text = f"{cls.title} diverged at iteration {t} ({what})" if t is not None else f"{cls.title} diverged: {what}"
+    return text + _hint_text(cls, algo)
+
+
+def _hint_text(cls, algo) -> str:
+    """"; <raise|lower> <param> (now <value>)" from the algorithm's ``divergence_hint`` ('' without one): the
+    direction that helps, with the value in use (the derived default when none was given)."""
     hint = cls.divergence_hint
-    if hint:
-        param, direction = hint
+    if not hint:
+        return ""
+    param, direction = hint
+    value = getattr(algo, "h" if param == "stepsize" else param, None)  # in use: FSVRG's safeguard halves h
+    if value is None:
         value = algo.hp.get(param)
-        if value is None:
-            value = getattr(algo, "h" if param == "stepsize" else param, None)
-        shown = f" (now {value:.4g})" if isinstance(value, (float, int)) and not isinstance(value, bool) else ""
-        text += f"; {direction} {param}{shown}"
-    return text
+    shown = f" (now {value:.4g})" if isinstance(value, (float, int)) and not isinstance(value, bool) else ""
+    return f"; {direction} {param}{shown}"
 
 
 def _record(algo: Algorithm, label: str, f_star: float, start: float, status: str,
