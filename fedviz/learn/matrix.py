@@ -443,8 +443,7 @@ PAPER_SETTING: Mapping[str, tuple[Mapping, str]] = types.MappingProxyType({
 AT_PAPER_SETTING = frozenset({("dane", "D")})
 
 #: Why (B)–(D) also run a safeguarded method with its safeguard off (FSVRG's monotone safeguard).
-_AS_PRINTED = ("the algorithm as printed, unguarded; the safeguard keeps wᵗ wherever a step would raise f, "
-               "which hides why a step would")
+_AS_PRINTED = "{reference} as printed; the safeguard, not in the paper, keeps wᵗ wherever a step would raise f"
 
 
 def _is_default(cls, hyper) -> bool:
@@ -494,7 +493,7 @@ def run_specs(name: str, prop: str, problem, config: MatrixConfig) -> tuple[RunS
     elif name in PAPER_SETTING and (name, prop) in AT_PAPER_SETTING:
         specs = [RunSpec(dict(PAPER_SETTING[name][0]), "0", PAPER_SETTING[name][1])]
     if "safeguard" in accepts and cls.validate({})["safeguard"]:
-        specs.append(RunSpec({"safeguard": False}, "0", _AS_PRINTED))
+        specs.append(RunSpec({"safeguard": False}, "0", _AS_PRINTED.format(reference=cls.reference)))
     return tuple(specs)
 
 
