@@ -446,18 +446,32 @@ AT_PAPER_SETTING = frozenset({("dane", "D")})
 _AS_PRINTED = "{reference} as printed; the safeguard, not in the paper, keeps wᵗ wherever a step would raise f"
 
 
-def _is_default(cls, hyper) -> bool:
-    """Whether pinning ``hyper`` changes nothing (they are the registry's defaults)."""
-    return all(cls.validate(dict(hyper))[k] == cls.validate({})[k] for k in hyper)
+def _is_default(cls, hyper, base=None) -> bool:
+    """Whether pinning ``hyper`` changes nothing (they are the registry's defaults, or ``base``'s)."""
+    start = cls.validate(dict(base or {}))
+    return all(cls.validate({**(base or {}), **hyper})[k] == start[k] for k in hyper)
+
+
+#: Why a run pins what a caller of :func:`properties_matrix` set in place of the defaults (``base``).
+_BASE_WHY = "set in place of the registry's defaults by the caller"
 
 
 def _omega_max(problem) -> int:
     return int(problem.data.stats.omega.max(initial=0))
 
 
-def run_specs(name: str, prop: str, problem, config: MatrixConfig) -> tuple[RunSpec, ...]:
+def run_specs(name: str, prop: str, problem, config: MatrixConfig, base=None) -> tuple[RunSpec, ...]:
     """The runs of cell ``name`` × ``prop``: the first gives the verdict, the others are shown beside it.
-    Every run takes the registry's defaults but for what it pins, and says why it pins it."""
+    Every run takes the registry's defaults but for what it pins, and says why it pins it.  ``base``
+    (hyperparameters, None for none) replaces the registry's defaults in every run, pinned and said so:
+    a recording's settings (tests/data/golden), never the page's."""
+    if base:
+        return tuple(RunSpec({**base, **s.hyper}, s.start, f"{s.why}; {_BASE_WHY}" if s.why else _BASE_WHY)
+                     for s in _run_specs(name, prop, problem, config, dict(base)))
+    return _run_specs(name, prop, problem, config, {})
+
+
+def _run_specs(name, prop, problem, config, base) -> tuple[RunSpec, ...]:
     cls = ALGORITHMS[name]
     accepts = {p.name for p in cls.params}
     defaults = RunSpec({}, "fixed point" if prop == "A" else "0")
@@ -487,12 +501,12 @@ def run_specs(name: str, prop: str, problem, config: MatrixConfig) -> tuple[RunS
                 RunSpec({"sigma_prime": sigma_p}, "0", "σ' = γ·max_j ω^j, with the default local solver"),
                 defaults)
     specs = [defaults]
-    if name in PAPER_SETTING and not _is_default(cls, PAPER_SETTING[name][0]):
+    if name in PAPER_SETTING and not _is_default(cls, PAPER_SETTING[name][0], base):
         paper = RunSpec(dict(PAPER_SETTING[name][0]), "0", PAPER_SETTING[name][1])
         specs = [paper, defaults] if (name, prop) in AT_PAPER_SETTING else [defaults, paper]
     elif name in PAPER_SETTING and (name, prop) in AT_PAPER_SETTING:
         specs = [RunSpec(dict(PAPER_SETTING[name][0]), "0", PAPER_SETTING[name][1])]
-    if "safeguard" in accepts and cls.validate({})["safeguard"]:
+    if "safeguard" in accepts and cls.validate(base)["safeguard"]:
         specs.append(RunSpec({"safeguard": False}, "0", _AS_PRINTED.format(reference=cls.reference)))
     return tuple(specs)
 
@@ -641,9 +655,9 @@ def _agreement(claim: Claim, has: bool | None) -> str:
     return "recorded"
 
 
-def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
+def measure_cell(name: str, case: CaseProblem, config: MatrixConfig, settings=None) -> Cell:
     """Measure algorithm ``name`` (a registry key) on property ``case.prop``'s data: every run of
-    :func:`run_specs`, the first giving the verdict."""
+    :func:`run_specs` (with ``settings`` in place of the defaults, if given), the first giving the verdict."""
     cls = ALGORITHMS[name]
     prop = case.prop
     claim = paper_claim(name, prop)
@@ -660,7 +674,7 @@ def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
     start = time.perf_counter()
     try:
         with one_thread():
-            runs = tuple(_run(cls, case, config, spec) for spec in run_specs(name, prop, problem, config))
+            runs = tuple(_run(cls, case, config, spec) for spec in run_specs(name, prop, problem, config, settings))
     except FedvizError as e:
         return Cell(status="failed", value=None, has=None, text="could not run", detail=str(e), **base)
     seconds = time.perf_counter() - start
@@ -780,16 +794,22 @@ class Matrix:
         return tuple(c for c in self.cells if c.agreement == "disagrees")
 
 
-def properties_matrix(config: MatrixConfig = MatrixConfig(), algorithms=None) -> Matrix:
-    """Measure every cell: the registry's algorithms (or ``algorithms``) × (A)–(D)."""
+def properties_matrix(config: MatrixConfig = MatrixConfig(), algorithms=None, *, base=None) -> Matrix:
+    """Measure every cell: the registry's algorithms (or ``algorithms``) × (A)–(D), with the registry's
+    defaults.  ``base`` maps an algorithm to hyperparameters that replace its defaults in every run, each
+    pinned and said so in the cell (a recording's settings, tests/data/golden); the page passes none."""
     names = tuple(ALGORITHMS) if algorithms is None else tuple(algorithms)
-    for name in names:
+    base = dict(base or {})
+    for name in (*names, *base):
         if name not in ALGORITHMS:
             raise ParameterError("algorithm", name, "one of " + ", ".join(ALGORITHMS))
+    for name, hyper in base.items():
+        ALGORITHMS[name].validate(dict(hyper))       # a bad setting is named before anything runs
     start = time.perf_counter()
     with one_thread():
         cases = {prop: case_problem(prop, config.loss, seed=config.seed) for prop in PROPERTIES}
-        cells = tuple(measure_cell(name, cases[prop], config) for name in names for prop in PROPERTIES)
+        cells = tuple(measure_cell(name, cases[prop], config, base.get(name)) for name in names
+                      for prop in PROPERTIES)
     return Matrix(config=config, algorithms=names, cells=cells,
                   cases={p: c.condition for p, c in cases.items()}, specs=dict(CASE_TEXT),
                   seconds=time.perf_counter() - start)

@@ -742,6 +742,22 @@ def test_an_algorithm_that_cannot_run_the_loss_says_so():
         assert cell.agreement == "—"
 
 
+def test_settings_given_in_place_of_the_defaults_are_pinned_and_said():
+    """``base`` (a recording's settings) replaces the registry's defaults in every run, and the cell says so;
+    a bad one is named before anything runs."""
+    m = M.properties_matrix(M.MatrixConfig(max_rounds=3, o1_rounds=2), algorithms=["gd", "fsvrg"],
+                            base={"gd": {"stepsize": 1.0}, "fsvrg": {"safeguard": False}})
+    for prop in M.PROPERTIES:
+        gd, fsvrg = m.cell("gd", prop), m.cell("fsvrg", prop)
+        assert "stepsize = 1 (pinned)" in gd.ran and M._BASE_WHY in gd.ran and gd.ran in gd.detail
+        # FSVRG already as printed: no second, as-printed run beside it.
+        assert len(fsvrg.runs) == 1 and "safeguard = off (pinned)" in fsvrg.ran
+    with pytest.raises(ParameterError, match="algorithm"):
+        M.properties_matrix(algorithms=["gd"], base={"no-such": {}})
+    with pytest.raises(ParameterError, match="stepsize"):
+        M.properties_matrix(algorithms=["gd"], base={"gd": {"stepsize": -1.0}})
+
+
 def test_curve_until_ends_for_a_method_whose_later_iterations_count_nothing():
     """One-shot averaging counts one round, then none (Section 3.4): the budget of iterations ends it."""
     case = M.case_problem("A")
