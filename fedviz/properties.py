@@ -568,7 +568,8 @@ class Proposition1:
     ----------
     iterations, local_steps : int     T and m as asked (None: both algorithms' default)
     stepsize : float                  h as asked (None: both algorithms' default)
-    m, h : int, float                 the m and h both ran (defaults n/K and 1/(2L̄) resolved)
+    m, h : int, float                 the m and h both ran (naive FSVRG's defaults n/K and 1/(2L̄) where
+                                      not given, passed to DANE: the proposition pins its setting)
     seed : int                        both algorithms' seed (the same samples)
     differences : tuple of float      ‖w_DANE^t − w_naive^t‖_∞, t = 1..T
     scale : float                     max_t ‖w_naive^t‖_∞, t = 1..T (that the iterates moved)
@@ -606,8 +607,11 @@ def proposition_1(problem, *, local_steps: int | None = None, stepsize: float | 
     from .algorithms.naive_fsvrg import NaiveFSVRG
 
     hyper = {k: v for k, v in (("local_steps", local_steps), ("stepsize", stepsize)) if v is not None}
-    dane = DANE(problem, seed=seed, w0=w0, eta=1.0, mu=0.0, solver="svrg", local_passes=1, **hyper)
     naive = NaiveFSVRG(problem, seed=seed, w0=w0, **hyper)
+    # The proposition's setting, pinned whatever DANE's defaults are: η = 1, μ = 0, one SVRG pass with
+    # naive FSVRG's m and h (its defaults where not given), so the two run the same local loop.
+    dane = DANE(problem, seed=seed, w0=w0, eta=1.0, mu=0.0, solver="svrg", local_passes=1,
+                local_steps=int(naive.m), stepsize=float(naive.h))
     run = _side_by_side(problem, dane, naive, iterations, distance=_sup_distance)
     holds = all(d <= rtol * max(1.0, s) for d, s in zip(run.distances, run.sizes))
     return Proposition1(iterations=iterations, local_steps=local_steps, stepsize=stepsize, m=int(naive.m),

@@ -23,8 +23,10 @@ st.markdown(
     "Section 3.1 of the paper asks four things of an algorithm for federated optimization: **(A)** started at "
     "the optimum, it stays there; it converges in O(1) rounds of communication when **(B)** all data are on one "
     "node, **(C)** each feature occurs on a single node, **(D)** every node holds the same data. Each cell below "
-    "is *measured* now, on the property's own data, and names the hyperparameters it ran (hover a cell, or "
-    "click it) — and is set beside what the paper says (or that it says nothing). (A) runs the methods that "
+    "is *measured* now, on the property's own data, with each algorithm's defaults as the Run page offers "
+    "them — where a property is about a setting (DANE's (D) at the paper's η = 1, μ = 0), the cell pins that "
+    "setting and says why — and names every setting it ran (hover a cell, or click it); it is set beside what "
+    "the paper says (or that it says nothing). (A) runs the methods that "
     "sample nodes with every node and full batches (their drift alone) and then with their defaults (drift "
     "plus sampling noise); (B) deals one node's data to 10 nodes, one keeping 99.7% of the rows (with a single "
     "node every method's local problem is f itself); (C) runs the dual methods at σ = max ω^j. "
@@ -92,7 +94,7 @@ if matrix is not None:
     st.markdown(f"{verdict} {cell.detail}")
     if cell.runs:
         st.markdown("**Ran** (the verdict is the first run's):\n"
-                    + "\n".join(f"{i}. {run.label}; from {START_TEXT[run.start]}; {run.ran} → **{run.text}**"
+                    + "\n".join(f"{i}. From {START_TEXT[run.start]}, {run.ran} → **{run.text}**"
                                  for i, run in enumerate(cell.runs, 1)))
     if cell.why:
         st.markdown(f"**Why**: {cell.why}")

@@ -30,9 +30,14 @@ A cell is measured, never looked up, and names what it ran (:attr:`Cell.ran`):
 
 (B)–(D) start at 0 and the cell is the number of communication rounds until f(w) − f* ≤ ε,
 within a budget; "O(1)" is read as at most ``o1_rounds`` rounds (two iterations of a two-round
-method such as DANE or FSVRG: "ideally exactly one round", Section 3.1).  Every run passes the
-hyperparameters its result depends on explicitly (FSVRG runs as printed, its stepsize pinned at
-:func:`fsvrg_stepsize`), so a changed default does not silently change a cell.
+method such as DANE or FSVRG: "ideally exactly one round", Section 3.1).  A method that stops
+communicating (one-shot averaging, after its one round) reads the rounds it used.
+
+Every cell runs each algorithm as a user would, with the registry's defaults as the Run page
+offers them, derived from the problem at run time, so a changed default changes the cell with it.
+Where a property is about a setting (DANE's (D) at the paper's η = 1, μ = 0; (C)'s σ; (A)'s
+deterministic drift), the run pins exactly that setting and says why (:class:`RunSpec`), and the
+cell's sentence names every setting it ran, read from the algorithm it ran (:func:`_ran`).
 
 :data:`PAPER` records, per algorithm and property, what the paper says — with the place it says
 it — or that it says nothing; :func:`paper_claim` answers for algorithms added to the registry
@@ -62,7 +67,8 @@ from ..problems.optimum import solve
 
 __all__ = ["one_thread", "PROPERTIES", "PROPERTY_TEXT", "PROPERTY_QUOTE", "CASE_DATA", "CASE_TEXT", "DOMINANT_NODES",
            "DUAL_LOCAL_PASSES", "WHY", "START_TEXT", "Claim", "PAPER", "paper_claim", "MatrixConfig", "CaseProblem",
-           "RunSpec", "Run", "Cell", "Matrix", "case_problem", "dominant_node_data", "fsvrg_stepsize", "run_specs",
+           "RunSpec", "Run", "Cell", "Matrix", "case_problem", "dominant_node_data", "PAPER_SETTING",
+           "AT_PAPER_SETTING", "run_specs",
            "measure_cell", "properties_matrix", "curve_until", "Curve"]
 
 #: The properties of Section 3.1, in the paper's order.
@@ -177,7 +183,7 @@ PAPER: Mapping[str, Mapping[str, Claim]] = types.MappingProxyType({
                               "nothing on (A)–(D).", "Section 2.3.3") for p in PROPERTIES},
     "cocoa": {p: _silent("Section 2.3.3: CoCoA \"provably converges under any distribution of the data\"; "
                          "nothing on (A)–(D).", "Section 2.3.3") for p in PROPERTIES},
-    "naive-fsvrg": {p: _silent("Algorithm 3 is stated without properties; by Proposition 1 it is DANE with one "
+    "naive-fsvrg": {p: _silent("Algorithm 3 is stated without properties; by Proposition 1 it is DANE at η = 1, μ = 0 with one "
                                "SVRG pass, but Section 3.4's claims for DANE are for the exact subproblem.",
                                "Section 3.5") for p in PROPERTIES},
     "dane": {
@@ -234,13 +240,16 @@ WHY: Mapping[tuple[str, str], str] = types.MappingProxyType({
     ("scaffold", "A"): ("SCAFFOLD stays when its control variates start at their fixed point c_k = ∇F_k(w*), "
                         "c = ∇f(w*), a start fedviz's Run page does not offer. From w* with its default controls "
                         "(c − c_k = 0) its first round is FedAvg's with the same step: it moves (the last run)."),
-    ("dane", "B"): ("A node with one row has a subproblem (10) curved only by λ = 1/n away from its row: its "
+    ("dane", "B"): ("At the paper's μ = 0 (the run that pins it, or the defaults while μ = 0 is the default), a "
+                    "node with one row has a subproblem (10) curved only by λ = 1/n away from its row: its "
                     "minimiser steps −∇f(wᵗ)/λ there, n gradient steps at once, and Algorithm 2's plain average "
                     "1/K gives the nine such nodes 9/10 of the weight. Section 3.4: DANE's analysis \"relies on "
                     "the assumption that each node has access to iid samples\"."),
-    ("fsvrg", "B"): ("Most features appear on the dominant node alone (ω^j = 1), where a^j = K/ω^j = 10 "
-                     "multiplies that node's update (weight n_k/n ≈ 1) tenfold; with aggregate_scaling off "
-                     "f − f* falls instead."),
+    ("fsvrg", "B"): ("Algorithm 4 as printed (the run with the safeguard off, at its default step for that "
+                     "setting) climbs: most features appear on the dominant node alone (ω^j = 1), where "
+                     "a^j = K/ω^j = 10 multiplies that node's update (weight n_k/n ≈ 1) tenfold; with "
+                     "aggregate_scaling off f − f* falls instead. The default safeguard keeps wᵗ and halves "
+                     "the step wherever a step raises f, so with the defaults f − f* never rises."),
     **{(name, "C"): ("With each feature on one node, XᵀX = B (σ = 1): the nodes' dual blocks are independent, so "
                      "exact block solves added up are the optimum in one round; the default σ = K weighs each "
                      "block's quadratic term K times more, and its steps fall short.") for name in ("primal-method", "dual-method", "cocoa-plus")},
@@ -378,77 +387,133 @@ def case_problem(prop: str, loss: str = "logistic", *, seed: int = 0) -> CasePro
 # =======================================================================================
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a cell: its label, the hyperparameters passed to the constructor, and its
-    start: "fixed point" (w* with the state at its fixed point, :func:`fixed_point_start`),
-    "w*" (w0 = w*, every other state at its default) or "0" (the default start)."""
+    """One run of a cell: the hyperparameters it pins (passed to the constructor; every other one
+    takes the registry's default, derived from the problem at run time, as on the Run page), why it
+    pins them, and its start: "fixed point" (w* with the state at its fixed point,
+    :func:`fixed_point_start`), "w*" (w0 = w*, every other state at its default) or "0" (the
+    default start)."""
 
-    label: str
     hyper: Mapping
     start: str
+    why: str = ""
+
+    def __post_init__(self):
+        if self.hyper and not self.why:
+            raise ValueError("a run that pins hyperparameters says why")
+
+    @property
+    def label(self) -> str:
+        """The run in words, from what it pins (never a separate string that could drift)."""
+        if not self.hyper:
+            return "its defaults"
+        pins = ", ".join(f"{k} = {_value_text(k, v)}" for k, v in self.hyper.items())
+        return f"{pins} pinned ({self.why}), its defaults otherwise"
+
+    @property
+    def head(self) -> str:
+        """The run in words before the values it ran with (:func:`_ran`), which name the pinned ones'."""
+        if not self.hyper:
+            return "its defaults"
+        return f"its defaults but {', '.join(self.hyper)} pinned ({self.why})"
 
 
-def fsvrg_stepsize(problem) -> float:
-    """The FSVRG stepsize every cell runs: h = min(n̄/(2L̄), 4/L) (no cap for K = 1), the default of
-    fedviz 0.x written out here so that the cells do not follow a later change of the default."""
-    K = problem.data.n_nodes
-    h = (problem.n / K) / (2.0 * problem.average_example_smoothness)
-    return float(min(h, 4.0 / problem.smoothness) if K > 1 else h)
+def _value_text(name: str, value) -> str:
+    """A hyperparameter's value as the cells print it."""
+    if name == "batch_size" and value == 0:
+        return "full"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
 
 
-def _pinned(cls, problem) -> dict:
-    """The hyperparameters every run of ``cls`` passes explicitly, whatever the property: FSVRG is
-    Algorithm 4 as printed (no safeguard, which would only ever keep w^t where a step rose and so
-    hide what the algorithm itself does) at :func:`fsvrg_stepsize`."""
-    return {"stepsize": fsvrg_stepsize(problem), "safeguard": False} if cls.name == "fsvrg" else {}
+#: The settings the paper states its claims about, where they are not the registry's defaults:
+#: algorithm → (hyperparameters, where the paper sets them).  A cell whose property the paper
+#: claims *at* that setting (:data:`AT_PAPER_SETTING`) runs it first, for the verdict; the other
+#: (B)–(D) cells run the defaults first and this setting beside them, so the page still shows what
+#: the paper's algorithm does.  Neither run is added when the setting is the registry's default.
+PAPER_SETTING: Mapping[str, tuple[Mapping, str]] = types.MappingProxyType({
+    "dane": (types.MappingProxyType({"eta": 1.0, "mu": 0.0}),
+             "the paper's DANE, \"the default setting when μ = 0 and η = 1\" of Section 3.4"),
+})
+
+#: The cells whose property the paper states at :data:`PAPER_SETTING` (DANE's (D): "In the default
+#: setting when μ = 0 and η = 1, DANE achieves desirable property (D)", Section 3.4).
+AT_PAPER_SETTING = frozenset({("dane", "D")})
+
+#: Why (B)–(D) also run a safeguarded method with its safeguard off (FSVRG's monotone safeguard).
+_AS_PRINTED = "{reference} as printed; the safeguard, not in the paper, keeps wᵗ wherever a step would raise f"
+
+
+def _is_default(cls, hyper, base=None) -> bool:
+    """Whether pinning ``hyper`` changes nothing (they are the registry's defaults, or ``base``'s)."""
+    start = cls.validate(dict(base or {}))
+    return all(cls.validate({**(base or {}), **hyper})[k] == start[k] for k in hyper)
+
+
+#: Why a run pins what a caller of :func:`properties_matrix` set in place of the defaults (``base``).
+_BASE_WHY = "set in place of the registry's defaults by the caller"
 
 
 def _omega_max(problem) -> int:
     return int(problem.data.stats.omega.max(initial=0))
 
 
-def run_specs(name: str, prop: str, problem, config: MatrixConfig) -> tuple[RunSpec, ...]:
-    """The runs of cell ``name`` × ``prop``: the first gives the verdict, the others are shown beside it."""
+def run_specs(name: str, prop: str, problem, config: MatrixConfig, base=None) -> tuple[RunSpec, ...]:
+    """The runs of cell ``name`` × ``prop``: the first gives the verdict, the others are shown beside it.
+    Every run takes the registry's defaults but for what it pins, and says why it pins it.  ``base``
+    (hyperparameters, None for none) replaces the registry's defaults in every run, pinned and said so:
+    a recording's settings (tests/data/golden), never the page's."""
+    if base:
+        return tuple(RunSpec({**base, **s.hyper}, s.start, f"{s.why}; {_BASE_WHY}" if s.why else _BASE_WHY)
+                     for s in _run_specs(name, prop, problem, config, dict(base)))
+    return _run_specs(name, prop, problem, config, {})
+
+
+def _run_specs(name, prop, problem, config, base) -> tuple[RunSpec, ...]:
     cls = ALGORITHMS[name]
     accepts = {p.name for p in cls.params}
-    base = _pinned(cls, problem)
+    defaults = RunSpec({}, "fixed point" if prop == "A" else "0")
     if prop == "A":
         if {"client_fraction", "batch_size", "local_epochs"} <= accepts:
             E = config.drift_epochs
-            det = dict(base, client_fraction=1.0, batch_size=0, local_epochs=E)
-            specs = [RunSpec(f"every node, full local batches, E = {E} local epochs (no sampling): the "
-                             "deterministic drift", det, "fixed point"),
-                     RunSpec("its defaults (sampled nodes and minibatches): deterministic drift plus sampling "
-                             "noise", dict(base), "fixed point")]
+            det = dict(client_fraction=1.0, batch_size=0, local_epochs=E)
+            specs = [RunSpec(det, "fixed point", "no sampling and E ≥ 2 epochs, the deterministic drift"),
+                     defaults]
             if "control0" in inspect.signature(cls.__init__).parameters:
-                specs.append(RunSpec(f"every node, full batch, E = {E}, from w* with the default control "
-                                     "variates c_k = c = λw* (a start a user can make)", det, "w*"))
+                specs.append(RunSpec(det, "w*", "as in the first run, now from w* with the default control "
+                                                "variates c_k = c = λw*, a start a user can make"))
             return tuple(specs)
-        return (RunSpec("its defaults", dict(base), "fixed point"),)
+        return (defaults,)
     if prop == "C" and ("sigma" in accepts or "sigma_prime" in accepts):
         omega = _omega_max(problem)
         K = problem.data.n_nodes
         if "sigma" in accepts:
             sigma = float(min(max(omega, 1), K))
-            return (RunSpec(f"σ = max_j ω^j = {sigma:g}, the smallest σ admissible on this data", {"sigma": sigma},
-                            "0"),
-                    RunSpec(f"its default σ = K = {K}", {}, "0"))
+            return (RunSpec({"sigma": sigma}, "0", "σ = max_j ω^j, the smallest σ the Appendix admits on this "
+                                                   "data"),
+                    defaults)
         gamma = 1.0 / K if getattr(cls, "averaging", False) else 1.0
         sigma_p = gamma * max(omega, 1)
-        return (RunSpec(f"σ' = γ·max_j ω^j = {sigma_p:g} (γ = {gamma:g}), {DUAL_LOCAL_PASSES} local passes "
-                        "(an essentially exact local solve)",
-                        {"sigma_prime": sigma_p, "local_passes": DUAL_LOCAL_PASSES}, "0"),
-                RunSpec(f"σ' = {sigma_p:g}, one local pass (the default solver)", {"sigma_prime": sigma_p}, "0"),
-                RunSpec(f"its defaults (σ' = γK = {gamma * K:g}, one local pass)", {}, "0"))
-    return (RunSpec("its defaults", dict(base), "0"),)
+        return (RunSpec({"sigma_prime": sigma_p, "local_passes": DUAL_LOCAL_PASSES}, "0",
+                        f"σ' = γ·max_j ω^j with γ = {gamma:g}, and an essentially exact local solve"),
+                RunSpec({"sigma_prime": sigma_p}, "0", "σ' = γ·max_j ω^j, with the default local solver"),
+                defaults)
+    specs = [defaults]
+    if name in PAPER_SETTING and not _is_default(cls, PAPER_SETTING[name][0], base):
+        paper = RunSpec(dict(PAPER_SETTING[name][0]), "0", PAPER_SETTING[name][1])
+        specs = [paper, defaults] if (name, prop) in AT_PAPER_SETTING else [defaults, paper]
+    elif name in PAPER_SETTING and (name, prop) in AT_PAPER_SETTING:
+        specs = [RunSpec(dict(PAPER_SETTING[name][0]), "0", PAPER_SETTING[name][1])]
+    if "safeguard" in accepts and cls.validate(base)["safeguard"]:
+        specs.append(RunSpec({"safeguard": False}, "0", _AS_PRINTED.format(reference=cls.reference)))
+    return tuple(specs)
 
 
-#: What a pinned hyperparameter's value is, said beside it.
-_PINNED_WHY = {"stepsize": " (fixed here: min(n̄/(2L̄), 4/L))", "safeguard": " (fixed here: Algorithm 4 as printed)"}
-
-
-def _ran(algorithm, pinned=()) -> str:
-    """The hyperparameters ``algorithm`` runs with, derived defaults filled in (those it does not use
-    are left out); those in ``pinned`` are marked as fixed here (:func:`fsvrg_stepsize`)."""
+def _ran(algorithm, spec: RunSpec) -> str:
+    """What a run ran, in words: its label, then every hyperparameter ``algorithm`` runs with (those
+    it does not use left out), derived defaults filled in and marked, pinned ones marked."""
     cls = type(algorithm)
     derived = algorithm.derived
     parts = []
@@ -459,18 +524,10 @@ def _ran(algorithm, pinned=()) -> str:
             if p.name not in derived:
                 continue
             value, tag = derived[p.name], " (derived)"
-        if p.name == "batch_size" and value == 0:
-            text = "full"
-        elif isinstance(value, bool):
-            text = "on" if value else "off"
-        elif isinstance(value, float):
-            text = f"{value:.4g}"
-        else:
-            text = str(value)
-        if p.name in pinned:
-            tag = _PINNED_WHY.get(p.name, " (fixed here)")
-        parts.append(f"{p.name} = {text}{tag}")
-    return ", ".join(parts) if parts else "no hyperparameters"
+        if p.name in spec.hyper:
+            tag = " (pinned)"
+        parts.append(f"{p.name} = {_value_text(p.name, value)}{tag}")
+    return f"{spec.head}: " + (", ".join(parts) if parts else "no hyperparameters")
 
 
 # =======================================================================================
@@ -522,12 +579,13 @@ class Run:
     against rounds.
 
     label, start : as in :class:`RunSpec`
-    ran : the hyperparameters it ran with, derived defaults filled in (:attr:`Cell.ran`)
+    ran : its label, then every hyperparameter it ran with, derived defaults filled in (:func:`_ran`)
     x, y : the curve
     value : (A) the drift after the first iteration; (B)–(D) the rounds to reach eps (None: not reached)
     has : the verdict this run alone would give
     text : its short label
     peak : (B)–(D) the largest f − f* after the start; a run that ends above its start "climbs"
+    rounds : (B)–(D) the communication rounds the algorithm counted (iterations for a centralised one)
     """
 
     label: str
@@ -539,6 +597,7 @@ class Run:
     has: bool
     text: str
     peak: float | None = None
+    rounds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -596,9 +655,9 @@ def _agreement(claim: Claim, has: bool | None) -> str:
     return "recorded"
 
 
-def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
+def measure_cell(name: str, case: CaseProblem, config: MatrixConfig, settings=None) -> Cell:
     """Measure algorithm ``name`` (a registry key) on property ``case.prop``'s data: every run of
-    :func:`run_specs`, the first giving the verdict."""
+    :func:`run_specs` (with ``settings`` in place of the defaults, if given), the first giving the verdict."""
     cls = ALGORITHMS[name]
     prop = case.prop
     claim = paper_claim(name, prop)
@@ -615,7 +674,7 @@ def measure_cell(name: str, case: CaseProblem, config: MatrixConfig) -> Cell:
     start = time.perf_counter()
     try:
         with one_thread():
-            runs = tuple(_run(cls, case, config, spec) for spec in run_specs(name, prop, problem, config))
+            runs = tuple(_run(cls, case, config, spec) for spec in run_specs(name, prop, problem, config, settings))
     except FedvizError as e:
         return Cell(status="failed", value=None, has=None, text="could not run", detail=str(e), **base)
     seconds = time.perf_counter() - start
@@ -645,27 +704,31 @@ def _run(cls, case, config, spec: RunSpec) -> Run:
             algorithm = P.fixed_point_start(cls, problem, case.w_star, seed=config.seed, **spec.hyper)
         else:
             algorithm = cls(problem, seed=config.seed, w0=case.w_star, **spec.hyper)
-        ran = _ran(algorithm, _pinned(cls, problem))
+        ran = _ran(algorithm, spec)
         tol = config.drift_tol * max(1.0, float(np.linalg.norm(case.w_star)))
         r = P.stays_at_optimum(algorithm, case.w_star, iterations=config.drift_iterations, tol=tol)
         first = r.drifts[1]
         return Run(label=spec.label, start=spec.start, ran=ran, x=tuple(range(len(r.drifts))), y=r.drifts,
                    value=first, has=bool(r.holds), text=f"drift {first:.1e}")
     algorithm = cls(problem, seed=config.seed, **spec.hyper)
-    ran = _ran(algorithm, _pinned(cls, problem))
+    ran = _ran(algorithm, spec)
     c = curve_until(algorithm, case.f_star, eps=config.eps, max_rounds=config.max_rounds)
     has = c.reached is not None and c.reached <= config.o1_rounds
     peak = max(c.gaps[1:], default=None)
+    rounds = c.x[-1]                                 # what the algorithm counted (iterations if centralised)
     if c.reached is not None:
         text = f"{c.reached} round{'s' * (c.reached != 1)}" if cls.federated else f"{c.reached} it."
     elif c.diverged:
         text = "diverged"
+    elif rounds < config.max_rounds:                 # it stopped communicating (one-shot: after one round)
+        text = f"{rounds} round{'s' * (rounds != 1)}, > ε"
     elif c.gaps[-1] > c.gaps[0]:                     # it ends above where it started
         text = f"> {config.max_rounds}, climbs"
     else:
         text = f"> {config.max_rounds}"
     return Run(label=spec.label, start=spec.start, ran=ran, x=c.x, y=c.gaps,
-               value=None if c.reached is None else float(c.reached), has=has, text=text, peak=peak)
+               value=None if c.reached is None else float(c.reached), has=has, text=text, peak=peak,
+               rounds=rounds)
 
 
 def _outcome(cls, run: Run, config) -> str:
@@ -675,6 +738,10 @@ def _outcome(cls, run: Run, config) -> str:
         return f"reached f − f* ≤ {config.eps:g} after {run.value:g} {unit}"
     if run.text == "diverged":
         return f"diverged (f − f* = {run.y[-1]:.2g} after {run.x[-1]} {unit})"
+    if run.rounds is not None and run.rounds < config.max_rounds:
+        iterations = len(run.x) - 1
+        return (f"used {run.rounds} round{'s' * (run.rounds != 1)} of communication in {iterations} iterations "
+                f"(the later ones communicate nothing) and ended {run.y[-1]:.2g} above f*")
     if run.y[-1] > run.y[0]:
         return (f"climbed: f − f* went from {run.y[0]:.2g} at the start to {run.peak:.2g} and was {run.y[-1]:.2g} "
                 f"after {run.x[-1]} {unit}")
@@ -686,17 +753,17 @@ def _detail(cls, case, config, runs) -> str:
     main = runs[0]
     if case.prop == "A":
         norm = float(np.linalg.norm(case.w_star))
-        parts = [f"Started at {START_TEXT[main.start]} (‖w*‖ = {norm:.3g}), with {main.label}, {cls.title} moved "
+        parts = [f"Started at {START_TEXT[main.start]} (‖w*‖ = {norm:.3g}), with {main.ran} — {cls.title} moved "
                  f"{main.value:.2g} in its first iteration and at most {max(main.y):.2g} in {len(main.y) - 1} — "
                  + ("it stays." if main.has else "it does not stay.")]
         for r in runs[1:]:
-            parts.append(f"Started at {START_TEXT[r.start]}, with {r.label}: {r.value:.2g} in the first iteration, "
+            parts.append(f"Started at {START_TEXT[r.start]}, with {r.ran} — {r.value:.2g} in the first iteration, "
                          f"at most {max(r.y):.2g}.")
         return " ".join(parts)
-    parts = [f"With {main.label}, {cls.title} {_outcome(cls, main, config)}; O(1) here means at most "
+    parts = [f"With {main.ran} — {cls.title} {_outcome(cls, main, config)}; O(1) here means at most "
              f"{config.o1_rounds} — " + ("it has the property." if main.has else "it does not have it.")]
     for r in runs[1:]:
-        parts.append(f"With {r.label}: {_outcome(cls, r, config)}.")
+        parts.append(f"With {r.ran} — {_outcome(cls, r, config)}.")
     if not case.condition_holds:
         parts.append("(The data are not in the property's case.)")
     return " ".join(parts)
@@ -727,16 +794,22 @@ class Matrix:
         return tuple(c for c in self.cells if c.agreement == "disagrees")
 
 
-def properties_matrix(config: MatrixConfig = MatrixConfig(), algorithms=None) -> Matrix:
-    """Measure every cell: the registry's algorithms (or ``algorithms``) × (A)–(D)."""
+def properties_matrix(config: MatrixConfig = MatrixConfig(), algorithms=None, *, base=None) -> Matrix:
+    """Measure every cell: the registry's algorithms (or ``algorithms``) × (A)–(D), with the registry's
+    defaults.  ``base`` maps an algorithm to hyperparameters that replace its defaults in every run, each
+    pinned and said so in the cell (a recording's settings, tests/data/golden); the page passes none."""
     names = tuple(ALGORITHMS) if algorithms is None else tuple(algorithms)
-    for name in names:
+    base = dict(base or {})
+    for name in (*names, *base):
         if name not in ALGORITHMS:
             raise ParameterError("algorithm", name, "one of " + ", ".join(ALGORITHMS))
+    for name, hyper in base.items():
+        ALGORITHMS[name].validate(dict(hyper))       # a bad setting is named before anything runs
     start = time.perf_counter()
     with one_thread():
         cases = {prop: case_problem(prop, config.loss, seed=config.seed) for prop in PROPERTIES}
-        cells = tuple(measure_cell(name, cases[prop], config) for name in names for prop in PROPERTIES)
+        cells = tuple(measure_cell(name, cases[prop], config, base.get(name)) for name in names
+                      for prop in PROPERTIES)
     return Matrix(config=config, algorithms=names, cells=cells,
                   cases={p: c.condition for p, c in cases.items()}, specs=dict(CASE_TEXT),
                   seconds=time.perf_counter() - start)

@@ -64,22 +64,37 @@ def test_the_matrix_is_drawn_and_a_click_shows_that_cells_curve(server, browser)
             return n;
         }""")
         assert squares == 4 * len(ALGORITHMS)
-        # The default curve is FedAvg's drift from w* (property A): it does not stay, with its two runs named.
+        # The default curve is FedAvg's drift from w* (property A): it does not stay, with its two runs named,
+        # the first by what it pins and why, the second by its defaults.
         page.get_by_text("Measured: lacks it.").first.wait_for()
-        assert page.get_by_text(re.compile(r"every node, full local batches, E = 10 local epochs")).count() >= 1
-        # A click on DANE × (B) shows that cell: on 10 nodes, one holding 99.7% of the rows, exact DANE climbs,
-        # as Section 3.4 says it lacks (B); no cell contradicts the paper.
+        assert page.get_by_text(re.compile(r"client_fraction = 1 \(pinned\), local_epochs = 10 \(pinned\)")).count() >= 1
+        assert page.get_by_text(re.compile(r"with its defaults: client_fraction = ")).count() >= 1
+        # A click on DANE × (B) shows that cell: on 10 nodes, one holding 99.7% of the rows, DANE with its
+        # defaults lacks (B), as Section 3.4 says; the paper's exact DANE (η = 1, μ = 0) climbs; no cell
+        # contradicts the paper.
         _click_cell(page, "dane", "B")
         page.get_by_text(re.compile(r"DANE × \(B\)")).first.wait_for(timeout=60_000)
         idle(page)
-        page.get_by_text(re.compile(r"DANE climbed: f − f\* went from")).first.wait_for()
+        page.get_by_text(re.compile(r"With its defaults: eta = ")).first.wait_for()
+        assert page.get_by_text(re.compile(r"eta = 1( \(pinned\))?, mu = 0( \(pinned\))?, solver = exact")).count() >= 1
         assert page.get_by_text("Unfortunately, DANE does not achieve").count() >= 1
         assert page.get_by_text("The measurement contradicts the paper here.").count() == 0
         _shot(page, "learn-properties", height=1900)
-        # A second click, on another cell, moves the curve again: FSVRG on (C).
+        # A second click, on another cell, moves the curve again: FSVRG on (C), whose defaults (the safeguard
+        # on) do not climb; Algorithm 4 as printed, beside them, does.
         _click_cell(page, "fsvrg", "C")
         page.get_by_text(re.compile(r"FSVRG × \(C\)")).first.wait_for(timeout=60_000)
         idle(page)
+        page.get_by_text(re.compile(r"With its defaults: stepsize = .*safeguard = on — FSVRG was still")).first.wait_for()
+        assert page.get_by_text(re.compile(r"FSVRG climbed")).count() == 0
+        assert page.get_by_text(re.compile(r"safeguard = off \(pinned\) — climbed")).count() >= 1
+        _shot(page, "learn-properties-fsvrg", height=1900)
+        # One-shot averaging on (B) reads the one round it used, not the budget.
+        _click_cell(page, "one-shot", "B")
+        page.get_by_text(re.compile(r"One-shot averaging × \(B\)")).first.wait_for(timeout=60_000)
+        idle(page)
+        page.get_by_text(re.compile(r"used 1 round of communication")).first.wait_for()
+        assert page.get_by_text(re.compile(r"1 round, > ε")).count() >= 1
         assert page.get_by_text(re.compile(r"Traceback")).count() == 0
 
 

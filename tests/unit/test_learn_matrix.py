@@ -143,12 +143,39 @@ def test_every_cells_figure_against_an_oracle_replay(matrices, cases, optima, na
     assert len(cell.runs) == len(specs) and cell.runs[0].ran == cell.ran and cell.y == cell.runs[0].y
     for spec, run in zip(specs, cell.runs):
         assert run.label == spec.label and run.start == spec.start
-        for key, value in spec.hyper.items():  # what it passed is what it says it ran
-            shown = ("full" if key == "batch_size" and value == 0 else ("on" if value else "off")
-                     if isinstance(value, bool) else f"{value:.4g}" if isinstance(value, float) else str(value))
-            assert f"{key} = {shown}" in run.ran, (key, run.ran)
+        _check_settings(cls, pb, spec, run, cell)
         _check_run(cls, pb, case, config, loss, optima, spec, run, cell)
     assert cell.value == cell.runs[0].value and cell.has == cell.runs[0].has
+
+
+def _shown(key, value):
+    return ("full" if key == "batch_size" and value == 0 else ("on" if value else "off")
+            if isinstance(value, bool) else f"{value:.4g}" if isinstance(value, float) else str(value))
+
+
+def _check_settings(cls, pb, spec, run, cell):
+    """The cell's sentence names every setting the run ran: what it pinned (and says so, with why),
+    and for every other hyperparameter the registry's default as the Run page derives it from this
+    problem (given the pinned ones), read here from the registry, not from the cell."""
+    assert run.ran in cell.detail                                  # the sentence names its settings
+    declared = {p.name: p.default for p in cls.params}
+    derived = cls.derived_defaults(pb, dict(spec.hyper))
+    for p in cls.params:
+        if p.name in spec.hyper:
+            assert f"{p.name} = {_shown(p.name, spec.hyper[p.name])} (pinned)" in run.ran, (p.name, run.ran)
+            continue
+        if declared[p.name] is None:
+            if p.name not in derived:                              # not used with these settings
+                assert f"{p.name} = " not in run.ran.split(": ", 1)[1]
+                continue
+            expected = f"{p.name} = {_shown(p.name, derived[p.name])} (derived)"
+        else:
+            expected = f"{p.name} = {_shown(p.name, declared[p.name])}"
+        assert re.search(re.escape(expected) + r"(,|$)", run.ran), (expected, run.ran)
+    if spec.hyper:
+        assert spec.why and f"pinned ({spec.why})" in run.ran       # it says that it pins, and why
+    else:
+        assert run.ran.startswith("its defaults: ") and "(pinned)" not in run.ran
 
 
 def _check_run(cls, pb, case, config, loss, optima, spec, run, cell):
@@ -195,9 +222,12 @@ def _check_run(cls, pb, case, config, loss, optima, spec, run, cell):
     if all(abs(g - config.eps) > EPS_BORDER for g in gaps if math.isfinite(g)):
         assert run.value == first
         assert run.has == (first is not None and first <= config.o1_rounds)
+    assert run.rounds == xs[-1]                                    # the rounds the algorithm counted
     if first is None and run.text != "diverged":
         assert xs[-1] >= config.max_rounds or len(xs) - 1 >= config.max_rounds  # the budget was spent
         assert run.text.endswith("climbs") == (gaps[-1] > gaps[0])
+        if xs[-1] < config.max_rounds:                             # it stopped communicating: its rounds
+            assert run.text.startswith(f"{xs[-1]} round") and f"used {xs[-1]} round" in cell.detail
 
 
 # ----------------------------------------------------------------------------- against the paper
@@ -388,6 +418,21 @@ def test_gd_in_every_column_as_dense_gradient_steps(matrices, cases, optima, pro
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("prop", ["B", "C", "D"])
+def test_one_shot_averaging_reads_the_one_round_it_used(matrices, cases, prop):
+    """One-shot averaging communicates once (Section 3.4: it "effectively performs just a single round"):
+    the cell reads the rounds the algorithm counted, replayed here for the whole budget, not the budget."""
+    cell = matrices["logistic"].cell("one-shot", prop)
+    algo = ALGORITHMS["one-shot"](cases["logistic"][prop].problem, seed=CONFIG.seed)
+    for _ in range(CONFIG.max_rounds):
+        algo.step()
+    assert algo.rounds == 1 and algo.iteration == CONFIG.max_rounds    # one round, then none
+    assert cell.runs[0].rounds == algo.rounds
+    assert re.match(rf"{algo.rounds} round(,|$)", cell.text) and f"> {CONFIG.max_rounds}" not in cell.text
+    assert f"{algo.rounds} round" in cell.detail
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("prop", ["B", "D"])
 def test_one_shot_averaging_as_dense_local_minimisers(matrices, cases, optima, prop):
     """One-shot averaging (Section 3.4): Σ_k (n_k/n) argmin F_k, minimised here; in one round on (D), where
@@ -409,13 +454,17 @@ def test_b_exact_dane_climbs_on_a_dominant_node_as_a_dense_reference_does(matric
     gives the same gaps; a one-row node's step off its row is −∇f(wᵗ)/λ (the cell's WHY)."""
     cell = matrices["logistic"].cell("dane", "B")
     pb = cases["logistic"]["B"].problem
-    assert "eta = 1" in cell.ran and "mu = 0" in cell.ran and "solver = exact" in cell.ran
+    # The paper's DANE: the defaults while they are η = 1, μ = 0, else the run beside them that pins it.
+    paper = [r for r in cell.runs if re.search(r"eta = 1(,| )", r.ran) and re.search(r"mu = 0(,| )", r.ran)]
+    assert len(paper) == 1 and "solver = exact" in paper[0].ran
+    run = paper[0]
     iterates, _ = _dane_exact_reference(pb, np.zeros(pb.d), 3)
     f_star = optima[("logistic", "B")]
     gaps = [_f(pb, w) - f_star for w in iterates]
-    np.testing.assert_allclose(cell.y[:4], gaps, rtol=1e-6)
+    np.testing.assert_allclose(run.y[:4], gaps, rtol=1e-6)
     assert gaps[1] > 100 * gaps[0] and gaps[3] > gaps[1]             # it climbs
-    assert cell.has is False and cell.text.endswith("climbs") and cell.agreement == "agrees"
+    assert run.has is False and run.text.endswith("climbs")
+    assert cell.has is False and cell.agreement == "agrees"
     assert M.paper_claim("dane", "B").verdict == "lacks"
     # WHY: on a one-row node, λ(v − wᵗ) = −∇f(wᵗ) + (φ'(xᵀwᵗ) − φ'(xᵀv))x, so off the row v − wᵗ = −∇f(wᵗ)/λ.
     X, off, lam = sp.csr_matrix(pb.X), pb.data.offsets, pb.lam
@@ -458,43 +507,71 @@ def _fsvrg_reference(pb, w, orders, h, aggregate_scaling=True):
 
 
 @pytest.mark.slow
-def test_b_fsvrg_climbs_by_its_aggregation_as_a_dense_reference_does(matrices, cases, optima):
+def test_b_fsvrg_as_printed_climbs_by_its_aggregation_as_a_dense_reference_does(matrices, cases, optima):
+    """(B)'s run of Algorithm 4 as printed (safeguard off, at the step its registry derives for that
+    setting) against Algorithm 4 written out: it climbs by the aggregation A = K/ω^j (the cell's WHY)."""
     from fedviz.algorithms._svrg_kernels import SAMPLE_STREAM
 
     cell = matrices["logistic"].cell("fsvrg", "B")
     pb = cases["logistic"]["B"].problem
-    # The pinned stepsize h = min(n̄/(2L̄), 4/L), from SciPy's spectral norm (fedviz rounds L up by 1%).
+    (printed,) = [r for r in cell.runs if "safeguard = off (pinned)" in r.ran]
+    # Its step is the registry's unguarded default h = min(n̄/(2L̄), 4/L), from SciPy's spectral norm
+    # (fedviz rounds L up by 1%).
     X = sp.csr_matrix(pb.X)
     K = pb.data.n_nodes
     L = 0.25 * scipy.sparse.linalg.svds(X, k=1, return_singular_vectors=False)[0] ** 2 / pb.n + pb.lam
     L_bar = 0.25 * np.mean(X.multiply(X).sum(axis=1)) + pb.lam
     h = min(pb.n / K / (2 * L_bar), 4 / L)
-    assert h / 1.011 <= M.fsvrg_stepsize(pb) <= h * (1 + 1e-9)
-    assert f"stepsize = {M.fsvrg_stepsize(pb):.4g} (fixed here" in cell.ran
+    step = ALGORITHMS["fsvrg"].derived_defaults(pb, {"safeguard": False})["stepsize"]
+    assert h / 1.011 <= step <= h * (1 + 1e-9)
+    assert f"stepsize = {step:.4g} (derived)" in printed.ran
     f_star = optima[("logistic", "B")]
     runs = {}
     for scaling in (True, False):
-        algo = ALGORITHMS["fsvrg"](pb, seed=CONFIG.seed, stepsize=M.fsvrg_stepsize(pb), safeguard=False,
-                                       aggregate_scaling=scaling)
+        algo = ALGORITHMS["fsvrg"](pb, seed=CONFIG.seed, stepsize=step, safeguard=False, aggregate_scaling=scaling)
         w, gaps = np.zeros(pb.d), [_f(pb, np.zeros(pb.d)) - f_star]
         for _ in range(10):
             keys = algo.rng(SAMPLE_STREAM).random(pb.n)                  # the documented sample contract
             off = pb.data.offsets
             orders = [np.argsort(keys[a:b], kind="stable") for a, b in zip(off[:-1], off[1:])]
-            w = _fsvrg_reference(pb, w, orders, M.fsvrg_stepsize(pb), aggregate_scaling=scaling)
+            w = _fsvrg_reference(pb, w, orders, step, aggregate_scaling=scaling)
             algo.step()
             np.testing.assert_allclose(algo.w, w, rtol=1e-7, atol=1e-9)
             gaps.append(_f(pb, w) - f_star)
         runs[scaling] = gaps
-    np.testing.assert_allclose(cell.y[:11], runs[True], rtol=1e-6)
-    assert runs[True][-1] > runs[True][0] and cell.text.endswith("climbs")       # 0.3 → 0.9
-    assert all(b < a for a, b in zip(runs[False], runs[False][1:]))                # A = I: it falls
+    np.testing.assert_allclose(printed.y[:11], runs[True], rtol=1e-6)
+    assert runs[True][-1] > runs[True][0] and printed.text.endswith("climbs")       # 0.3 → 0.9
+    assert all(b < a for a, b in zip(runs[False], runs[False][1:]))                   # A = I: it falls
     omega = np.array([(np.abs(X[pb.data.offsets[k]:pb.data.offsets[k + 1]]).sum(axis=0).A1 > 0)
                       for k in range(K)]).sum(axis=0)
     dominant = np.argmax(np.diff(pb.data.offsets))
     own = np.abs(X[pb.data.offsets[dominant]:pb.data.offsets[dominant + 1]]).sum(axis=0).A1 > 0
     assert np.mean(omega[own] == 1) > 0.5                                        # most on it alone: a^j = 10
     assert cell.why == M.WHY[("fsvrg", "B")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prop", ["B", "C", "D"])
+def test_fsvrg_with_its_defaults_never_climbs_and_its_sentence_says_what_it_did(matrices, cases, optima, prop):
+    """FSVRG's verdict is its defaults' (the safeguard on): replayed here with f from SciPy's products along
+    the run, f − f* never rises and ends below its start (the safeguard keeps wᵗ where a step would raise
+    f), and the cell's words follow the measured direction."""
+    cell = matrices["logistic"].cell("fsvrg", prop)
+    pb = cases["logistic"][prop].problem
+    main = cell.runs[0]
+    assert main.ran.startswith("its defaults: ") and "safeguard = on" in main.ran and "(pinned)" not in main.ran
+    algo = ALGORITHMS["fsvrg"](pb, seed=CONFIG.seed)                 # as the Run page starts it
+    f_star = optima[("logistic", prop)]
+    gaps = [_f(pb, np.zeros(pb.d)) - f_star]
+    while len(gaps) < len(main.y):
+        algo.step()
+        gaps.append(_f(pb, np.asarray(algo.w)) - f_star)
+    np.testing.assert_allclose(main.y, gaps, rtol=1e-8, atol=1e-9)
+    slack = 1e-12 * max(1.0, abs(f_star))                            # rounding of f at an unchanged w
+    assert all(b <= a + slack for a, b in zip(gaps, gaps[1:])) and gaps[-1] < gaps[0]
+    first_sentence = cell.detail.split("With ")[1]
+    assert "climb" not in cell.text and "climbed" not in first_sentence
+    assert ("reached" in first_sentence) == (main.value is not None)
 
 
 def _dual_method_reference(pb, sigma, iterations):
@@ -552,7 +629,7 @@ def test_c_the_dual_family_at_sigma_max_omega_solves_disjoint_features_in_one_ro
         w[cols] = res.x
     assert _f(lpb, w) - optima[("logistic", "C")] <= 1e-10
     cell = matrices["logistic"].cell("cocoa-plus", "C")
-    assert re.search(r"sigma_prime = 1(,|$)", cell.ran) and f"local_passes = {M.DUAL_LOCAL_PASSES}" in cell.ran
+    assert re.search(r"sigma_prime = 1 \(pinned\)(,|$)", cell.ran) and f"local_passes = {M.DUAL_LOCAL_PASSES}" in cell.ran
     assert cell.value == 1 and cell.has and cell.why == M.WHY[("cocoa-plus", "C")]
     default = cell.runs[-1]                                                       # σ' = K, one pass
     assert f"sigma_prime = {K} (derived)" in default.ran and (default.value is None or default.value > 1)
@@ -567,6 +644,10 @@ def test_d_exact_dane_on_identical_nodes_as_the_dense_reference(matrices, cases,
     assert gap <= 1e-10 and cell.y[:2] == pytest.approx([_f(pb, iterates[0]) - optima[("logistic", "D")], gap],
                                                        abs=1e-9)
     assert cell.has and cell.agreement == "agrees"
+    # The paper states (D) "in the default setting when μ = 0 and η = 1": the verdict's run pins exactly that,
+    # and its sentence says so and where the paper sets it, whatever fedviz's defaults are.
+    assert "eta = 1 (pinned)" in cell.ran and "mu = 0 (pinned)" in cell.ran and "Section 3.4" in cell.ran
+    assert cell.ran in cell.detail and M.paper_claim("dane", "D").note.count("μ = 0 and η = 1") == 1
 
 
 # ----------------------------------------------------------------------------- the table and the config
@@ -659,6 +740,22 @@ def test_an_algorithm_that_cannot_run_the_loss_says_so():
         cell = M.measure_cell(name, case, CONFIG)
         assert cell.status == "unsupported" and cell.has is None and "squared" in cell.text
         assert cell.agreement == "—"
+
+
+def test_settings_given_in_place_of_the_defaults_are_pinned_and_said():
+    """``base`` (a recording's settings) replaces the registry's defaults in every run, and the cell says so;
+    a bad one is named before anything runs."""
+    m = M.properties_matrix(M.MatrixConfig(max_rounds=3, o1_rounds=2), algorithms=["gd", "fsvrg"],
+                            base={"gd": {"stepsize": 1.0}, "fsvrg": {"safeguard": False}})
+    for prop in M.PROPERTIES:
+        gd, fsvrg = m.cell("gd", prop), m.cell("fsvrg", prop)
+        assert "stepsize = 1 (pinned)" in gd.ran and M._BASE_WHY in gd.ran and gd.ran in gd.detail
+        # FSVRG already as printed: no second, as-printed run beside it.
+        assert len(fsvrg.runs) == 1 and "safeguard = off (pinned)" in fsvrg.ran
+    with pytest.raises(ParameterError, match="algorithm"):
+        M.properties_matrix(algorithms=["gd"], base={"no-such": {}})
+    with pytest.raises(ParameterError, match="stepsize"):
+        M.properties_matrix(algorithms=["gd"], base={"gd": {"stepsize": -1.0}})
 
 
 def test_curve_until_ends_for_a_method_whose_later_iterations_count_nothing():

@@ -205,10 +205,15 @@ def test_stays_at_optimum_measures_the_drift():
     assert not away.holds and away.drifts[0] == pytest.approx(0.1 * math.sqrt(pb.d))
 
 
+#: Exact DANE as the paper states its properties: "the default setting when μ = 0 and η = 1" (Section 3.4),
+#: pinned, since fedviz's default μ need not be the paper's.
+PAPER_DANE = dict(eta=1.0, mu=0.0, solver="exact")
+
+
 def test_exact_dane_converges_in_one_iteration_on_one_node_and_on_identical_nodes():
     one = Problem(_data(seed=6, K=1)[0], "logistic", 0.05)
     f1 = solve(one).objective
-    r = P.converges_in_few_rounds(DANE(one), f1, case="B", tol=1e-10)
+    r = P.converges_in_few_rounds(DANE(one, **PAPER_DANE), f1, case="B", tol=1e-10)
     assert r.holds and r.data_condition and r.rounds == 2 and r.iterations == 1
     assert r.initial_gap == pytest.approx(one.value(np.zeros(one.d)) - f1)
     rng = np.random.default_rng(7)
@@ -217,15 +222,15 @@ def test_exact_dane_converges_in_one_iteration_on_one_node_and_on_identical_node
     ds = FederatedDataset.from_assignment(np.tile(A, (4, 1)), np.tile(y, 4), np.repeat(np.arange(4), 30))
     pb = Problem(ds, "logistic", 0.01)
     f_star = solve(pb).objective
-    algo = DANE(pb)
+    algo = DANE(pb, **PAPER_DANE)
     r = P.converges_in_few_rounds(algo, f_star, case="D", tol=1e-12)
     assert r.holds and r.rounds == algo.rounds == 2
     assert r.final_gap == pb.value(algo.w) - f_star <= 1e-12
     # The same run on data not in case C says so.
-    r = P.converges_in_few_rounds(DANE(pb), f_star, case="C", tol=1e-12)
+    r = P.converges_in_few_rounds(DANE(pb, **PAPER_DANE), f_star, case="C", tol=1e-12)
     assert not r.data_condition and not r.holds and r.rounds == 2
     with pytest.raises(ParameterError):
-        P.converges_in_few_rounds(DANE(pb), f_star, case="A")
+        P.converges_in_few_rounds(DANE(pb, **PAPER_DANE), f_star, case="A")
 
 
 def test_gd_is_not_o1_on_identical_nodes():
@@ -289,8 +294,10 @@ def test_proposition_1_run_records_both_methods_from_the_start():
     formulas on the two methods stepped here; m and h as both ran (the derived defaults)."""
     pb = _problem(seed=9, n=150, K=5)
     r = P.proposition_1(pb, iterations=3, seed=4)
-    dane = DANE(pb, seed=4, eta=1.0, mu=0.0, solver="svrg", local_passes=1)
     naive = NaiveFSVRG(pb, seed=4)
+    # The proposition's DANE: η = 1, μ = 0, one SVRG pass with naive FSVRG's m and h, pinned whatever
+    # DANE's own defaults are (they may change; the proposition does not).
+    dane = DANE(pb, seed=4, eta=1.0, mu=0.0, solver="svrg", local_passes=1, local_steps=naive.m, stepsize=naive.h)
     assert (r.m, r.h, r.seed) == (naive.m, naive.h, 4) and r.local_steps is r.stepsize is None
     assert r.m == round(pb.n / pb.data.n_nodes)  # the default m = n/K
     run = r.run
