@@ -180,12 +180,18 @@ def test_ctrl_c_during_a_run_exits_130_in_one_line(tmp_path):
     out = tmp_path / "runs.json"
     p = subprocess.Popen([sys.executable, "-m", "fedviz", "run", "preset:identical-nodes", "--algorithms",
                           "fsvrg,gd", "--iterations", "100000", "--json", "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         assert json.loads(p.stdout.readline())["iteration"] == 0   # running, past the preparation
         began = time.monotonic()
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
+        try:
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # once, loaded, it did not leave: say where each thread stood
+            p.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack on stderr
+            _, err = p.communicate(timeout=30)
+            pytest.fail(f"no exit 60 s after Ctrl-C; the process's threads:\n{err[-6000:]}")
     finally:
         p.kill()
     assert (p.returncode, err) == (130, "fedviz: interrupted\n")

@@ -393,6 +393,15 @@ def test_small_experiment_on_dask_scheduler_equals_fedviz_run(dask_cluster, stor
     _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
 
 
+def _cmdline(process) -> str:
+    """``process``'s command line, "" for one that has ended (a zombie not yet reaped by its parent, another
+    test's finished subprocess, or gone): psutil refuses to read either."""
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return ""
+
+
 def test_small_experiment_on_default_local_cluster(monkeypatch, store):
     monkeypatch.delenv(cluster.SCHEDULER_ENV, raising=False)
     monkeypatch.setenv(cluster.WORKERS_ENV, "2")
@@ -405,7 +414,7 @@ def test_small_experiment_on_default_local_cluster(monkeypatch, store):
         snap = _wait(handle)
         # The worker processes (multiprocessing's resource tracker lives as long as this process).
         started = {p.pid for p in me.children(recursive=True)
-                   if "resource_tracker" not in " ".join(p.cmdline())} - before
+                   if "resource_tracker" not in _cmdline(p)} - before
     finally:
         cluster.close()
     assert snap.status == "done", snap.message
