@@ -41,7 +41,7 @@ left, right = st.columns([1, 2], gap="large")
 with left:
     iterations = st.number_input("Iterations", 1, MAX_ITERATIONS, key=ui.seeded("rare-iterations", 30))
     tune = st.checkbox("Tune stepsizes", key=ui.seeded("rare-tune", False),
-                       help="Choose each curve's stepsize h by short pilot runs first, so every variant runs at "
+                       help="Choose each curve's stepsize h by pilot runs first (as long as the run), so every variant runs at "
                             "its own best h rather than at the default derived for Algorithm 4.")
     metric = st.radio("Error per bin", list(METRICS), format_func=lambda m: METRICS[m].replace("*", "\\*"),
                       key=ui.seeded("rare-metric", "relative"))  # \* : an asterisk, not Markdown's italics

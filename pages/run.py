@@ -7,6 +7,7 @@ from fedviz.markup import escape
 from fedviz.errors import FedvizError
 from fedviz.problems.losses import LOSSES, loss_for
 from fedviz.runner.config import MAX_ITERATIONS, RunConfig
+from fedviz.runner.tune import MAX_PILOT_ITERATIONS
 
 ui.through_navigation()
 
@@ -58,9 +59,10 @@ with left:
     lam_text = st.text_input("λ (blank: 1/n, as in the paper)",
                              key=ui.seeded("run-lam", "" if config.lam is None else repr(config.lam)))
     tune = st.checkbox("Tune stepsizes", key=ui.seeded("run-tune", config.tune),
-                       help="Before each run, choose each algorithm's stepsize by short pilot runs on a geometric "
-                            "grid (widened while the best sits at its edge); pilots that diverge or oscillate are "
-                            "left out. Pilots run on seeds derived from the run's, never on it (one seed for a "
+                       help="Before each run, choose each algorithm's stepsize by pilot runs as long as the run "
+                            f"(at most {MAX_PILOT_ITERATIONS} iterations), judged as the run is by their final "
+                            "f − f*, on a geometric grid (widened while the best sits at its edge); pilots that "
+                            "diverge or oscillate are left out. Pilots run on seeds derived from the run's, never on it (one seed for a "
                             "deterministic method, three for a stochastic one). The chosen value shows in the "
                             "curve's label; the pilots' rounds and time are shown next to the run's.")
     sweep = st.checkbox("Stepsize sweep", key=ui.seeded("run-sweep", config.sweep), disabled=tune,

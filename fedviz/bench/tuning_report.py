@@ -24,7 +24,7 @@ from ..data.build import DataSpec, build
 from ..problems.objective import Problem
 from ..problems.optimum import solve
 from ..runner.loop import iterate
-from ..runner.tune import PILOT_SEEDS, PREFER, TuneResult, resolved_default, tune
+from ..runner.tune import MAX_PILOT_ITERATIONS, PILOT_SEEDS, PREFER, TuneResult, resolved_default, tune
 
 #: The command that writes the document (its first line says so).
 COMMAND = "python -m fedviz tuning-report --data DIR > docs/tuning.md"
@@ -162,10 +162,10 @@ The whole document is the output of
 {COMMAND}   # DIR: a folder with a9a, a9a.t, agaricus_zero_based.train/.test; not run by the tests: minutes
 ```
 
-The tuning criterion (`fedviz.runner.tune`): short pilot runs (a third of the run, at least 10 iterations) on a
+The tuning criterion (`fedviz.runner.tune`): pilot runs as long as the run (at most {MAX_PILOT_ITERATIONS} iterations) on a
 geometric grid ×4 around the default, widened while the best sits at its edge and refined ×2, never above the safe
 σ'/σ (larger only slows); pilots run on {PILOT_SEEDS} seeds derived from the run's seed and never on it (one when
-the method is deterministic); a pilot's score is the geometric mean over its second half of f − f* averaged over
+the method is deterministic); a pilot's score is its final f − f*, what the run is judged on, averaged over
 the seeds; pilots that diverge, oscillate or relapse are left out, and the default is kept unless a value beats it
 by {PREFER:g}× in that score and on every pilot seed. "pilots" is what tuning cost: pilot runs (values × seeds),
 their communication rounds (the run's own rounds in brackets; 0 for SVRG and SGD, centralized baselines that do
@@ -183,8 +183,8 @@ def _remarks(rows: dict, iterations: int) -> str:
     worse = [f"{name} on {train}, {partition} ({r.tuned_sub:.2e} against {r.default_sub:.2e})"
              for (train, partition, name), r in rows.items() if r.tuned_sub > r.default_sub * (1 + 1e-9)]
     if worse:
-        out.append("- Tuning ends worse than the default on: " + "; ".join(worse) + ". A pilot of a third of the "
-                   "run cannot see where the last iteration lands.")
+        out.append("- Tuning ends worse than the default on: " + "; ".join(worse) + ". The pilots ran on other "
+                   "seeds than the run: their final f − f* is not the run's.")
     else:
         out.append("- Tuning ends no worse than the default on every row.")
     moved = sum(1 for r in rows.values() if r.tuning.tuned and r.default_value is not None

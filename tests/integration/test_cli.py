@@ -244,7 +244,7 @@ def test_run_tune_reports_the_choice_and_records_it(tmp_path):
     assert r.returncode == 0, r.stderr
     tune_lines = [line for line in r.stderr.splitlines() if line.startswith("tune ")]
     assert len(tune_lines) == 2
-    assert tune_lines[0].startswith("tune gd: stepsize = ") and "criterion: lowest f − f*" in tune_lines[0]
+    assert tune_lines[0].startswith("tune gd: stepsize = ") and "criterion: lowest final f − f*" in tune_lines[0]
     assert " s, against the run's 12 rounds; " in tune_lines[0]  # GD: one round per iteration
     assert tune_lines[1].startswith("tune one-shot: nothing to tune")
     rows = json.loads(out.read_text())
