@@ -171,6 +171,18 @@ def test_a_reader_that_leaves_early_gets_no_traceback(args):
 
 
 
+def _sigint_as_from_a_terminal():
+    """In the command's process before it starts: SIGINT at its default disposition and not blocked, as a
+    terminal's foreground command has it.  Twice, under pytest-xdist, the command went on 60 s after Ctrl-C
+    with its main thread in FSVRG's local rounds, as it does when SIGINT is ignored or blocked: an exec
+    inherits both, and the command rightly respects an ignored one (a shell's background job).  If it happens
+    again, the failure names this process's SIGINT."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_during_a_run_exits_130_in_one_line(tmp_path):
     """The run goes through the execution seam, which ends its algorithms 'stopped' on Ctrl-C; the command
     still leaves at once, with one line and status 130, and writes no --out file."""
@@ -178,15 +190,11 @@ def test_ctrl_c_during_a_run_exits_130_in_one_line(tmp_path):
     import time
 
     out = tmp_path / "runs.json"
-    # As from a terminal, where Ctrl-C reaches a foreground command with SIGINT's default disposition.  Twice,
-    # under pytest-xdist, the command went on 60 s after Ctrl-C with its main thread in FSVRG's local rounds,
-    # as it does when SIGINT is ignored: an exec inherits an ignored SIGINT, and the command rightly respects
-    # it (a shell's background job).  If it happens again, the failure names this process's SIGINT.
     p = subprocess.Popen([sys.executable, "-m", "fedviz", "run", "preset:identical-nodes", "--algorithms",
                           "fsvrg,gd", "--iterations", "100000", "--json", "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         preexec_fn=_sigint_as_from_a_terminal)
     try:
         assert json.loads(p.stdout.readline())["iteration"] == 0   # running, past the preparation
         began = time.monotonic()
@@ -197,7 +205,9 @@ def test_ctrl_c_during_a_run_exits_130_in_one_line(tmp_path):
             p.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack on stderr
             _, err = p.communicate(timeout=30)
             pytest.fail(f"no exit 60 s after Ctrl-C (SIGINT in this test's process: "
-                        f"{signal.getsignal(signal.SIGINT)}); the command's threads:\n{err[-6000:]}")
+                        f"{signal.getsignal(signal.SIGINT)}, blocked: "
+                        f"{signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])}); the command's "
+                        f"threads:\n{err[-6000:]}")
     finally:
         p.kill()
     assert (p.returncode, err) == (130, "fedviz: interrupted\n")
