@@ -7,7 +7,7 @@ import streamlit as st
 from fedviz import ui
 from fedviz.markup import escape
 from fedviz.data.build import (DEFAULT_TEST_FRACTION, MAX_NODES, PRESET_PREFIX, DataSpec, deal_sentence,
-                               unassigned_test_rows_possible)
+                               partition_words, unassigned_test_rows_possible)
 from fedviz.data.labels import dataset_classes, dataset_label_counts
 from fedviz.data.partition import PARTITION_SPEC, PARTITIONERS, parse_spec
 from fedviz.data.presets import PRESETS, format_preset_spec, parse_preset_spec, preset_config, preset_params
@@ -111,7 +111,7 @@ def upload_widgets(current: DataSpec) -> DataSpec | None:
                           help="auto: 0-based if some index is 0, else 1-based (as scikit-learn decides). "
                                "1-based refuses index 0 and names its line.")
     positive = st.text_input("Positive class (one-vs-rest, for files of more than two classes)",
-                             key="upload-positive", placeholder="blank: every class (softmax)",
+                             key="upload-positive", placeholder="blank: the file's own classes (softmax beyond two)",
                              help="Blank: a file with more than two classes keeps every class, and the model is "
                                   "softmax regression. A class given: it becomes +1 and all others -1 "
                                   "(one-vs-rest), for the binary losses. Two-class files are binary either way.")
@@ -258,7 +258,7 @@ with right:
             row3[0].metric("test examples", f"{ds.y_test.size:,}")
             if ds.task == "classification":
                 row3[1].metric("classes", f"{ds.n_classes:,}")
-            st.caption(f"Partition: {ds.meta.get('partition') or 'the data set' + chr(39) + 's own nodes'}. "
+            st.caption(f"Partition: {partition_words(ds)}. "
                        f"Test set: {ds.meta.get('split', 'its own')}. Node sizes n_k from {s['node_size_min']:,} "
                        f"to {s['node_size_max']:,} (median {s['node_size_median']:,.0f}). "
                        f"{rare_features_note(ds.stats.omega, ds.n_nodes)} {_labels_text(ds.meta.get('labels'))}")

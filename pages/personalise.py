@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from fedviz import ui
+from fedviz.data.build import partition_words
 from fedviz.errors import FedvizError
 from fedviz.markup import escape
 from fedviz.personal import PARAMS, PersonaliseConfig
@@ -31,7 +32,7 @@ ds = None
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)
     st.caption(f"Data: **{escape(ds.meta.get('source', 'upload'))}** · n = {ds.n:,}, d = {ds.d:,}, "
-               f"K = {ds.n_nodes:,} nodes · partition: {config.data.partition or 'its own nodes'} · test set: "
+               f"K = {ds.n_nodes:,} nodes · partition: {partition_words(ds)} · test set: "
                f"{ds.meta.get('split', 'its own')} — change them on the Data page; the loss and λ are the Run page's.")
     ui.show_data_notes(ds)
     ui.warn_few_test_rows(ds, config.data)  # every number below is per node

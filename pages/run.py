@@ -8,6 +8,7 @@ from fedviz.errors import FedvizError
 from fedviz.problems.losses import LOSSES, loss_for
 from fedviz.runner.config import MAX_ITERATIONS, RunConfig
 from fedviz.runner.tune import MAX_PILOT_ITERATIONS
+from fedviz.data.build import partition_words
 
 ui.through_navigation()
 
@@ -20,7 +21,7 @@ ds = None
 with ui.guard("Loading the data set"):
     ds = ui.load_dataset(config.data)
     st.caption(f"Data: **{escape(ds.meta.get('source', 'upload'))}** · n = {ds.n:,}, d = {ds.d:,}, K = {ds.n_nodes:,} nodes "
-               f"· partition: {config.data.partition or 'its own nodes'} · test set: "
+               f"· partition: {partition_words(ds)} · test set: "
                f"{ds.meta.get('split', 'its own')} — change them on the Data page.")
     ui.show_data_notes(ds)
 

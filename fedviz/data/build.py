@@ -225,6 +225,18 @@ def deal_test(ds: FederatedDataset, seed: int) -> FederatedDataset:
                                             test_nodes=nodes, meta=meta)
 
 
+def partition_words(ds: FederatedDataset) -> str:
+    """How ``ds``'s rows were dealt to its nodes, as every page names it: the partition in force, which for a
+    file without a partition is its qid groups ("natural") or, with none, iid — not "its own nodes", which a
+    file without qid groups does not have (a preset's users and a file's groups are)."""
+    partition = ds.meta.get("partition")
+    if not partition:
+        return "the data set's own nodes"
+    if partition == "natural":
+        return "natural (the file's qid groups)"
+    return str(partition)
+
+
 def deal_sentence(ds: FederatedDataset) -> str:
     """What :attr:`DataSpec.deal_test` did to ``ds``, in a sentence, or '' when it dealt no row."""
     m = int(ds.meta.get("dealt") or 0)

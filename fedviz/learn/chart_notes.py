@@ -121,8 +121,9 @@ def rare_features_note(omega: np.ndarray, n_nodes: int) -> str:
     share = rare_share(omega, n_nodes)
     if not math.isfinite(share):
         return ""
-    return (f"{100 * share:.1f}% of the features seen appear on fewer than a tenth of the {n_nodes:,} nodes (the "
-            f"paper's count, fewer than {RARE_NODES:,} nodes, needs at least that many).")
+    return (f"{100 * share:.1f}% of the features seen appear on fewer than a tenth of the {n_nodes:,} nodes. The "
+            f"paper counts features on fewer than {RARE_NODES:,} nodes, which says something from {RARE_NODES:,} "
+            "nodes up.")
 
 
 def label_spread_note(counts, names) -> str:
