@@ -49,15 +49,20 @@ def start_warm_up():
     import os
     import threading
 
+    from ..runner import get_manager
     from ..runner.serve.warmup import Progress, warm_up
 
     if os.environ.get("FEDVIZ_WARMUP", "1") == "0":
         return None
     progress = Progress()
+    manager = get_manager()
+
+    def runs_computing() -> bool:
+        return manager.counts()[0] > 0
 
     def work():
         background_os_thread("fedviz-warmup")
-        warm_up(progress=progress)
+        warm_up(progress=progress, pause=runs_computing)  # a run's own kernels first (warm_up's docstring)
 
     thread = threading.Thread(target=work, name="fedviz-warmup", daemon=True)
     thread.start()
@@ -72,9 +77,13 @@ def warm_up_text(progress) -> str | None:
     """The banner's sentence while the warm-up runs (None once it ended)."""
     if progress is None or progress.finished:
         return None
+    if progress.paused:
+        return (f"Warming up the kernels: paused while runs compute ({progress.done} of {len(progress.plan)} steps "
+                "compiled); a run compiles the kernels it needs itself first.")
     left = progress.seconds_left()
     return (f"Warming up the kernels: about {max(1, round(left)):,} s left ({progress.done} of "
-            f"{len(progress.plan)} steps compiled); a run started now waits for them.")
+            f"{len(progress.plan)} steps compiled); a run started now pauses it and compiles its own kernels "
+            "first, after the step under way.")
 
 
 #: How the banner's seconds are estimated, in its tooltip (one line on the page: at 1024×768 a three-line box

@@ -102,6 +102,63 @@ def test_the_banner_says_the_time_left_and_goes_when_done():
     assert ui.warm_up_text(p) is None and ui.warm_up_text(None) is None
 
 
+# -- runs first (issue 31, point 1: the first click waited 95.6 s for the warm-up, 9.5 s later) ---------------
+def test_no_step_starts_while_runs_compute_and_the_pause_is_not_counted(monkeypatch):
+    """``pause`` says True at its first three looks before the fourth step: the step waits (no iterate call
+    meanwhile, two polls), the progress says paused, and the paused seconds stay out of the ratio the
+    estimate scales by."""
+    from fedviz.runner import loop
+
+    clock = Clock()
+    calls, looks, seen = [], {"n": 0}, []
+    monkeypatch.setattr(warmup.time, "sleep", lambda s: setattr(clock, "now", clock.now + s))
+
+    def fake_iterate(problem, name, **kw):
+        calls.append(name)
+        clock.now += 1.0  # every step takes 1 s
+        return iter(())
+
+    def pause():
+        if len(calls) < 3:
+            return False
+        looks["n"] += 1
+        seen.append(progress.paused)
+        return looks["n"] <= 3
+
+    monkeypatch.setattr(loop, "iterate", fake_iterate)
+    plan = warmup.steps()
+    progress = warmup.Progress(plan, cold={step: 1.0 for step in plan}, clock=clock)
+    warmup.warm_up(progress=progress, pause=pause)
+    assert len(calls) == len(plan) and progress.finished
+    assert seen[:4] == [False, True, True, True]  # held from the first True until the False that ends it
+    assert progress.held == pytest.approx(2 * warmup.PAUSE_POLL)  # the looks between the first True and the False
+    assert progress.ratio() == pytest.approx(1.0)  # 1 s a step, as the table says: the pause is left out
+
+
+def test_the_banner_says_when_the_warm_up_waits_for_runs():
+    from fedviz import ui
+
+    clock = Clock()
+    p = warmup.Progress([(0, "a"), (0, "b")], cold={(0, "a"): 10.0, (0, "b"): 30.0}, clock=clock)
+    p.start_step()
+    clock.now += 5.0
+    p.end_step()
+    p.hold()
+    assert ui.warm_up_text(p) == ("Warming up the kernels: paused while runs compute (1 of 2 steps compiled); a run "
+                                  "compiles the kernels it needs itself first.")
+    clock.now += 60.0
+    p.resume()
+    assert not p.paused and ui.warm_up_text(p).startswith("Warming up the kernels: about 15 s left (1 of 2 steps")
+
+
+def test_a_stop_during_the_pause_ends_the_warm_up():
+    progress = warmup.Progress()
+    looks = iter([False, True, True])
+    stops = iter([False, False, False, True])
+    warmup.warm_up(stop=lambda: next(stops, True), progress=progress, pause=lambda: next(looks, True))
+    assert progress.finished and progress.done == 1
+
+
 # -- softmax (issue 22): the first softmax run is not the one that compiles its kernels -----------------------
 def test_every_algorithm_that_takes_softmax_is_warmed_on_a_softmax_problem(warmed):
     """The warm-up runs one softmax iteration of each algorithm the registry says takes softmax, on a
