@@ -181,7 +181,7 @@ def iterate(problem: Problem, algorithm: str | type[Algorithm], *, iterations: i
         elif t == iterations:
             status = "done"
             if verdict.status == "oscillating":
-                message = f"oscillating: {verdict.reason}"
+                message = f"oscillating: {verdict.reason}{_hint_text(cls, algo)}"  # what helps, as for a warning
             elif verdict.warning:
                 message = f"warning: {verdict.warning}{_hint_text(cls, algo)}"
         if personal is not None and status in ("running", "done"):
