@@ -87,7 +87,8 @@ def test_the_matrix_is_drawn_and_a_click_shows_that_cells_curve(server, browser)
         idle(page)
         page.get_by_text(re.compile(r"With its defaults: stepsize = .*safeguard = on — FSVRG was still")).first.wait_for()
         assert page.get_by_text(re.compile(r"FSVRG climbed")).count() == 0
-        assert page.get_by_text(re.compile(r"safeguard = off \(pinned\) — climbed")).count() >= 1
+        # Waited for, not counted at once: the cell's two runs are drawn one after the other (a loaded run read 0).
+        page.get_by_text(re.compile(r"safeguard = off \(pinned\) — climbed")).first.wait_for(timeout=60_000)
         _shot(page, "learn-properties-fsvrg", height=1900)
         # One-shot averaging on (B) reads the one round it used, not the budget.
         _click_cell(page, "one-shot", "B")

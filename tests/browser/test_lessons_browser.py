@@ -127,7 +127,7 @@ def _run_page_setup(page, item, partition: str) -> None:
 
 @setup("why-fsvrg-wins")
 def _(page, item):
-    _run_page_setup(page, item, "its own nodes")
+    _run_page_setup(page, item, "the data set's own nodes")
 
 
 @promise("why-fsvrg-wins")

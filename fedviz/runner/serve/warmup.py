@@ -258,9 +258,9 @@ def first_click(delay: float, *, pause: bool = True) -> dict[str, float]:
     empty ``NUMBA_CACHE_DIR`` (one process per measurement)."""
     import threading
 
-    from .. import get_manager
     from ..config import RunConfig
     from ..job import ProblemSpec, RunJob
+    from .manager import get_manager
 
     manager, progress = get_manager(), Progress()
     threading.Thread(target=warm_up, kwargs=dict(progress=progress, pause=(
