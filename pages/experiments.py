@@ -83,12 +83,15 @@ store = ui.manager().store
 st.subheader("Built-in experiments")
 cards = st.columns(len(BUILTINS))
 for card, b in zip(cards, BUILTINS.values()):
-    with card.container(border=True):
-        st.markdown(f"**{b.title}**")
-        st.caption(f"**Claim:** {b.claim}.  \n*{b.source}*")
-        scale = st.radio("Scale", SCALES, horizontal=True, key=ui.seeded(f"exp-scale-{b.name}", "small"),
-                         help="small: minutes on a laptop; full: the published protocol's length.")
-        with ui.guard("Preparing the experiment"):
+    # Each card as tall as the row's tallest, its Run button at the foot: claims of different lengths put the
+    # four buttons at four heights (issue 31).
+    with card.container(border=True, height="stretch", vertical_alignment="distribute"):
+        with st.container():
+            st.markdown(f"**{b.title}**")
+            st.caption(f"**Claim:** {b.claim}.  \n*{b.source}*")
+        with st.container(), ui.guard("Preparing the experiment"):
+            scale = st.radio("Scale", SCALES, horizontal=True, key=ui.seeded(f"exp-scale-{b.name}", "small"),
+                             help="small: minutes on a laptop; full: the published protocol's length.")
             exp = b.experiment(scale)
             st.caption(f"{exp.size} cells · {exp.iterations} iterations · {len(exp.seeds)} seeds")
             if st.button(":material/play_arrow: Run", key=f"exp-run-{b.name}", width="stretch",

@@ -188,10 +188,11 @@ def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width
                  left: int = 60, right: int = 20, xtitle: int = _X_TITLE_SPACE) -> int:
     """Put the legend under the plot, outside it, and grow the figure with it; returns the height.
 
-    The legend is anchored to the bottom of the figure (``yref="container"``), under the x title;
-    the bottom margin holds the x title and the legend's rows as they wrap at ``width`` pixels
-    (a narrow estimate of the width the page gives the figure: a wider figure wraps to fewer rows
-    and keeps a little space).  The plot area keeps ``height`` − ``top`` − the margin of a one-row
+    The legend hangs right under the x title (``yref="paper"``, ``xtitle`` pixels below the plot
+    area); the bottom margin holds the x title and the legend's rows as they wrap at ``width``
+    pixels (a narrow estimate of the width the page gives the figure: a wider figure wraps to fewer
+    rows, and the space left over stays at the figure's foot, not between the plot and its legend,
+    where it read as a gap of ~170 px on a wide page, issue 31).  The plot area keeps ``height`` − ``top`` − the margin of a one-row
     legend, and at least :data:`PLOT_MIN` pixels, however many runs the legend lists.  ``xtitle``:
     the pixels under the plot area for its tick labels and x title, above the legend.
     """
@@ -203,8 +204,8 @@ def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width
     fig.update_layout(height=total, margin=dict(l=left, r=right, t=top, b=bottom),
                       # maxheight 1 (the whole figure): Plotly caps a horizontal legend at half the figure by
                       # default, which made 16 runs scroll at 280 px although the margin holds them.
-                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0,
-                                  maxheight=1.0))
+                      legend=dict(orientation="h", yref="paper", y=-xtitle / plot, yanchor="top", xanchor="left",
+                                  x=0, maxheight=1.0))
     return total
 
 

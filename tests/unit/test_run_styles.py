@@ -22,7 +22,7 @@ from fedviz.learn.efficiency import paradigm
 from fedviz import plots
 from fedviz.plots import convergence_figure, suboptimality_figure
 from fedviz.plots.experiments import arm_styles
-from fedviz.plots.figures import DIVERGED_FACTOR, PLOT_MIN
+from fedviz.plots.figures import _X_TITLE_SPACE, DIVERGED_FACTOR, PLOT_MIN
 from fedviz.plots.learn_efficiency import efficiency_figure
 from fedviz.plots.styles import run_styles
 
@@ -168,9 +168,10 @@ def test_with_every_algorithm_the_plot_area_keeps_its_height_and_the_legend_is_o
     lay = fig.layout
     plot = lay.height - lay.margin.t - lay.margin.b
     assert plot >= PLOT_MIN, (lay.height, lay.margin)
-    # The legend hangs from the foot of the figure, under the plot area (outside the [0, 1] domain).
-    assert lay.legend.orientation == "h" and lay.legend.yref == "container" and lay.legend.y == 0
-    assert lay.legend.yanchor == "bottom"
+    # The legend hangs right under the x title, below the plot area (outside the [0, 1] domain): its top
+    # edge the x title's pixels under the plot, in the plot's own fraction.
+    assert lay.legend.orientation == "h" and lay.legend.yref == "paper" and lay.legend.yanchor == "top"
+    assert lay.legend.y * plot == pytest.approx(-_X_TITLE_SPACE) and _X_TITLE_SPACE > 0
 
 
 def _diverged_group():
@@ -247,5 +248,24 @@ def test_drawn_with_every_algorithm_the_plot_keeps_its_height_and_the_legend_cle
             content, shown = page.evaluate("""() => [document.querySelector('.legend .scrollbox').getBBox().height,
                                                      document.querySelector('.legend .bg').getBBox().height]""")
             assert content <= shown + 1, (name, content, shown)
+    finally:
+        page.close()
+
+
+@pytest.mark.slow  # a real chromium draws the figure
+def test_on_a_page_wider_than_the_estimate_the_legend_stays_under_the_x_title(browser, tmp_path):
+    """Issue 31: the legend's rows are estimated at 420 px; drawn 1,200 px wide they wrap to fewer, and the space
+    left over sat between the plot and its legend (~170 px).  It is at the figure's foot now: the legend starts
+    within a row of the x title's bottom."""
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    try:
+        fig = suboptimality_figure(_fourteen(), height=330, width=420)
+        path = tmp_path / "wide.html"
+        fig.write_html(str(path), include_plotlyjs=True, full_html=True, config={"responsive": True})
+        page.goto(path.as_uri())
+        page.wait_for_selector(".main-svg")
+        b = page.evaluate(_BOXES)
+        assert b["xtitle"][3] - 1 <= b["legend"][1] <= b["xtitle"][3] + 20, b
+        assert b["legend"][3] <= b["svg"][3] + 1, b
     finally:
         page.close()
