@@ -196,9 +196,10 @@ def warm_up(stop: Callable[[], bool] | None = None, progress: Progress | None = 
     that fails here fails, with its message, in the real run.
 
     ``pause``: while it says True (the server has runs computing), no step starts.  numba compiles
-    one kernel at a time in a process, under one lock, so a warm-up that kept compiling made the
-    first click wait for every kernel before its own (95.6 s against 9.5 s later, issue 31); paused,
-    the run waits at most for the step under way and then compiles what it needs itself."""
+    one kernel at a time in a process, under one lock, so a warm-up that kept compiling competed with
+    the first click for that lock and for the cores (issue 31 saw 95.6 s against 9.5 s later); paused,
+    the run waits at most for the step under way and then compiles what it needs itself
+    (:func:`first_click` measures both)."""
     from ...algorithms import ALGORITHMS
     from ..loop import iterate
 
