@@ -66,6 +66,16 @@ def observe(read: Callable[[], object], ok: Callable[[object], bool], timeout_ms
             time.sleep(0.15)
 
 
+def scroll_to(page, locate: Callable[[], object], timeout_ms: float = SETTLE_MS) -> bool:
+    """Scroll the element ``locate()`` finds into view, finding it again if a rerun replaced it
+    (a live fragment redraws its alerts every tick).  For screenshots: returns whether it scrolled,
+    and never fails a test, since where the page is scrolled is not what a test asserts."""
+    def scrolled() -> bool:
+        locate().scroll_into_view_if_needed(timeout=2_000)
+        return True
+    return observe(scrolled, lambda done: done is True, timeout_ms=timeout_ms, page=page) is True
+
+
 def open_page(page, url: str) -> None:
     """Go to ``url`` and wait until the script ran to its end."""
     page.goto(url)

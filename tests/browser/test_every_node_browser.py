@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from browser_user import choose_option, observe, open_page, selectbox, shot
+from browser_user import choose_option, observe, open_page, scroll_to, selectbox, shot
 from fedviz.algorithms import ALGORITHMS
 from live_server import browser_page, idle, run_button
 
@@ -45,8 +45,7 @@ def test_four_runs_show_one_band_at_a_time(server, page):
     for title in titles:
         page.get_by_text(re.compile(rf"{re.escape(title)}: (done|diverged)")).first.wait_for(timeout=180_000)
     idle(page)
-    section = page.get_by_text("Every node").first
-    section.scroll_into_view_if_needed()
+    scroll_to(page, lambda: page.get_by_text("Every node").first)
     drawn = observe(lambda: _band_runs(page), lambda runs: len(runs) > 0, timeout_ms=30_000, page=page)
     selectbox(page, "Algorithm").evaluate("e => e.scrollIntoView({block: 'start'})")
     shot(page, "every-node-four-runs")

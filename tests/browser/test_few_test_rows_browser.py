@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from browser_user import choose_option, go_sidebar, observe, open_page, set_number, shot
+from browser_user import choose_option, go_sidebar, observe, open_page, scroll_to, set_number, shot
 from conftest import DATA
 from live_server import idle, run_button
 
@@ -55,7 +55,7 @@ def test_a_small_upload_warns_that_its_nodes_hold_few_test_rows(server, page, tm
     go_sidebar(page, "Run")
     run_button(page).first.click()
     said = observe(lambda: _warning(page), bool, timeout_ms=180_000, page=page)
-    page.get_by_test_id("stAlert").filter(has_text="few test rows").first.scroll_into_view_if_needed()
+    scroll_to(page, lambda: page.get_by_test_id("stAlert").filter(has_text="few test rows").first)
     shot(page, "few-test-rows")
     assert f"({per_node:,} each; {nodes:,} nodes scored)" in said, said
     assert f"steps of {100 // per_node} points" in said and "Test fraction" in said and "fewer nodes" in said, said
