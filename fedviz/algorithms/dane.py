@@ -394,7 +394,7 @@ class DANE(Algorithm):
               low=1, high=1000),
         Param("local_steps", "int", None,
               "'svrg' solver: stochastic steps per pass on every node.  Default round(n/K), the "
-              "mean node size, as for naive FSVRG.", low=1),
+              "mean node size, as for naive FSVRG.", low=1, high=1_000_000),
         Param("stepsize", "float", None,
               "'svrg' solver: stepsize h.  Default 1/(2(L̄ + μ)), L̄ = (1/γ) mean‖x_i‖² + λ: the "
               "subproblem's average component smoothness (naive FSVRG's default when μ = 0).",

@@ -32,7 +32,7 @@ class BatchSizeParam(Param):
     """An integer batch size that also accepts the word 'full' (stored as 0: full batch)."""
 
     def _allowed(self) -> str:
-        return f"integer >= {self.low:g}, or 'full' (= 0: full-batch local steps)"
+        return f"{super().range_text()} (a node takes at most its own rows), or 'full' (= 0: full-batch local steps)"
 
     def validate(self, value, owner: str = ""):
         if isinstance(value, str) and value.strip().lower() == "full":

@@ -45,7 +45,7 @@ class NaiveFSVRG(Algorithm):
         Param("local_steps", "int", None,
               "m, the number of local steps on every node (Algorithm 3 uses the same m "
               "everywhere).  Default round(n/K), the mean node size: one pass over the data "
-              "in total per iteration.", low=1),
+              "in total per iteration.", low=1, high=1_000_000),
     )
 
     @classmethod

@@ -46,7 +46,7 @@ class SVRG(Algorithm):
               low=0, low_open=True, log=True),
         Param("inner_steps", "int", None,
               "m, stochastic steps per outer iteration.  Default n (the paper: m is 'typically "
-              "a small multiple (1-5) of n').", low=1),
+              "a small multiple (1-5) of n').", low=1, high=10_000_000),
         Param("sampling", "choice", "uniform",
               "'uniform': i uniform with replacement (Algorithm 1).  'permutation': a random "
               "permutation of the data, renewed every n steps.", choices=("uniform", "permutation")),

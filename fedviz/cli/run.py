@@ -190,8 +190,12 @@ class _RunPrinter:
         elif rec.status != "running" or rec.iteration % max(1, self.iterations // 10) == 0:
             # The sign error rate on ±1 labels (any loss), the argmax error rate on C > 2 classes, the
             # MSE on real targets: Problem.error_metric.
-            err = (f"test MSE {rec.test_error:9.4g}" if self.regression
-                   else f"test err {100 * rec.test_error:6.2f}%")
+            # No test row: n/a in the column's width (the warning above said why once; nan% was noise).
+            if math.isnan(rec.test_error):
+                err = f"test MSE {'n/a':>9}" if self.regression else f"test err {'n/a':>7}"
+            else:
+                err = (f"test MSE {rec.test_error:9.4g}" if self.regression
+                       else f"test err {100 * rec.test_error:6.2f}%")
             # Each per-node metric's headline that the record has (the unseen nodes' pooled error,
             # the personal models' of Ditto and APFL, the distance to the exact v_k(λ_D)).
             for m in metrics.METRICS:

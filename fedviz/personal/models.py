@@ -18,7 +18,8 @@ on the flat model v ∈ R^{dC} (C = 1: binary and regression; C > 1: softmax, is
   that evaluation only): from w, m local steps v ← v − h_k (∇̃F_k(v)), :func:`finetune_models`.
   pFL-Bench's clients take these steps with their local optimiser, minibatch SGD; here
   ``batch=None`` takes full local gradient steps (plain GD, deterministic, the default) and
-  ``batch=b`` minibatch SGD (b rows drawn uniformly with replacement per node and step, seeded).
+  ``batch=b`` minibatch SGD (b rows drawn uniformly with replacement per node and step, seeded; at most
+  the node's n_k, so that b's cost is bounded by the data).
 - **APFL** (Deng, Kamani & Mahdavi, *Adaptive Personalized Federated Learning*, 2020, eq. (3)):
   the mixture v̄_k = α v_k + (1 − α) w, :func:`apfl_models`.  APFL's local model solves
   v_k = argmin_v F_k(α v + (1 − α) w*): for α > 0 the substitution m = αv + (1 − α)w* is onto,
@@ -300,14 +301,15 @@ class Personaliser:
             for _ in range(steps):
                 if self.check_stop:
                     self.check_stop()
-                rows = draw_batches(rng, starts, sizes, batch).ravel()
+                rows, counts = draw_batches(rng, starts, sizes, batch)
+                per_row = np.repeat(counts, counts).astype(np.float64)  # each row's node's batch, b or n_k
                 Bb = B[rows]
                 if C == 1:
-                    r = pb.loss.deriv(Bb @ v, y[rows]) / batch
+                    r = pb.loss.deriv(Bb @ v, y[rows]) / per_row
                     g = Bb.T @ r
                 else:
                     Z = Bb @ v.reshape(-1, C)
-                    g = (Bb.T @ (pb.loss.deriv(Z, y[rows]) / batch)).reshape(-1)
+                    g = (Bb.T @ (pb.loss.deriv(Z, y[rows]) / per_row[:, None])).reshape(-1)
                 v = v - h_slots * (g + lam * v)
         scale = (1.0 - h * lam) ** steps
         if not (np.all(np.isfinite(v)) and np.all(np.isfinite(scale))):
@@ -326,11 +328,20 @@ class Personaliser:
         return self.models("apfl", alpha * loc.slots + (1.0 - alpha) * w[self.index], (1.0 - alpha) * w, 1.0)
 
 
-def draw_batches(rng: np.random.Generator, starts: np.ndarray, sizes: np.ndarray, batch: int) -> np.ndarray:
-    """One minibatch per node: a K × b array of training rows, node k's drawn uniformly with
-    replacement from its rows (``starts[k] + floor(u · n_k)``, u ~ U[0, 1) from ``rng.random((K, b))``)."""
-    u = rng.random((sizes.size, int(batch)))
-    return starts[:, None] + np.minimum((u * sizes[:, None]).astype(np.int64), sizes[:, None] - 1)
+def draw_batches(rng: np.random.Generator, starts: np.ndarray, sizes: np.ndarray, batch: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """One minibatch per node: (rows, counts), node k's counts[k] = min(b, n_k) rows drawn uniformly
+    with replacement from its own (``starts[k] + floor(u · n_k)``), node after node, from one
+    ``rng.random(Σ_k counts[k])``.
+
+    The clamp at n_k bounds a step's work and memory by the training rows, whatever b is asked (b = 10⁸
+    on a 270-row file took 22 GB as K × b); below every node's size it changes nothing, and the draw is
+    then bitwise ``rng.random((K, b))``'s.
+    """
+    counts = np.minimum(int(batch), sizes).astype(np.int64)
+    node = np.repeat(np.arange(sizes.size), counts)
+    u = rng.random(int(counts.sum()))
+    return starts[node] + np.minimum((u * sizes[node]).astype(np.int64), sizes[node] - 1), counts
 
 
 def default_finetune_step(problem: Problem) -> np.ndarray:
@@ -359,7 +370,7 @@ def finetune_models(problem: Problem, w: np.ndarray, steps: int, step=None, batc
     """pFL-Bench's fine-tuning: from w, ``steps`` local steps on every node.
 
     ``batch=None``: v ← v − h_k ∇F_k(v) (plain GD).  ``batch=b``: v ← v − h_k (g̃ + λv) with
-    g̃ = (1/b) Σ_{i ∈ batch} ∇φ_i(x_iᵀv) over b rows of node k drawn by :func:`draw_batches`
+    g̃ = (1/b_k) Σ_{i ∈ batch} ∇φ_i(x_iᵀv) over b_k = min(b, n_k) rows of node k drawn by :func:`draw_batches`
     from ``numpy.random.default_rng(seed)``, one draw per step for all nodes.  ``step``: h_k, a
     number or one per node; None is 1/L_k (:func:`default_finetune_step`).
     """

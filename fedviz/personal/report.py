@@ -49,6 +49,9 @@ TITLES = {"majority": "per-node majority", "global": "global model", "local": "L
           "finetune": "fine-tuned", "ditto": "Ditto", "apfl": "APFL mixture"}
 #: The default λ_D grid: 0 (Local), 10⁻⁵ … 10² in half decades, ∞ (the global model).
 DEFAULT_LAMBDAS = (0.0,) + tuple(float(f"{10.0 ** (e / 2):.3g}") for e in range(-10, 5)) + (math.inf,)
+#: Most λ_D values a path may hold: each is one exact solve per node (5,000 values ran past 90 s); the
+#: default grid has 17.
+MAX_LAMBDAS = 200
 #: The λ_D at which the report checks that Ditto has reached the global model (F_k(v_k) − F_k(w*) is
 #: of order ‖∇F_k(w*)‖²/λ_D).
 LIMIT_LAMBDA = 1e10
@@ -64,14 +67,15 @@ PARAMS = param_table(
           "a descent step on every node.", low=0, low_open=True, log=True),
     Param("finetune_batch", "int", None,
           "Rows per fine-tuning step, drawn with replacement from the node's rows (minibatch SGD, "
-          "seeded).  Default: all of the node's rows (plain gradient descent).", low=1),
+          "seeded), at most the node's own number of rows.  Default: all of the node's rows (plain "
+          "gradient descent).", low=1, high=1_000_000_000),
     Param("apfl_alpha", "float", 0.5,
           "α, APFL's mixing weight: the model α v_k + (1 − α) w (0: the global model, 1: Local).",
           low=0, high=1),
     Param("ditto_lambda", "float", None,
           "λ_D of the Ditto column (inf: the global model w*, Ditto's limit).  Default: the λ_D of the "
           "path whose worst-10% mean error is lowest.", low=0),
-    Param("seed", "int", 0, "Seed of the fine-tuning minibatches (finetune_batch).", low=0),
+    Param("seed", "int", 0, "Seed of the fine-tuning minibatches (finetune_batch).", low=0, high=2**32 - 1),
 )
 
 
@@ -113,6 +117,9 @@ class PersonaliseConfig:
             raise ParameterError("lambdas", self.lambdas, "a list of numbers ≥ 0 (inf: the global model)") from None
         if not lams:
             raise ParameterError("lambdas", self.lambdas, "at least one number ≥ 0")
+        if len(lams) > MAX_LAMBDAS:
+            raise ParameterError("lambdas", f"{len(lams):,} values", f"at most {MAX_LAMBDAS} values (each is "
+                                 "one exact solve per node)")
         object.__setattr__(self, "lambdas", lams)
         methods = tuple(self.methods) if not isinstance(self.methods, str) else (self.methods,)
         bad = [m for m in methods if m not in METHODS]

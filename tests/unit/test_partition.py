@@ -520,11 +520,11 @@ def test_unknown_key_lists_the_valid_keys():
     ("dirichlet:alpha=-1", "dirichlet.alpha", "number > 0"),
     ("dirichlet:alpha=abc", "dirichlet.alpha", "number > 0"),
     ("dirichlet:alpha=nan", "dirichlet.alpha", "number > 0"),
-    ("dirichlet:min_size=2.5", "dirichlet.min_size", "integer >= 0"),
+    ("dirichlet:min_size=2.5", "dirichlet.min_size", "integer in [0, 10000000]"),
     ("dirichlet:self_balancing=maybe", "dirichlet.self_balancing", "true or false"),
     ("dirichlet:max_attempts=0", "dirichlet.max_attempts", "integer in [1, 1000000]"),
     ("iid-unbalanced:sigma=11", "iid-unbalanced.sigma", "number in [0, 10]"),
-    ("shards:classes_per_node=0", "shards.classes_per_node", "integer >= 1"),
+    ("shards:classes_per_node=0", "shards.classes_per_node", "integer in [1, 1000]"),
     ("topic:max_iter=0", "topic.max_iter", "integer in [1, 1000]"),
 ])
 def test_bad_values_name_the_parameter_and_range(spec, name, allowed):

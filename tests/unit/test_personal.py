@@ -156,23 +156,48 @@ def test_finetuning_is_a_dense_gradient_descent_loop():
         assert np.allclose(V1[k], w - _F(pb, k, w)[1] / pb.node_smoothness[k], atol=1e-12)
 
 
-def test_minibatch_finetuning_is_a_dense_sgd_loop_on_the_documented_draws():
+def _documented_draws(seed, ds, b, steps):
+    """The draws as the docstring words them, written out here: node after node, min(b, n_k) rows
+    starts[k] + floor(u · n_k), u from one rng.random per step."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        m = [min(b, int(n)) for n in ds.node_sizes]
+        u = iter(rng.random(sum(m)))
+        out.append([[int(ds.offsets[k]) + min(int(next(u) * int(n)), int(n) - 1) for _ in range(m[k])]
+                    for k, n in enumerate(ds.node_sizes)])
+    return out
+
+
+@pytest.mark.parametrize("b", [4, 10 ** 8])  # under every node's rows; far over them (clamped to n_k)
+def test_minibatch_finetuning_is_a_dense_sgd_loop_on_the_documented_draws(b):
     pb = _problem()
     w = solve(pb).w
-    steps, b, h, seed = 3, 4, 0.05, 7
+    steps, h, seed = 3, 0.05, 7
     V = finetune_models(pb, w, steps=steps, step=h, batch=b, seed=seed).dense()
     ds = pb.data
-    rng = np.random.default_rng(seed)
-    draws = [draw_batches(rng, ds.offsets[:-1], ds.node_sizes, b) for _ in range(steps)]
+    draws = _documented_draws(seed, ds, b, steps)
     X = pb.X.toarray()
     for k in range(ds.n_nodes):
         v = w.copy()
         for t in range(steps):
-            rows = draws[t][k]
+            rows = np.array(draws[t][k])
+            assert len(rows) == min(b, ds.node_sizes[k])
             assert np.all((rows >= ds.offsets[k]) & (rows < ds.offsets[k + 1]))
             Xb = X[rows]
-            v = v - h * (Xb.T @ pb.loss.deriv(Xb @ v, pb.y[rows]) / b + pb.lam * v)
+            v = v - h * (Xb.T @ pb.loss.deriv(Xb @ v, pb.y[rows]) / len(rows) + pb.lam * v)
         assert np.allclose(V[k], v, atol=1e-12)
+
+
+def test_a_batch_under_every_node_draws_bitwise_what_a_k_by_b_draw_gives():
+    """The clamp changes nothing below the smallest node: the stream is rng.random((K, b))'s, row by row."""
+    ds = _problem().data
+    b = int(ds.node_sizes.min())
+    rows, counts = draw_batches(np.random.default_rng(3), ds.offsets[:-1], ds.node_sizes, b)
+    u = np.random.default_rng(3).random((ds.n_nodes, b))
+    expected = ds.offsets[:-1, None] + np.minimum((u * ds.node_sizes[:, None]).astype(np.int64),
+                                                  ds.node_sizes[:, None] - 1)
+    assert np.array_equal(counts, np.full(ds.n_nodes, b)) and np.array_equal(rows, expected.ravel())
 
 
 def test_apfl_is_the_mixture_and_apfls_own_fixed_point_is_local():

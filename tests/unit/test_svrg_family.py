@@ -601,7 +601,7 @@ def test_stop_is_honoured_between_batches(make, monkeypatch):
 @pytest.mark.parametrize("cls,hyper,name,allowed", [
     (FSVRG, {"stepsize": -1.0}, "fsvrg.stepsize", "> 0"),
     (FSVRG, {"gradient_scaling": "maybe"}, "fsvrg.gradient_scaling", "true or false"),
-    (NaiveFSVRG, {"local_steps": 0}, "naive-fsvrg.local_steps", ">= 1"),
+    (NaiveFSVRG, {"local_steps": 0}, "naive-fsvrg.local_steps", "integer in [1, 1000000]"),
     (SVRG, {"sampling": "cyclic"}, "svrg.sampling", "'uniform', 'permutation'"),
     (SVRG, {"inner_steps": 2.5}, "svrg.inner_steps", "integer"),
     (DANE, {"mu": -0.1}, "dane.mu", ">= 0"),

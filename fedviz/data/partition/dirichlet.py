@@ -44,7 +44,7 @@ class DirichletPartitioner(Partitioner):
                   "classes, large values the global label mix.", low=0, low_open=True,
                   log=True),
         ParamSpec("min_size", int, 1, "Fewest rows any node may get; draws that leave a "
-                  "node smaller are redrawn.", low=0),
+                  "node smaller are redrawn.", low=0, high=10_000_000),
         ParamSpec("self_balancing", bool, False, "Give no more rows to nodes that already "
                   "hold n/K rows."),
         ParamSpec("max_attempts", int, 1000, "How many draws to try before topping up the "

@@ -32,7 +32,7 @@ class ShardsPartitioner(Partitioner):
     needs_labels = True
     params = param_table(
         ParamSpec("classes_per_node", int, 2, "Shards per node, hence the most labels a "
-                  "node can see.", low=1),
+                  "node can see.", low=1, high=1000),
     )
 
     def _assign(self, X, y, groups, rng):

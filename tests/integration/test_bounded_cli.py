@@ -1,0 +1,66 @@
+"""The command line at the bounds of its counts (issue 32, point 2, and its minor points), as a user runs it.
+
+A fine-tuning batch of 10⁸ rows on heart_scale (270 rows) took the machine to 22 GB before the kernel's
+OOM killer ended it; 5,000 λ values ran past 90 s; a run whose test set has no rows printed ``nan%`` on
+every line.  Here each is run as a subprocess and measured from outside: its exit status, its words, and
+its peak resident memory as the kernel counts it (``wait4``'s ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import DATA
+
+#: The bound the issue sets for the clamped fine-tuning: a Python with numpy, scipy and numba imported
+#: is about 190 MB here.
+MAX_RSS_MB = 500
+
+
+def _run(*args, timeout=300) -> tuple[int, str, str]:
+    r = subprocess.run([sys.executable, "-m", "fedviz", *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def _peak_rss_mb(*args) -> tuple[int, str, float]:
+    """Exit status, output (stdout and stderr) and the child's own peak RSS from ``os.wait4`` (MB)."""
+    r, w = os.pipe()
+    pid = subprocess.Popen([sys.executable, "-m", "fedviz", *map(str, args)], stdout=w, stderr=w).pid
+    os.close(w)
+    with os.fdopen(r) as pipe:
+        text = pipe.read()
+    _, status, usage = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(status), text, usage.ru_maxrss / 1024
+
+
+def test_a_fine_tuning_batch_of_a_hundred_million_rows_is_clamped_to_each_nodes_rows():
+    code, text, rss = _peak_rss_mb("personalise", DATA / "heart_scale", "--finetune-batch", 100_000_000)
+    assert code == 0, text
+    assert rss < MAX_RSS_MB, f"peak RSS {rss:.0f} MB"
+    assert "fine-tuned" in text
+
+
+def test_five_thousand_lambdas_are_refused_in_one_line_naming_the_bound():
+    from fedviz.personal.report import MAX_LAMBDAS
+
+    grid = ",".join(str(i / 1000) for i in range(5000))
+    code, out, err = _run("personalise", DATA / "heart_scale", "--lambdas", grid)
+    assert code == 2 and out == "", (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "lambdas" in lines[0] and f"at most {MAX_LAMBDAS} values" in lines[0], err
+
+
+def test_a_run_without_test_rows_says_n_a_not_nan(tmp_path):
+    # 120 rows over 120 nodes at the default test fraction: no node holds the 4 rows one test row needs.
+    path = tmp_path / "tiny.svm"
+    path.write_text("".join(f"+1 1:0.{i} 2:1\n-1 3:0.{i}\n" for i in range(1, 61)))
+    code, out, err = _run("run", path, "--partition", "iid", "--nodes", 100_000, "--iterations", 2,
+                             "--algorithms", "gd")
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if " it " in line]
+    assert len(lines) == 3 and all("test err     n/a" in line for line in lines), out
+    assert "nan" not in out.lower(), out
+    assert "the test set has no rows" in err, err  # said once, with why and what to do
