@@ -30,6 +30,7 @@ from ..data.dataset import FederatedDataset
 from ..errors import ParameterError
 from ._blocks import RowBlocks
 from ._cores import single_threaded_blas
+from .budget import check_model
 from .losses import MULTICLASS_LOSSES, Loss, make_loss
 
 #: λ_max(X_kᵀX_k) of every node, per data set (it depends on neither the loss nor λ).
@@ -71,6 +72,9 @@ class Problem:
             if np.any(bad):
                 raise ParameterError("loss", loss.name,
                                      "a regression loss ('squared'): the labels are not ±1")
+        # The model's memory, before anything of its size is allocated (issue 32: d × C is not bounded by
+        # the data's budget); refused in one sentence over FEDVIZ_MAX_MODEL_MB.
+        check_model(n=data.n, n_test=data.X_test.shape[0], d=data.d, classes=n_classes, nnz=data.X.nnz)
         single_threaded_blas()  # every computation starts from a Problem
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "loss", loss)

@@ -206,9 +206,14 @@ DENSE_MAX_WORK = 2e10
 _DENSE_ROWS = 2048
 
 
+def dense_ok(*, n: int, size: int) -> bool:
+    """Whether the Newton steps of a softmax problem of n rows and dC = ``size`` unknowns solve with the
+    dense Hessian (see the module)."""
+    return size <= DENSE_MAX_SIZE and n * size ** 2 <= DENSE_MAX_WORK
+
+
 def _dense_ok(problem) -> bool:
-    """Whether the Newton steps of ``problem`` (C > 1) solve with the dense Hessian (see the module)."""
-    return problem.size <= DENSE_MAX_SIZE and problem.n * problem.size ** 2 <= DENSE_MAX_WORK
+    return dense_ok(n=problem.n, size=problem.size)
 
 
 def _dense_newton_direction(problem, D, g):

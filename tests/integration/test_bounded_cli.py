@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import DATA
 
 #: The bound the issue sets for the clamped fine-tuning: a Python with numpy, scipy and numba imported
@@ -64,3 +66,27 @@ def test_a_run_without_test_rows_says_n_a_not_nan(tmp_path):
     assert len(lines) == 3 and all("test err     n/a" in line for line in lines), out
     assert "nan" not in out.lower(), out
     assert "the test set has no rows" in err, err  # said once, with why and what to do
+
+
+def test_five_thousand_classes_over_twenty_thousand_features_are_refused_in_a_second_in_one_line(tmp_path):
+    """The issue's second file: numpy's "Unable to allocate 3.64 TiB" after 10 s and 1.8 GB, before."""
+    import time
+
+    import numpy as np
+
+    from fedviz.data.build import DataSpec, build
+    from fedviz.errors import FedvizError
+    from fedviz.problems.objective import Problem
+
+    rng = np.random.default_rng(5)
+    path = tmp_path / "classes5000.svm"
+    path.write_text("".join(f"{i % 5000} " + " ".join(f"{c}:1" for c in np.sort(rng.choice(20_000, 4, replace=False)) + 1)
+                            + "\n" for i in range(10_000)))
+    start = time.perf_counter()
+    with pytest.raises(FedvizError) as info:
+        Problem(build(DataSpec(str(path))), "softmax")
+    seconds, said = time.perf_counter() - start, str(info.value)
+    assert seconds < 1.0 and "20,000 features × 5,000 classes" in said, (seconds, said)
+    code, out, text = _run("run", path, "--algorithms", "gd", "--iterations", 3)
+    assert code == 2 and out == "", (code, out, text)
+    assert text.strip().count("\n") == 0 and "FEDVIZ_MAX_MODEL_MB" in text and "TB" in text, text
