@@ -15,6 +15,10 @@ ui_sessions.on_session_end(ui.session_ended)  # and never frees an evicted sessi
 FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
 st.set_page_config(page_title="fedviz — federated optimization", page_icon=str(FAVICON), layout="wide")
 ui.warm_up_banner(ui.start_warm_up())  # while the kernels compile: how long is left
+ui.announce_operator()  # the operator's link, printed once in the server's terminal (docs/sharing.md)
+if ui.claim_operator() is False:  # a link's ?operator= token, taken out of the address whatever it is
+    st.warning("This link's operator token is not this server's, so this tab is a visitor's: it lists its own "
+               "runs only. On the server, `python -m fedviz operator` prints the operator's link.")
 
 TOOLS = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),

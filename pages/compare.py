@@ -20,10 +20,10 @@ OWN = "the data's own nodes"
 #: What the History tab lists, and why (RunStore.list_runs, visible_to).
 HISTORY_SCOPE = ("Listed: the runs started in this tab since it was opened, and the runs no visitor owns (from the "
                  "command line, or from before runs had owners); other visitors' runs, and the names of their "
-                 "files, are private to them.")
-#: The same for the server's own user (ui.history_viewer: a browser on this machine, not via a proxy).
-OPERATOR_SCOPE = ("Listed: every run in this server's history — this browser is on the server's own machine. "
-                  "Visitors from other machines see only their own tab's runs and the command line's.")
+                 "files, are private to them. The operator's link lists every run.")
+#: The same for the operator (ui.history_viewer: this tab presented the operator's token).
+OPERATOR_SCOPE = ("Listed: every run in this server's history — this tab was opened with the operator's link. "
+                  "Visitors see only their own tab's runs and the command line's.")
 #: K of the What-if partitioners, as its input takes it (and a link gives it).
 NODES_PARAM = Param("whatif_nodes", "int", 100, "K, for the What-if partitioners that take it.", low=1, high=100_000)
 

@@ -1,4 +1,4 @@
-"""The command line: ``python -m fedviz inspect|run|export|figure2|bench|personalise|experiment|tuning-report|algorithms``.
+"""The command line: ``python -m fedviz inspect|run|export|figure2|bench|personalise|experiment|tuning-report|operator|algorithms``.
 
 The choices and lists it offers (losses, built-in experiments, scales, Figure 2's protocols and lines) are
 read from the registries that define them, so a new entry reaches the command line and its help by itself.
@@ -6,10 +6,11 @@ read from the registries that define them, so a new entry reaches the command li
 Every error the user can cause ends with exit code 2 and a one-line message on stderr,
 never a traceback.
 
-This module holds the parser, the dispatch and ``algorithms`` (the registry's listing); the commands are
-in rooms beside it: :mod:`.arguments` (the options and readers they share), :mod:`.data` (inspect,
-export), :mod:`.run` (run, figure2), :mod:`.personalise` and :mod:`.experiment`; ``bench``,
-``tuning-report`` and Figure 2's experiment are in :mod:`fedviz.bench`.
+This module holds the parser, the dispatch, ``algorithms`` (the registry's listing) and ``operator`` (the
+dashboard's operator link, :mod:`fedviz.runner.serve.operator`); the commands are in rooms beside it:
+:mod:`.arguments` (the options and readers they share), :mod:`.data` (inspect, export), :mod:`.run` (run,
+figure2), :mod:`.personalise` and :mod:`.experiment`; ``bench``, ``tuning-report`` and Figure 2's experiment
+are in :mod:`fedviz.bench`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ class _Parser(argparse.ArgumentParser):
 
 class _UsageError(Exception):
     pass
+
+
+def _cmd_operator(args) -> int:
+    from ..runner.serve.operator import operator_link, token_path
+
+    print(operator_link(args.url))
+    print(f"(the token is kept in {token_path()}, readable by you only; delete it to change the link, "
+          "or set FEDVIZ_OPERATOR_TOKEN)", file=sys.stderr)
+    return 0
 
 
 def _cmd_algorithms(args) -> int:
@@ -167,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--algorithms", default=None, metavar="NAME[,NAME...]", help="only these (default: all)")
     p.set_defaults(func=lambda args: __import__("fedviz.bench.tuning_report", fromlist=["main"]).main(args))
+
+    p = sub.add_parser("operator", help="print the dashboard's operator link (the tab that opens it lists every "
+                       "run of the server; docs/sharing.md)")
+    p.add_argument("--url", default="http://localhost:8501",
+                   help="the dashboard's address as browsers reach it (default http://localhost:8501)")
+    p.set_defaults(func=_cmd_operator)
 
     p = sub.add_parser("algorithms", help="list the algorithms and their hyperparameters")
     p.add_argument("--json", action="store_true")

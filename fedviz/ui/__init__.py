@@ -23,7 +23,7 @@ from .loaders import (MAX_DATA_ENTRIES, MAX_EXPERIMENT_CELLS, MAX_PERSONAL, MAX_
 from .page import (WARM_UP_INTERVAL, guard, show_cluster_note, show_data_notes, start_warm_up,
                    through_navigation, warm_up_banner, warm_up_text)
 from .pernode import warn_few_test_rows
-from .state import (PROXY_HEADERS, current_config, history_viewer, manager, operator_connection, seeded,
+from .state import (announce_operator, claim_operator, current_config, history_viewer, manager, seeded,
                     session_connected, session_id, set_config, show_query_problems, sync_link, with_data)
 from .widgets import (InvalidInput, algorithm_choices, algorithm_label, algorithm_widgets, checked, fmt_pct,
                       left_out_text, param_help, param_input, param_inputs, partitioner_label, show_left_out)
@@ -34,8 +34,8 @@ __all__ = ["LIVE_INTERVAL", "LIVE_MARKERS", "LIVE_POINTS", "QUEUED_INTERVAL", "a
            "load_optimum", "load_personal", "load_problem", "max_data_entries", "max_experiment_cells",
            "personal_ready", "personal_unseen", "session_ended", "slot_wait_text", "WARM_UP_INTERVAL", "guard",
            "show_cluster_note", "show_data_notes", "start_warm_up", "through_navigation", "warm_up_banner",
-           "warm_up_text", "PROXY_HEADERS", "current_config", "history_viewer", "manager",
-           "operator_connection", "seeded", "session_connected", "session_id", "set_config",
+           "warm_up_text", "announce_operator", "claim_operator", "current_config", "history_viewer", "manager",
+           "seeded", "session_connected", "session_id", "set_config",
            "show_query_problems", "sync_link", "with_data", "InvalidInput", "algorithm_choices",
            "algorithm_label", "algorithm_widgets", "checked", "fmt_pct", "left_out_text", "param_help",
            "param_input", "param_inputs", "partitioner_label", "show_left_out", "warn_few_test_rows"]

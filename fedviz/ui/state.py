@@ -29,39 +29,59 @@ def session_id() -> str:
     return ctx.session_id if ctx is not None else "bare"
 
 
-#: Request headers a reverse proxy adds (docs/sharing.md's Caddy sets X-Forwarded-For): a connection
-#: from this machine that carries one is a visitor's, relayed.
-PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+#: The session key that marks a tab as the operator's (it presented the token: :func:`claim_operator`).
+OPERATOR_KEY = "operator:tab"
+#: The session key of a refused token, said once by :func:`claim_operator`'s caller.
+REFUSED_KEY = "operator:refused"
+#: FEDVIZ_OPERATOR's values: "token" (default), the tab that presented the operator's token; "none", nobody.
+OPERATOR_SETTINGS = ("token", "none")
 
 
-def operator_connection(ip: str | None, headers, setting: str = "local") -> bool:
-    """Whether a browser is the server's own user (the operator), who sees the whole run history
-    as the command line does: with ``setting`` "local" (``FEDVIZ_OPERATOR``'s default), a browser on
-    this machine (Streamlit reports no IP for a loopback connection) that did not come through a
-    proxy; with "none", nobody.  Everyone else is a visitor and sees only its own tab's runs and the
-    command line's (issue 21, point 4): on a single-user laptop yesterday's runs stay listed, on a
-    classroom server no student reads another's file names."""
-    if setting == "none":
-        return False
-    relayed = any(h.lower() in PROXY_HEADERS for h in (headers or {}))
-    return ip is None and not relayed
+def _operator_setting() -> str:
+    import os
+
+    setting = os.environ.get("FEDVIZ_OPERATOR", "token").strip().lower() or "token"
+    if setting not in OPERATOR_SETTINGS:
+        raise FedvizError(f"FEDVIZ_OPERATOR={setting!r}: expected 'token' (default: the tab that presents the "
+                          "operator's token) or 'none' (nobody)")
+    return setting
+
+
+def claim_operator() -> bool | None:
+    """Read a link's ``?operator=<token>`` (:mod:`fedviz.runner.serve.operator`) and take it out of the address
+    at once, so that a copied link never carries it.  The right token makes this tab the operator for as
+    long as it is open; returns True then, False for a wrong one, None when the link presented none.  Who
+    the browser is, or where it connects from, plays no part: a relay on this machine (``ssh -L``, socat, a
+    proxy without X-Forwarded-For) made every visitor the operator when the address decided."""
+    from ..runner.serve.operator import LINK_KEY, is_operator_token
+
+    presented = st.query_params.get(LINK_KEY)
+    if presented is None:
+        return None
+    del st.query_params[LINK_KEY]
+    ok = _operator_setting() == "token" and is_operator_token(presented)
+    st.session_state[OPERATOR_KEY if ok else REFUSED_KEY] = True
+    return ok
 
 
 def history_viewer() -> str | None:
     """The session the run history is filtered for (``RunStore.list_runs(visible_to=)``), or None for
-    the operator (:func:`operator_connection`), who sees every run."""
-    import os
+    the operator, the tab that presented the operator's token (:func:`claim_operator`), who sees every run
+    as the command line does.  Everyone else is a visitor and sees only its own tab's runs and the command
+    line's (issue 21, point 4): no student reads another's file names, whatever machine it comes from."""
+    if _operator_setting() == "token" and st.session_state.get(OPERATOR_KEY):
+        return None
+    return session_id()
 
-    setting = os.environ.get("FEDVIZ_OPERATOR", "local").strip().lower() or "local"
-    if setting not in ("local", "none"):
-        raise FedvizError(f"FEDVIZ_OPERATOR={setting!r}: expected 'local' (default) or 'none'")
-    try:
-        ip, headers = st.context.ip_address, dict(st.context.headers or {})
-    except Exception:  # noqa: BLE001 - no request context: treat as a visitor, the safe side
-        return session_id()
-    if ip is not None and not isinstance(ip, str):
-        ip = None  # AppTest's stand-in connection (a mock): no network, as a browser on this machine
-    return None if operator_connection(ip, headers, setting) else session_id()
+
+def announce_operator() -> None:
+    """Print the operator's link in the server's terminal, once per process (the first page served)."""
+    from ..runner.serve.operator import announce
+
+    host = st.get_option("browser.serverAddress") or "localhost"
+    port = st.get_option("browser.serverPort") or st.get_option("server.port")
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    announce(f"http://{host}:{port}" + (f"/{base}" if base else ""))
 
 
 def session_connected(session_id: str) -> bool | None:

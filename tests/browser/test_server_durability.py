@@ -21,6 +21,7 @@ from live_server import StreamlitServer, idle, run_button
 
 from fedviz.runner.history.describe import INTERRUPTED_MESSAGE
 from fedviz.runner.history.store import RunStore
+from fedviz.runner.serve.operator import LINK_KEY
 
 DATA = "data=google-plus-small%3Fnodes%3D60&algorithms=gd,fsvrg"
 SHORT_ITERATIONS = 20
@@ -54,6 +55,11 @@ def _until(predicate, what: str, timeout: float = 120.0):
         time.sleep(0.2)
 
 
+def _token(db) -> str:
+    """The operator token the servers on ``db`` share (the file they made beside it), read as the operator would."""
+    return (db.parent / "operator-token").read_text().strip()
+
+
 def _start_run(page, url):
     page.goto(url)
     run_button(page).wait_for()
@@ -85,7 +91,10 @@ def test_sigkill_during_a_run_keeps_the_history(tmp_path, browser):
                                                                 **dict.fromkeys(long, "running")}
 
         with StreamlitServer(db, tmp_path / "second.log") as second:
-            page.goto(second.url + "/compare")  # the first page that opens the history marks the dead runs
+            # The operator's link (the token beside the history, the same for both servers): the runs of a
+            # tab of the dead server are listed to the operator only.  The first page that opens the
+            # history marks the dead runs.
+            page.goto(second.url + f"/compare?{LINK_KEY}={_token(db)}")
             page.get_by_text("Runs to overlay").first.wait_for()
             # History lists every run as "#id label · status · …", newest first: the three newest
             # are chosen for the overlay, the others wait in the picker's list.

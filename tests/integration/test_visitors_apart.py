@@ -9,7 +9,6 @@ checks real sessions in a browser).
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -19,6 +18,7 @@ from fedviz import ui
 from fedviz.data.build import DataSpec
 from fedviz.runner import get_manager
 from fedviz.runner.config import RunConfig
+from fedviz.runner.serve.operator import LINK_KEY, operator_token
 
 from apptest import APP, long_sessions  # noqa: F401 - a fixture
 from conftest import DATA, plain
@@ -33,19 +33,21 @@ def visitor(monkeypatch):
     # the pages ask ui.session_id, the adapter's own modules ui.state.session_id: both stand in
     for where in (ui, ui.state):
         monkeypatch.setattr(where, "session_id", lambda: current["id"])
-    # AppTest's sessions have no connection, as a browser on the server's own machine: by default that
-    # is the operator, who sees every run (test_the_machines_own_browser_sees_every_run below).
-    monkeypatch.setenv("FEDVIZ_OPERATOR", "none")
+    # A session is a visitor unless its link presents the operator's token, wherever it connects from
+    # (test_the_operator_is_the_tab_with_the_token below).
+    monkeypatch.delenv("FEDVIZ_OPERATOR", raising=False)
 
     def switch(name: str) -> None:
         current["id"] = f"visitor-{name}"
     return switch
 
 
-def _page(page: str, config: RunConfig | None = None) -> AppTest:
+def _page(page: str, config: RunConfig | None = None, query: dict | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
     if config is not None:
         at.session_state["config"] = config
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
     at.run()
     at.switch_page(page)
     at.run()
@@ -100,11 +102,11 @@ def test_compare_lists_a_visitors_own_runs_and_the_command_lines_never_anothers(
     assert a.multiselect[0].value[0] == run_a  # its newest run is drawn first
     assert a.get("plotly_chart") and not a.exception
 
-    # The server's own user (FEDVIZ_OPERATOR's default: a browser on this machine, not via a proxy) sees
-    # every run, as the command line does: on a laptop, runs of earlier tabs and servers stay listed.
-    os.environ.pop("FEDVIZ_OPERATOR")
+    # The operator (the tab whose link presented the token: on a laptop, the link the terminal printed) sees
+    # every run, as the command line does; the token leaves the address at once.
     visitor("c")
-    c = _page("pages/compare.py")
+    c = _page("pages/compare.py", query={LINK_KEY: operator_token()})
+    assert LINK_KEY not in c.query_params
     options = c.multiselect[0].options
     assert any(f"#{run_a} " in o for o in options) and any(f"#{cli} " in o for o in options), options
     assert any(x.value.startswith("Listed: every run in this server's history") for x in c.caption)
@@ -113,13 +115,22 @@ def test_compare_lists_a_visitors_own_runs_and_the_command_lines_never_anothers(
     store.delete_run(cli)
 
 
-@pytest.mark.parametrize("ip, headers, setting, operator", [
-    (None, {}, "local", True),                                   # a browser on this machine
-    ("192.168.1.20", {}, "local", False),                        # a student's laptop
-    (None, {"X-Forwarded-For": "192.168.1.20"}, "local", False),  # relayed by a proxy on this machine
-    (None, {"Forwarded": "for=192.168.1.20"}, "local", False),
-    (None, {"X-Real-IP": "10.0.0.3"}, "local", False),
-    (None, {}, "none", False),                                   # FEDVIZ_OPERATOR=none: nobody
-])
-def test_who_is_the_operator(ip, headers, setting, operator):
-    assert ui.operator_connection(ip, headers, setting) is operator
+def test_a_wrong_token_is_a_visitor_told_so_and_none_makes_the_right_one_a_visitor_too(visitor, monkeypatch):
+    store = get_manager().store
+    theirs = store.create_run(label="a visitor's run", algorithm="gd", status="done", session="visitor-z")
+    try:
+        visitor("d")
+        wrong = AppTest.from_file(APP, default_timeout=180)
+        wrong.query_params[LINK_KEY] = "x" * 43
+        wrong.run()  # the page the link opens says so, once
+        assert LINK_KEY not in wrong.query_params and not wrong.exception
+        assert any("operator token is not this server's" in w.value for w in wrong.warning)
+        wrong.switch_page("pages/compare.py")
+        wrong.run()
+        assert f"#{theirs} " not in _everything(wrong)
+        monkeypatch.setenv("FEDVIZ_OPERATOR", "none")  # a class at the server's own machine: nobody is
+        right = _page("pages/compare.py", query={LINK_KEY: operator_token()})
+        assert f"#{theirs} " not in _everything(right)
+        assert any(c.value.startswith("Listed: the runs started in this tab") for c in right.caption)
+    finally:
+        store.delete_run(theirs)
