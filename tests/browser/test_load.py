@@ -81,8 +81,13 @@ STATUS = re.compile(f"{QUEUED.pattern}|{RUNNING.pattern}")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("load")
-    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log", env={"FEDVIZ_MAX_RUNS": str(MAX_RUNS)}) as s:
+    with StreamlitServer(tmp / "runs.sqlite", tmp / "server.log",
+                         env={"FEDVIZ_MAX_RUNS": str(MAX_RUNS), "FEDVIZ_OPERATOR_TOKEN": TOKEN}) as s:
         yield s
+
+
+#: The operator's token of this module's server (docs/sharing.md).
+TOKEN = "load-test-operator-token-0123"
 
 
 def _new_page(browser):
@@ -96,7 +101,8 @@ def test_eight_sessions_two_slots(server, browser):
     url = server.url
     pages = {"home": (url + "/", lambda p: p.get_by_role("button", name=re.compile("Reproduce")).first),
              "run": (url + LINK, run_button),
-             "compare": (url + "/compare", lambda p: p.get_by_text("Runs to overlay").first)}
+             # As the operator, to whom every session's runs are listed (a visitor's new tab lists none).
+             "compare": (url + f"/compare?operator={TOKEN}", lambda p: p.get_by_text("Runs to overlay").first)}
 
     def load(page, name) -> tuple[float, float]:
         """(seconds until the server sent the page's first complete script run, seconds until

@@ -458,6 +458,34 @@ def test_worker_killed_mid_experiment_loses_no_cell(dask_cluster, store):
     _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
 
 
+def test_a_worker_killed_while_it_is_probed_is_not_called_a_broken_install(dask_cluster, store, monkeypatch):
+    """Issue 32, point 3: a worker SIGKILLed while the experiment asks the cluster which fedviz it runs (the
+    start-up check, made deterministic by killing it from inside the probe's call) answered with a closed
+    stream, which was read as "cannot import fedviz".  Now it is left unchecked, the experiment runs on the
+    workers that remain, and every cell equals ``fedviz run``'s."""
+    procs = dask_cluster
+    procs.add_worker("w3")
+    procs.wait_for_workers(3, 60)
+    client = cluster.get_client(procs.address)
+    victim = procs.worker_address("w3", client)
+    real_run = client.run
+
+    def run_while_w3_dies(function, *args, workers=None, **kwargs):
+        if workers and victim in workers:
+            procs.kill_worker("w3")  # nanny and worker: nothing brings it back
+        return real_run(function, *args, workers=workers, **kwargs)
+
+    monkeypatch.setattr(client, "run", run_while_w3_dies)
+    exp = Experiment("probe kill", SMALL.data, SMALL.arms, SMALL.axes, SMALL.seeds, SMALL.iterations)
+    snap = _wait(launch(exp, store, address=procs.address), 180)
+    assert snap.status == "done", snap.message
+    assert "cannot import fedviz" not in (snap.message or "")
+    assert (snap.total, snap.stored, snap.failed) == (8, 8, 0)
+    info = store.get_experiment(exp.name)
+    assert victim not in {c.worker for c in store.experiment_cells(info.id)}
+    _assert_equal_to_oracle(store, info.id, _oracle_for(exp))
+
+
 def test_stop_within_seconds_then_resume_runs_only_missing_cells(dask_cluster, store):
     # The cells are short (LONG: an FSVRG cell is under a second on a quiet machine): one caught running
     # is held there, with its worker paused, until Stop has been pressed (hold_a_running_cell), so it is
