@@ -276,6 +276,8 @@ def cocoa_local_sdca_serial(dd, rule, z0, alpha, seeds, lo, hi, scratch):
 #: Matrices up to this size are factored by one LAPACK call (about 5 ms); larger
 #: ones panel by panel, FACTOR_TILE columns at a time, with Stop checked in between.
 DIRECT_MAX = 512
+#: The node factors :class:`NodeBlocks` keeps between iterations, in bytes (beyond it, refactored on use).
+FACTOR_CACHE_BYTES = 256 * 2**20
 FACTOR_TILE = 256
 
 
@@ -340,7 +342,7 @@ class NodeBlocks:
         τ = σ/(λn).
     """
 
-    def __init__(self, support: NodeSupport, tau: float, *, budget_bytes: int = 256 * 2**20):
+    def __init__(self, support: NodeSupport, tau: float, *, budget_bytes: int | None = None):
         self.tau = float(tau)
         self.offsets = support.offsets
         self.K = len(self.offsets) - 1
@@ -352,7 +354,7 @@ class NodeBlocks:
         sizes = np.diff(self.offsets)
         #: Nodes solved through M_k (n_k ≤ m_k) rather than N_k.
         self.row_form = sizes <= np.diff(self.support_indptr)
-        self._budget = int(budget_bytes)
+        self._budget = int(FACTOR_CACHE_BYTES if budget_bytes is None else budget_bytes)
         self._used = 0
         self._cache: dict[int, tuple] = {}
 

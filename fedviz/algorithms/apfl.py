@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..problems.budget import StateSize
 from ..problems._compiled import dphi
 from .base import Param
 from .ditto import PERSONAL_VALUES, check_personal_budget
@@ -141,6 +142,7 @@ class APFL(FedAvg):
     multiclass = False
     multiclass_reason = ("its local-model loop works on one weight vector per node "
                          "(binary and regression models only)")
+    state = StateSize(rows=3, model=86, node_models=2.4)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE, STEPSIZE,
         Param("alpha", "float", 0.5,

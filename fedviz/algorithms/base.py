@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from ..errors import ParameterError
+from ..problems.budget import StateSize, check_state, state_bytes, state_model_bytes
 from ..problems.losses import LOSSES
 from ..problems.objective import Problem
 from ..params import Checked, Param, check_values
@@ -107,6 +108,22 @@ class Algorithm:
     #: ``params``; the direction is "raise" or "lower" (:data:`HINT_DIRECTIONS`).  ``None`` only
     #: for a method that cannot diverge, set explicitly on its class.
     divergence_hint: ClassVar[tuple[str, str] | None] = None
+    #: The floats it holds while it runs, per unit of the problem's sizes (issue 32): its model's part is
+    #: checked against ``FEDVIZ_MAX_MODEL_MB`` when it is made; tests/unit/test_budget.py holds the whole
+    #: above what tracemalloc counts for every algorithm of the registry, on problems it was not fitted on.
+    state: ClassVar[StateSize] = StateSize()
+
+    @classmethod
+    def state_bytes(cls, problem: Problem) -> int:
+        """The bytes it would hold on ``problem`` (:attr:`state`; a method whose memory is not linear in
+        the sizes, e.g. the primal method's node blocks, adds its own)."""
+        return state_bytes(cls.state, problem)
+
+    @classmethod
+    def model_bytes(cls, problem: Problem) -> int:
+        """The part of :meth:`state_bytes` that the model's size makes, checked against
+        ``FEDVIZ_MAX_MODEL_MB`` (the rest grows with the data and is bounded by its budget)."""
+        return state_model_bytes(cls.state, problem)
 
     @classmethod
     def softmax_refusal(cls, hyper: Mapping[str, Any] | None = None) -> str | None:
@@ -140,6 +157,8 @@ class Algorithm:
                                  "one of " + ", ".join(self.losses) + f" (what {self.title} supports)")
         if hp is not None and hyper:
             raise TypeError("give the hyperparameters as hp= (validated) or by name, not both")
+        # Its working memory, estimated from the problem's sizes before any of it exists (issue 32).
+        check_state(self.title, self.model_bytes(problem), problem)
         # One door: checked here unless they come validated for this class (a Hyper, from its edge).
         self.hp: Hyper = self.validate(hyper if hp is None else hp)
         # The model flat (length dC, row-major d × C; for C = 1 the vector w ∈ R^d).

@@ -9,6 +9,7 @@ data do not overlap (Ma et al., Section 5).
 
 from __future__ import annotations
 
+from ..problems.budget import StateSize
 from .cocoa_plus import CoCoAPlus, _params
 
 
@@ -18,5 +19,6 @@ class CoCoA(CoCoAPlus):
     name = "cocoa"
     title = "CoCoA (averaging)"
     reference = "CoCoA (Jaggi et al. 2014; Ma et al. 2015 with γ = 1/K), Section 2.3"
+    state = StateSize(entries=1, rows=4, model=8)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = _params("γK = 1")
     averaging = True

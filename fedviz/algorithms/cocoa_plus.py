@@ -33,6 +33,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..problems.budget import StateSize
 from ._batches import CHUNKS, batch_target, plan
 from ..problems._compiled import loss_code
 from ._sdca_kernels import (
@@ -91,6 +92,7 @@ class CoCoAPlus(DualAlgorithm):
     name = "cocoa-plus"
     title = "CoCoA+"
     reference = "CoCoA+ (Ma et al. 2015), Section 2.3; the COCOA line of Figure 2, Section 4.1"
+    state = StateSize(entries=1, rows=4, model=8)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = _params("γK = K")
     #: The losses local SDCA has a coordinate step for.
     losses = DUAL_LOSSES

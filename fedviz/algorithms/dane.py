@@ -38,6 +38,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from ..problems.budget import StateSize
 from ..problems.objective import Problem
 from ._svrg_kernels import (
     SAMPLE_STREAM,
@@ -370,6 +371,7 @@ class DANE(Algorithm):
     multiclass = True
     multiclass_reason = ("its inexact solver (solver='svrg') works on one weight vector (binary and regression "
                          "models only); the exact solver takes softmax")
+    state = StateSize(entries=2, support=30, rows=18, model=4)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("eta", "float", 1.0,
               "η, the weight of the global gradient in the linear term a_k = ∇F_k(w^t) − η∇f(w^t).  "

@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..problems.budget import StateSize
 from ..errors import ParameterError
 from ..problems._compiled import dphi
 from ._local_sgd_kernels import geometric_tables
@@ -163,6 +164,7 @@ class Ditto(FedAvg):
     multiclass = False
     multiclass_reason = ("its personal-model loop works on one weight vector per node "
                          "(binary and regression models only)")
+    state = StateSize(support=0.5, rows=3, model=84, node_models=1.2)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE,
         Param("stepsize", "float", None,

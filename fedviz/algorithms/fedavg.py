@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..problems.budget import StateSize
 from ..errors import ParameterError
 from ._local_sgd_kernels import LocalSGD
 from ._softmax_kernels import LocalSGDSoftmax
@@ -86,6 +87,7 @@ class FedAvg(Algorithm):
     divergence_hint = ("stepsize", "lower")
     #: Softmax (issue 22): the local loop on the d × C model (FedProx inherits it, SCAFFOLD not).
     multiclass = True
+    state = StateSize(entries=0.5, rows=2, model=70)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE, STEPSIZE)
     #: Vectors each sampled node sends up / receives per round.
     vectors_per_node = (1, 1)

@@ -11,6 +11,7 @@ for the same seed).
 
 from __future__ import annotations
 
+from ..problems.budget import StateSize
 from .base import Param
 from .fedavg import BATCH_SIZE, CLIENT_FRACTION, LOCAL_EPOCHS, FedAvg
 
@@ -20,6 +21,7 @@ class FedProx(FedAvg):
     title = "FedProx"
     reference = "Li et al. (2020), Algorithm 2; quadratic perturbation of Section 3.4"
     divergence_hint = ("stepsize", "lower")
+    state = StateSize(entries=0.5, rows=2, model=70)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         CLIENT_FRACTION, LOCAL_EPOCHS, BATCH_SIZE,
         Param("stepsize", "float", None,

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..problems.budget import StateSize
 from ._softmax_kernels import LocalSVRGSoftmax
 from ._svrg_kernels import SAMPLE_STREAM, LocalSVRG, permutation_samples
 from .base import Algorithm, Param, default_stepsize
@@ -63,6 +64,7 @@ class FSVRG(Algorithm):
     #: Softmax (issue 22): the same loop on the d × C model; S_k and A scale a feature's row of C
     #: values (the support and ω^j are the data's, shared by all classes).
     multiclass = True
+    state = StateSize(entries=1.5, rows=11, model=26)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("stepsize", "float", None,
               "Stepsize h; node k steps with h_k = h/n_k.  Default with the safeguard: 4 n̄/L̄, "

@@ -7,6 +7,7 @@ of softmax regression (issue 22): ∇f is the problem's, whatever C.
 
 from __future__ import annotations
 
+from ..problems.budget import StateSize
 from .base import Algorithm, Param, default_stepsize
 
 
@@ -16,6 +17,7 @@ class GD(Algorithm):
     reference = "Distributed gradient descent (Section 4.1, Figure 2)"
     divergence_hint = ("stepsize", "lower")
     multiclass = True
+    state = StateSize(entries=0.5, support=0.5, rows=5, model=7)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("stepsize", "float", None, "Step h. Default 1/L, L = (1/γ)·λ_max(XᵀX)/n + λ, the "
               "smoothness constant of f; steps up to 2/L are stable.", low=0, low_open=True, log=True),

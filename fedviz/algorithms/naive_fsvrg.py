@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..problems.budget import StateSize
 from ._softmax_kernels import LocalSVRGSoftmax
 from ._svrg_kernels import (
     SAMPLE_STREAM,
@@ -36,6 +37,7 @@ class NaiveFSVRG(Algorithm):
     reference = "Algorithm 3, Section 3.5"
     divergence_hint = ("stepsize", "lower")
     multiclass = True  # softmax: the local loop on the d × C model (issue 22)
+    state = StateSize(entries=1.5, rows=8, model=24)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("stepsize", "float", None,
               "Stepsize h of every local step.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the "

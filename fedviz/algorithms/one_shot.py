@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..problems.budget import StateSize
 from .base import Algorithm, Param
 from .dane import local_newton
 
@@ -32,6 +33,7 @@ class OneShotAveraging(Algorithm):
     #: that could amplify anything.
     divergence_hint = None
     multiclass = True  # softmax: the local Newton-CG on the d × C model (issue 22)
+    state = StateSize(entries=3, support=24, rows=13, model=4)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("local_tol", "float", 1e-10,
               "Stop each node's Newton-CG when ‖∇F_k‖ has shrunk by this factor from its value "

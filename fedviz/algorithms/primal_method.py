@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._sdca_kernels import NodeBlocks
+from ..problems.budget import StateSize, node_block_bytes
+from ._sdca_kernels import FACTOR_CACHE_BYTES, NodeBlocks
 from .base import Algorithm
 from .dual_method import _sigma_param, check_sigma, initial_dual, primal_image
 
@@ -55,6 +56,13 @@ class PrimalMethod(Algorithm):
         Algorithm 5's "Choose α_k^0": then w^0 = (1/(λn)) Xᵀα^0 and
         g_k^0 = η((K/n) X_kᵀα_k^0 − λw^0).  Give at most one of ``w0`` and ``alpha0``.
     """
+
+    #: Linear terms fitted to tracemalloc's peaks × 2.2, plus the node blocks, quadratic in a node's size.
+    state = StateSize(entries=13, rows=8, model=4)
+
+    @classmethod
+    def state_bytes(cls, problem) -> int:
+        return super().state_bytes(problem) + node_block_bytes(problem, FACTOR_CACHE_BYTES)
 
     name = "primal-method"
     title = "Primal method (Alg. 5)"

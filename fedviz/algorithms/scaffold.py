@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..problems.budget import StateSize
 from ..errors import ParameterError
 from .base import Param
 from .fedavg import BatchSizeParam, FedAvg
@@ -63,6 +64,7 @@ class Scaffold(FedAvg):
     divergence_hint = ("stepsize", "lower")
     #: Softmax (issue 22): the model, c and the c_k are d × C, flat; a support entry stores C values.
     multiclass = True
+    state = StateSize(entries=1, support=2, rows=2, model=114)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("client_fraction", "float", 0.1,
               "C: fraction of the nodes sampled (without replacement) each round; round(C·K) "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..problems.budget import StateSize
 from ..errors import ParameterError
 from ..problems._compiled import loss_code
 from ._softmax_kernels import sgd_epoch_softmax
@@ -47,6 +48,7 @@ class SGD(Algorithm):
     federated = False
     divergence_hint = ("stepsize", "lower")
     multiclass = True
+    state = StateSize(entries=0.5, rows=2, model=5)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("stepsize", "float", None,
               "Initial stepsize h.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the smoothness of "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..problems.budget import StateSize
 from ._softmax_kernels import LocalSVRGSoftmax
 from ._svrg_kernels import (
     SAMPLE_STREAM,
@@ -38,6 +39,7 @@ class SVRG(Algorithm):
     federated = False
     divergence_hint = ("stepsize", "lower")
     multiclass = True  # softmax: the loop on the d × C model (issue 22)
+    state = StateSize(entries=4.5, rows=4, model=114)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = (
         Param("stepsize", "float", None,
               "Stepsize h.  Default 1/(2L̄), L̄ = (1/γ) mean‖x_i‖² + λ the smoothness of an "

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import FedvizError
 from ..validation import env_int
 
@@ -90,6 +92,81 @@ def check_model(*, n: int, n_test: int, d: int, classes: int, nnz: int, budget_m
         raise FedvizError(f"this model ({model}, {n:,} rows) needs about {_size_text(need.mb)} to find its optimum "
                           f"f* ({need.largest}), over this server's limit of {budget:,} MB per problem "
                           f"(FEDVIZ_MAX_MODEL_MB); use {fix}")
+    return need
+
+
+@dataclass(frozen=True)
+class StateSize:
+    """The floats an algorithm holds while it runs, per unit of its problem's sizes: per stored entry of X
+    (copies, orders, per-entry scratch), per (node, feature) pair of the nodes' supports, per training
+    row, per weight of the model (dC) and per node's dense model (K dC: Ditto's and APFL's personal
+    models).  The support, row and weight terms count C floats each (a softmax model's slots, margins
+    and weights); threads' scratch is a model each, counted in ``model``.
+
+    Each algorithm declares its own (``Algorithm.state``); ``tests/unit/test_budget.py`` runs every
+    algorithm of the registry and holds the estimate above what tracemalloc counts."""
+
+    entries: float = 0
+    support: float = 0
+    rows: float = 2
+    model: float = 4
+    node_models: float = 0
+
+    def bytes(self, *, n: int, nnz: int, support: int, d: int, classes: int, nodes: int) -> int:
+        """Everything: what tracemalloc is held against."""
+        C = classes
+        floats = (self.entries * nnz + C * (self.support * support + self.rows * n + self.model * d)
+                  + self.node_models * nodes * d * C)
+        return int(_FLOAT * floats)
+
+    def model_bytes(self, *, n: int, nnz: int, support: int, d: int, classes: int, nodes: int) -> int:
+        """The part the model's size makes: the weights (dC) and the node models (K dC), and what the C − 1
+        classes beyond a binary model add per row and per support slot.  The rest, a binary model's
+        per-entry, per-row and per-slot floats, grows with the data alone and is bounded by the data's
+        budget (``FEDVIZ_MAX_ENTRIES``; the paper-scale google-plus runs every algorithm within it)."""
+        C = classes
+        floats = ((C - 1) * (self.support * support + self.rows * n) + C * self.model * d
+                  + self.node_models * nodes * d * C)
+        return int(_FLOAT * floats)
+
+
+def _sizes(problem) -> dict:
+    data = problem.data
+    return dict(n=data.n, nnz=data.X.nnz, support=int(data.support.col.size), d=data.d,
+                classes=problem.n_classes, nodes=data.n_nodes)
+
+
+def state_bytes(state: StateSize, problem) -> int:
+    """``state``'s bytes on ``problem``'s sizes, everything counted."""
+    return state.bytes(**_sizes(problem))
+
+
+def state_model_bytes(state: StateSize, problem) -> int:
+    """The part of ``state``'s bytes on ``problem`` that the model's size makes (:meth:`StateSize.model_bytes`)."""
+    return state.model_bytes(**_sizes(problem))
+
+
+def node_block_bytes(problem, cache_bytes: int) -> int:
+    """The node blocks of the primal and dual methods (Algorithms 5 and 6): node k's m × m matrix, m =
+    min(n_k, |S_k|), formed and factored (two of the largest at once) and the factors cached up to
+    ``cache_bytes``: quadratic in a node's size, so not a :class:`StateSize` term."""
+    data = problem.data
+    m = np.minimum(np.diff(data.offsets), np.diff(data.support.ptr)).astype(np.float64)
+    if m.size == 0:
+        return 0
+    return int(_FLOAT * (2 * float(m.max()) ** 2) + min(cache_bytes, _FLOAT * float(np.sum(m * m))))
+
+
+def check_state(title: str, need: int, problem, budget_mb: int | None = None) -> int:
+    """``need`` (the bytes an algorithm's model would make it hold on ``problem``), or :class:`FedvizError` in
+    one sentence when it is over ``budget_mb`` (default: :func:`max_model_mb`): before any of it exists."""
+    data = problem.data
+    budget = max_model_mb() if budget_mb is None else budget_mb
+    if need / 1e6 > budget:
+        raise FedvizError(f"{title} would hold about {_size_text(need / 1e6)} on this problem ({data.n:,} rows, "
+                          f"{data.d:,} features × {problem.n_classes:,} classes, {data.n_nodes:,} nodes), over this "
+                          f"server's limit of {budget:,} MB per run (FEDVIZ_MAX_MODEL_MB); use fewer classes, "
+                          "features or nodes")
     return need
 
 

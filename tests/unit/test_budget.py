@@ -9,6 +9,7 @@ what fits.  The refusal itself is one sentence, before anything of the model's s
 
 from __future__ import annotations
 
+import functools
 import time
 import tracemalloc
 
@@ -82,3 +83,73 @@ def test_a_model_over_the_limit_is_refused_in_one_sentence_before_it_is_allocate
     # The operator's limit is the one applied: raised past the need, the same problem is made.
     monkeypatch.setenv("FEDVIZ_MAX_MODEL_MB", "5000")
     assert Problem(data, "softmax").n_classes == 200
+
+
+# -- every algorithm's working memory ---------------------------------------------------------------
+def _softmax_data(n, d, K, C, density, seed=0) -> FederatedDataset:
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    y = np.argmax(X @ rng.normal(size=(d, C)) + rng.gumbel(size=(n, C)), axis=1).astype(float)
+    y[:C] = np.arange(C)
+    return FederatedDataset.from_assignment(X, y, rng.integers(0, K, n))
+
+
+def _binary_data(n, d, K, density, regression, seed=0) -> FederatedDataset:
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
+    if not regression:
+        y = np.where(y > 0, 1.0, -1.0)
+    return FederatedDataset.from_assignment(X, y, rng.integers(0, K, n))
+
+
+#: Shapes the coefficients were not fitted on (the fit: 6,000 × 4,000 and its doublings, K = 50–600,
+#: C = 4, 12, 20), each loss an algorithm may take.
+HELD_OUT = {"logistic": functools.cache(lambda: Problem(_binary_data(5_000, 7_000, 120, 0.003, False), "logistic")),
+            "squared": functools.cache(lambda: Problem(_binary_data(5_000, 7_000, 120, 0.003, True), "squared")),
+            "softmax": functools.cache(lambda: Problem(_softmax_data(5_000, 1_500, 80, 7, 0.003), "softmax"))}
+
+
+def _cases():
+    from fedviz.algorithms import ALGORITHMS
+
+    for name, cls in ALGORITHMS.items():
+        for loss in HELD_OUT:
+            if cls.loss_refusal(loss) is None:
+                yield pytest.param(name, loss, id=f"{name}-{loss}")
+
+
+@pytest.mark.parametrize("name,loss", list(_cases()))
+def test_every_algorithms_estimate_bounds_what_it_allocates(name, loss):
+    from fedviz.algorithms import ALGORITHMS
+
+    cls, pb = ALGORITHMS[name], HELD_OUT[loss]()
+    cls(pb, seed=0).step()  # numba's kernels and the problem's lazy caches: not the algorithm's state
+
+    def two_steps():
+        algorithm = cls(pb, seed=0)
+        algorithm.step()
+        algorithm.step()
+
+    peak, need = _peak(two_steps), cls.state_bytes(pb)
+    assert peak <= need, f"{name}: {peak / 1e6:.2f} MB allocated, {need / 1e6:.2f} MB estimated"
+    assert need <= 20 * peak + 2e6, f"{name}: the estimate {need / 1e6:.1f} MB is far above {peak / 1e6:.2f} MB"
+    assert cls.model_bytes(pb) <= need
+
+
+def test_an_algorithm_whose_model_is_over_the_limit_is_refused_before_it_allocates(monkeypatch):
+    from fedviz.algorithms import ALGORITHMS
+
+    pb = HELD_OUT["softmax"]()
+    cls = ALGORITHMS["scaffold"]
+    need_mb = cls.model_bytes(pb) / 1e6
+    monkeypatch.setenv("FEDVIZ_MAX_MODEL_MB", str(int(need_mb) - 1))
+    with pytest.raises(FedvizError) as info:
+        cls(pb, seed=0)
+    text = str(info.value)
+    assert text.startswith(f"{cls.title} would hold about") and f"limit of {int(need_mb) - 1:,} MB per run" in text
+    assert "1,500 features × 7 classes, 80 nodes" in text and "\n" not in text
+    monkeypatch.setenv("FEDVIZ_MAX_MODEL_MB", str(int(need_mb) + 1))
+    cls(pb, seed=0)
