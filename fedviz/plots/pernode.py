@@ -85,10 +85,10 @@ def band_figure(runs: Mapping[str, Mapping[str, np.ndarray]], *, axis: str = "it
             names.append(name)
         if pooled_col is None:
             continue
-        name = f"{label}: pooled"
+        name = f"{label}: {m.pooled_label}"  # the caption's words for the dotted line
         fig.add_scatter(x=x, y=np.asarray(cols[pooled_col], dtype=float), mode="lines", name=name,
                         legendgroup=label, line=dict(color=color, width=1.5, dash="dot"),
-                        hovertemplate=f"{label}<br>pooled {labels['hover']}<extra></extra>")
+                        hovertemplate=f"{label}<br>{m.pooled_label} {labels['hover']}<extra></extra>")
         names.append(name)
     fig.update_layout(title=labels["title"], xaxis_title=_AXIS_TITLES[axis],
                       yaxis_title=labels["axis"], yaxis_tickformat=labels["tickformat"], **_LAYOUT)

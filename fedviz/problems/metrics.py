@@ -91,7 +91,8 @@ class Metric:
     ``choice``: its words in the Run page's "Per node" choice ('' : not offered there), ``help`` a clause of
     that choice's help, joined to the others' by ", or " (e.g. "its own objective F_k(w) …").  ``headline``: the
     summary ``fedviz run`` prints beside f − f* under the label ``cli`` (None: not printed).
-    ``names``: summary → key, for keys named before the registry."""
+    ``names``: summary → key, for keys named before the registry; ``pooled_label``: the pooled value's name
+    in a legend, as its caption words it."""
 
     name: str
     scope: str
@@ -108,6 +109,9 @@ class Metric:
     headline: str | None = None
     cli: str = ""
     names: Mapping[str, str] = field(default_factory=dict)
+    #: What its pooled value is called in a legend and a tooltip: the words its caption uses for the dotted
+    #: line (the own losses' pooled value is the objective f(w) itself).
+    pooled_label: str = "pooled"
 
     def __post_init__(self):
         if self.scope not in SCOPES:
@@ -178,7 +182,7 @@ METRICS: tuple[Metric, ...] = (
                    "the solid line is the median node, the dotted one f(w), their mean weighted by the nodes' "
                    "rows n_k/n (eq. (1)).",
            choice="own loss F_k(w)", help="its own objective F_k(w) of the paper's eq. (6) on its training rows",
-           history=True, names={"pooled": "objective"}),
+           history=True, names={"pooled": "objective"}, pooled_label="f(w)"),
     Metric("unseen_error", "unseen", _test_error, ("nodes", "pooled") + STATS + ("untested",),
            title="Test error per unseen node",
            caption="The band spans the unseen nodes' 10th to 90th percentile test error under the model in force, "

@@ -4,7 +4,10 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
+from fedviz.problems import metrics
+from fedviz.problems.metrics import METRICS
 from fedviz.plots.pernode import band_figure, caption, histogram_figure, node_figure
 from fedviz.problems.pernode import NodeHistory, NodeScores
 from fedviz.ui.pernode import node_counts, node_order, node_series
@@ -101,9 +104,22 @@ def test_band_figure_of_the_own_losses_draws_the_objective_as_pooled():
             **{f"node_loss_{q}": np.linspace(a, a - 0.1, 5) for q, a in (("p10", 0.4), ("p50", 0.6), ("p90", 0.9))}}
     fig = band_figure({"GD": cols}, metric="node_loss")
     by = {t.name: t for t in fig.data}
-    np.testing.assert_array_equal(by["GD: pooled"].y, cols["objective"])
+    np.testing.assert_array_equal(by["GD: f(w)"].y, cols["objective"])  # the caption's name for it
     np.testing.assert_array_equal(by["GD p90"].y, cols["node_loss_p90"])
     assert fig.layout.title.text == "Own loss F_k(w) per node"
+
+
+@pytest.mark.parametrize("metric", [m.name for m in METRICS if m.band and m.pooled_key])
+def test_the_dotted_line_has_in_the_legend_the_name_its_caption_gives_it(metric):
+    """Issue 31, point 10: the own losses' caption called the dotted line f(w) and the legend "pooled"."""
+    m = metrics.get(metric)
+    cols = {**_cols(), m.pooled_key: np.linspace(0.7, 0.5, 5),
+            **{m.key(q): np.linspace(a, a - 0.1, 5) for q, a in (("p10", 0.4), ("p50", 0.6), ("p90", 0.9))}}
+    dotted = [t for t in band_figure({"GD": cols}, metric=metric).data if t.line.dash == "dot"]
+    assert [t.name for t in dotted] == [f"GD: {m.pooled_label}"]
+    # What the caption says the dotted line is (a caption that names no line: its pooled value at all).
+    said = m.caption.split("the dotted one", 1)[1].split(",")[0] if "the dotted one" in m.caption else m.caption
+    assert m.pooled_label in said, (m.pooled_label, m.caption)
 
 
 def test_band_of_error_rates_starts_at_zero_and_holds_the_upper_edge():
