@@ -81,6 +81,11 @@ def rare_features_figure(buckets, latest: Mapping[str, np.ndarray] | None = None
     fig.update_xaxes(type="category", title_text=f"nodes a feature appears on ({w}),<br>in powers of two: rare ← → "
                                                  f"everywhere", row=2, col=1)
     if not latest:
+        # An empty subplot has no axes in Plotly.js (yaxis2 is never built): the note below then fell back to
+        # the whole figure and sat on the first bar's count (issue 31, point 10).  An invisible trace keeps
+        # the lower plot, its bins and its frame in place before the first run.
+        fig.add_trace(go.Scatter(x=labels, y=[None] * len(labels), mode="markers", showlegend=False,
+                                 hoverinfo="skip", marker=dict(opacity=0)), row=2, col=1)
         fig.add_annotation(xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, showarrow=False,
                            text="run the ablation to see<br>where each curve's error sits",
                            font=dict(size=14, color="#555"))

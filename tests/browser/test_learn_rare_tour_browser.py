@@ -97,3 +97,27 @@ def test_a_lesson_link_opens_run_set_up_and_its_charts_carry_their_sentences(ser
                          ).first.wait_for()
         page.get_by_text(re.compile(r"At iteration 10 the lowest f − f\*")).first.wait_for()
         _shot(page, "run-sentences", height=1300)
+
+
+def test_before_the_first_run_every_bar_count_shows_and_the_note_sits_in_the_empty_plot(server, browser):
+    """Issue 31, point 10: before the ablation ran, the lower plot had no axes (Plotly.js builds none for an
+    empty subplot), so its note fell back to the whole figure and covered the first bar's count."""
+    with browser_page(browser) as page:
+        page.goto(server.url + "/learn_rare_features")
+        page.locator(".js-plotly-plot").first.wait_for()
+        idle(page)
+        boxes = observe(lambda: page.evaluate("""() => {
+            const el = document.querySelector('.js-plotly-plot');
+            const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+            return {bars: [...el.querySelectorAll('.bartext')].map(t => [t.textContent, box(t)]),
+                    notes: [...el.querySelectorAll('.annotation-text')].filter(t => /run the ablation/.test(t.textContent))
+                           .map(box),
+                    y2: el._fullLayout.yaxis2 ? el._fullLayout.yaxis2.domain : null,
+                    plot: box(el)};
+        }"""), lambda b: bool(b["bars"]) and bool(b["notes"]), page=page)
+    assert boxes["y2"] is not None, "the lower plot has axes before the first run"
+    (note,) = boxes["notes"]
+    for text, (l, t, r, b) in boxes["bars"]:
+        overlap = min(r, note[2]) > max(l, note[0]) and min(b, note[3]) > max(t, note[1])
+        assert not overlap, f"the note covers the count {text!r} of a bar"
+    assert note[1] > max(b for _, (_, _, _, b) in boxes["bars"]), "the note sits below the bars, in the lower plot"
