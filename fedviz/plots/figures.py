@@ -6,6 +6,8 @@ Every builder takes plain data (records or statistics) and returns a
 
 from __future__ import annotations
 
+import math
+
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -207,6 +209,13 @@ def legend_below(fig, names: Sequence[str], *, height: int, top: int = 50, width
                       legend=dict(orientation="h", yref="paper", y=-xtitle / plot, yanchor="top", xanchor="left",
                                   x=0, maxheight=1.0))
     return total
+
+
+def rotated_depth(labels: Sequence[str], angle: float = 45.0, char: float = 7.0) -> int:
+    """Pixels the longest of ``labels`` reaches below (or beside) its axis when slanted by ``angle``
+    degrees, at ``char`` pixels a character (Plotly's 12 px tick font)."""
+    longest = max((len(_plain(t)) for t in labels), default=0)
+    return int(math.ceil(longest * char * math.sin(math.radians(angle)))) + 8
 
 
 def wrap_title(text: str, width: int) -> str:

@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from ..data.split import DEAL_REMEDY
 from ..personal.report import TITLES, PersonalReport
 from ..problems.pernode import untested_sentence, worst_count
-from .figures import _LAYOUT, error_labels, legend_below
+from .figures import _LAYOUT, error_labels, legend_below, rotated_depth
 
 #: A colour per method: the global model in the Run page's OPT blue, Local's family in greens.
 COLOURS = {"majority": "#7f7f7f", "global": "#1f77b4", "local": "#2ca02c", "finetune": "#ff7f0e",
@@ -136,19 +136,27 @@ def path_figure(report: PersonalReport, *, regression: bool = False, height: int
     if not math.isnan(best):
         hit = np.flatnonzero(lams == best)
         if hit.size:
+            # On two lines, on the side with more room: one line ran past the plot's end on a narrow page,
+            # and Plotly widened the x range to hold it, squeezing the path into a third of the plot.
             fig.add_vline(x=int(hit[0]), line=dict(color="#d62728", width=1, dash="longdash"),
-                          annotation_text=f"best for the worst 10%: λ_D = {lam_text(best)}",
+                          annotation_text=f"best for the worst 10%:<br>λ_D = {lam_text(best)}",
                           annotation_position="top right" if hit[0] < lams.size / 2 else "top left")
-    fig.update_layout(title="Ditto's λ_D path: from Local (λ_D = 0) to the global model (λ_D = ∞)",
+    fig.update_layout(title="Ditto's λ_D path: from Local (λ_D = 0)<br>to the global model (λ_D = ∞)",
                       xaxis_title="λ_D (one tick per grid point)", yaxis_title=labels["axis"],
                       yaxis_tickformat=labels["tickformat"], **_LAYOUT)
-    fig.update_xaxes(tickmode="array", tickvals=list(x), ticktext=ticks, tickangle=-45)
-    legend_below(fig, names, height=height, width=width, top=50)
+    fig.update_xaxes(tickmode="array", tickvals=list(x), ticktext=ticks, tickangle=-45,
+                     range=[-0.5, lams.size - 0.5])  # the grid, whatever the labels drawn in it
+    # The labels slant at 45°: the longest reaches its length × sin 45° below the axis.  The x title and
+    # the legend go under that depth (the default 58 px put the title on "∞ (global)" and the legend's
+    # first row on "0 (Local)", issue 31, point 10), and the first label's run to the left fits the margin.
+    depth = rotated_depth(ticks)
+    legend_below(fig, names, height=height, width=width, top=70, xtitle=depth + 45,
+                 left=max(60, int(depth) + 10))
     if not regression:
         top = np.concatenate([col("p90"), col("worst10"), col("pooled")])
         top = top[np.isfinite(top)]
-        # Room above the highest line for the best λ_D's label.
-        fig.update_yaxes(range=[0.0, min(1.0, float(top.max()) if top.size else 1.0) * 1.15 + 0.005])
+        # Room above the highest line for the best λ_D's two-line label.
+        fig.update_yaxes(range=[0.0, min(1.0, float(top.max()) if top.size else 1.0) * 1.25 + 0.005])
     return fig
 
 

@@ -56,3 +56,31 @@ def test_compute_draws_every_method_and_the_path(server, browser):
         # The path runs from Local (its first point) to w* (its last): the table's two rows.
         assert round(100 * pooled["y"][0], 2) == pytest.approx(float(rows[2][1].rstrip("%")), abs=0.006)
         assert round(100 * pooled["y"][-1], 2) == pytest.approx(float(rows[1][1].rstrip("%")), abs=0.006)
+        for width in (1400, 1024):  # the page's own width, then the narrow one the issue saw (344 px charts)
+            page.set_viewport_size({"width": width, "height": 1000})
+            page.wait_for_timeout(800)  # Plotly relayouts on the window's resize
+            _assert_the_path_is_laid_out(page, width)
+
+
+def _assert_the_path_is_laid_out(page, width: int) -> None:
+    """Issue 31, point 10: the λ_D path's slanted end labels ran under its x title and its legend, and on a
+    narrow page the best λ_D's label widened the x range until the path filled a third of the plot."""
+    geo = page.evaluate("""() => {
+        const el = document.querySelectorAll('.js-plotly-plot')[1];
+        const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+        const L = el._fullLayout, s = L._size;
+        const px = v => L.xaxis.l2p(v) + s.l;
+        const path = el._fullData.find(t => t.name === 'pooled');
+        return {fig: box(el), ticks: [...el.querySelectorAll('.xtick text')].map(t => [t.textContent, box(t)]),
+                title: box(el.querySelector('.g-xtitle text')),
+                legend: [...el.querySelectorAll('.legend .traces')].map(box),
+                plot: [s.l, s.l + s.w], ends: [px(path.x[0]), px(path.x[path.x.length - 1])]};
+    }""")
+    hits = lambda a, b: min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])  # noqa: E731
+    f = geo["fig"]
+    for text, b in geo["ticks"]:
+        assert b[0] >= f[0] - 1 and b[2] <= f[2] + 1 and b[3] <= f[3] + 1, f"{width} px: {text!r} is clipped"
+        assert not hits(b, geo["title"]), f"{width} px: {text!r} runs under the x title"
+        assert not any(hits(b, item) for item in geo["legend"]), f"{width} px: {text!r} runs under the legend"
+    (l, r), (first, last) = geo["plot"], geo["ends"]
+    assert first - l < 0.1 * (r - l) and r - last < 0.1 * (r - l), f"{width} px: the path spans {first}–{last} of {l}–{r}"
