@@ -583,13 +583,16 @@ def report_html(results: Results, verdict=None) -> str:
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>fedviz experiment {html.escape(exp.name)}</title><style>{_CSS}</style></head><body>"
             f"<h1>Experiment {html.escape(exp.name)}</h1>{desc}{claim}{verdict_html}{meta}"
-            f"{''.join(parts)}<section><h2>Cells</h2><table>{'<tr>' + head + '</tr>' if head else ''}{body}"
-            f"</table></section><footer>fedviz — Konečný, McMahan, Ramage, Richtárik (2016), Federated "
+            f"{''.join(parts)}<section><h2>Cells</h2><div class=\"cells\"><table>"
+            f"{'<tr>' + head + '</tr>' if head else ''}{body}</table></div></section><footer>fedviz — Konečný, McMahan, Ramage, Richtárik (2016), Federated "
             f"Optimization, Section 4.</footer></body></html>\n")
 
 
-_CSS = ("body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}"
-        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
+_CSS = ("body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}"
+        # The cells' table scrolls in its own box: twenty-odd columns ran off the page (issue 31, point 8).
+        ".cells{overflow-x:auto;max-width:100%}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;"
+        "white-space:nowrap}th{position:sticky;top:0;background:#f6f8fa}"
         ".verdict{border:2px solid;padding:.6em 1em;margin:1em 0;border-radius:6px}"
         "footer{margin-top:2em;color:#777;font-size:12px}")
 
