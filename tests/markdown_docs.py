@@ -9,6 +9,7 @@ Markdown package beside the requirements.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -16,6 +17,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+
+
+def example_env(tmp_path: Path) -> dict[str, str]:
+    """The environment a document's command runs in: a history of its own, and this checkout's fedviz first on
+    the path, whatever an editable install points at (the commands run from an empty folder; Dask's workers
+    inherit the path)."""
+    return {**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"),
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
 
 
 def documents() -> list[Path]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from browser_user import observe, scroll_to, shot
 from live_server import StreamlitServer, browser_page, idle
 

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DATA
 
 #: The bound the issue sets for the clamped fine-tuning: a Python with numpy, scipy and numba imported

@@ -13,15 +13,13 @@ where the command printed 0.307 and 0.00664).
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
-from markdown_docs import documents, name, split
+from markdown_docs import documents, example_env, name, split
 
 #: Seconds a transcript's command may take (dirichlet-sweep: 36 s on a quiet 2-core machine).
 TIMEOUT = 600
@@ -82,9 +80,7 @@ def test_there_is_a_transcript():
 def test_a_transcript_is_what_its_command_prints_today(doc, block, tmp_path):
     argv = shlex.split(block.lines[0][2:])
     assert argv[:3] == ["python", "-m", "fedviz"], block.lines[0]
-    # This checkout's fedviz, whatever an editable install points at (the Dask workers inherit the path).
-    env = {**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = example_env(tmp_path)
     done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
                           timeout=TIMEOUT, env=env)
     assert done.returncode == 0, f"{name(doc)}:{block.line}: {block.lines[0]} exited {done.returncode}\n" \

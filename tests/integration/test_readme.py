@@ -11,14 +11,21 @@ subcommand fails there as it would for the reader.
 
 import argparse
 import importlib
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT
-from markdown_docs import NOT_RUN, README, Example, documents, examples, name, shell_syntax
+from markdown_docs import (
+    NOT_RUN,
+    README,
+    documents,
+    example_env,
+    examples,
+    name,
+    shell_syntax,
+)
 
 #: Seconds one example may take (the slowest run here, `experiment paper-figure2 --out`, took 35 s on the
 #: loaded 2-core machine; all of them 3 min 15 s).
@@ -33,9 +40,7 @@ RUN = {doc: [e for e in examples(doc) if e.not_run is None] for doc in documents
 
 @pytest.mark.parametrize("doc", [d for d in documents() if RUN[d]], ids=name)
 def test_every_example_runs(doc, tmp_path):
-    # This checkout's fedviz, whatever an editable install points at (the examples run from an empty folder).
-    env = {**os.environ, "FEDVIZ_DB": str(tmp_path / "runs.sqlite"),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = example_env(tmp_path)
     for example in RUN[doc]:
         argv = [sys.executable, *example.argv]
         try:

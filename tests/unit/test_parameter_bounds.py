@@ -15,11 +15,12 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
-from types import MappingProxyType
 import tracemalloc
+from types import MappingProxyType
 
 import numpy as np
 import pytest
+from problems import sparse_problem
 
 import fedviz
 from fedviz.algorithms import ALGORITHMS
@@ -32,8 +33,6 @@ from fedviz.personal import PersonaliseConfig, finetune_models
 from fedviz.personal.report import MAX_LAMBDAS
 from fedviz.personal.report import PARAMS as PERSONAL_PARAMS
 from fedviz.runner.config import LINK_PARAMS
-
-from problems import sparse_problem
 
 
 def _tables() -> dict[str, object]:
