@@ -120,13 +120,13 @@ class StateSize:
         return int(_FLOAT * floats)
 
     def model_bytes(self, *, n: int, nnz: int, support: int, d: int, classes: int, nodes: int) -> int:
-        """The part the model's size makes: the weights (dC) and the node models (K dC), and what the C − 1
-        classes beyond a binary model add per row and per support slot.  The rest, a binary model's
-        per-entry, per-row and per-slot floats, grows with the data alone and is bounded by the data's
-        budget (``FEDVIZ_MAX_ENTRIES``; the paper-scale google-plus runs every algorithm within it)."""
+        """The part the model's size makes: the weights (dC) and what the C − 1 classes beyond a binary
+        model add per row and per support slot.  A binary model's per-entry, per-row and per-slot floats grow
+        with the data alone and are bounded by the data's budget (``FEDVIZ_MAX_ENTRIES``; the paper-scale
+        google-plus runs every algorithm within it); the node models (K dC) are refused by their own budget,
+        with their own sentence (:data:`fedviz.algorithms.ditto.PERSONAL_VALUES`)."""
         C = classes
-        floats = ((C - 1) * (self.support * support + self.rows * n) + C * self.model * d
-                  + self.node_models * nodes * d * C)
+        floats = (C - 1) * (self.support * support + self.rows * n) + C * self.model * d
         return int(_FLOAT * floats)
 
 

@@ -21,12 +21,14 @@ def _shot(page, name, height=1000):
     screenshot(page, name, height=height)
 
 
-def _names(page, index: int = 0) -> list[str]:
-    """The trace names Plotly drew in the index-th chart ([] before it exists)."""
-    return page.evaluate("""(i) => {
+def _names(page, index: int = 0, drawn: bool = False) -> list[str]:
+    """The trace names Plotly drew in the index-th chart ([] before it exists); ``drawn``: only the traces
+    with a value to draw (not the lower plot's empty placeholder, which keeps its axes before a run)."""
+    return page.evaluate("""([i, drawn]) => {
         const el = document.querySelectorAll('.js-plotly-plot')[i];
-        return (el && el._fullData) ? el._fullData.map(t => t.name) : [];
-    }""", index)
+        const has = t => !drawn || (t.y && Array.from(t.y).some(v => v !== null && v !== undefined));
+        return (el && el._fullData) ? el._fullData.filter(has).map(t => t.name) : [];
+    }""", [index, drawn])
 
 
 def test_the_tour_opens_rare_features_and_the_ablation_streams_live(server, browser):
@@ -49,7 +51,7 @@ def test_the_tour_opens_rare_features_and_the_ablation_streams_live(server, brow
         page.locator(".js-plotly-plot").first.wait_for()
         page.wait_for_function("() => { const el = document.querySelector('.js-plotly-plot'); "
                                "return el && el._fullData && el._fullData.length > 0; }")
-        assert _names(page) == ["features"]  # Figure 1 binned, before any run
+        assert _names(page, drawn=True) == ["features"]  # Figure 1 binned, no curve before any run
         iterations = page.get_by_role("spinbutton", name="Iterations")
         iterations.fill("12")
         iterations.press("Enter")
