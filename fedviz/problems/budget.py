@@ -20,6 +20,10 @@ holds it above the allocations tracemalloc counts and within a few times of them
   factor) and a slab of rows of X made dense;
 - C > 1 otherwise: each feature's C × C curvature block and its inverse, 2 d C².
 
+Each algorithm declares the same for itself (:class:`StateSize`, ``Algorithm.state``): the floats it holds per
+entry, support slot, row, weight and node model, of which the model's part is checked when it is made
+(:func:`check_state`).
+
 ``FEDVIZ_MAX_MODEL_MB`` sets the limit (default :data:`MAX_MODEL_MB`) per problem; a server's runs
 are bounded by its run slots (``FEDVIZ_MAX_RUNS``), so its whole use is at most the slots times this.
 """
@@ -33,8 +37,8 @@ import numpy as np
 from ..errors import FedvizError
 from ..validation import env_int
 
-#: Megabytes the optimum of one problem may use, unless ``FEDVIZ_MAX_MODEL_MB`` says otherwise: the
-#: paper's google-plus at full scale needs about 500; a 200-class softmax over 5,000 features 3,300.
+#: Megabytes the optimum of one problem, or an algorithm's model, may use, unless ``FEDVIZ_MAX_MODEL_MB`` says
+#: otherwise: the paper's google-plus at full scale needs about 480; a 200-class softmax over 5,000 features 3,300.
 MAX_MODEL_MB = 1024
 
 _FLOAT = 8
@@ -130,9 +134,11 @@ class StateSize:
         return int(_FLOAT * floats)
 
 
-def _sizes(problem) -> dict:
+def _sizes(problem, support: bool = True) -> dict:
+    """The sizes a :class:`StateSize` counts; ``support=False`` leaves the nodes' supports uncounted (0), so
+    that a binary problem's check does not build them (at paper scale, seconds and 240 MB GD never needs)."""
     data = problem.data
-    return dict(n=data.n, nnz=data.X.nnz, support=int(data.support.col.size), d=data.d,
+    return dict(n=data.n, nnz=data.X.nnz, support=int(data.support.col.size) if support else 0, d=data.d,
                 classes=problem.n_classes, nodes=data.n_nodes)
 
 
@@ -143,7 +149,8 @@ def state_bytes(state: StateSize, problem) -> int:
 
 def state_model_bytes(state: StateSize, problem) -> int:
     """The part of ``state``'s bytes on ``problem`` that the model's size makes (:meth:`StateSize.model_bytes`)."""
-    return state.model_bytes(**_sizes(problem))
+    # The supports count only through the C − 1 classes beyond a binary model.
+    return state.model_bytes(**_sizes(problem, support=problem.n_classes > 1 and state.support > 0))
 
 
 def node_block_bytes(problem, cache_bytes: int) -> int:
