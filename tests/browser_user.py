@@ -123,12 +123,20 @@ def selectbox(page, label: str):
 
 def choose_option(page, label: str, option: str) -> None:
     """Open the selectbox ``label``, click ``option`` (its displayed text), wait for the rerun."""
-    box = selectbox(page, label)
-    # In the middle of the window first, as a person would scroll it: at the window's bottom edge the
-    # list opens below it and no option is there to click (Playwright scrolls only until it is visible).
-    box.evaluate("e => e.scrollIntoView({block: 'center'})")
-    box.click()
-    page.get_by_role("option", name=option, exact=True).click()
+    for attempt in range(3):
+        box = selectbox(page, label)
+        # In the middle of the window first, as a person would scroll it: at the window's bottom edge the
+        # list opens below it and no option is there to click (Playwright scrolls only until it is visible).
+        box.evaluate("e => e.scrollIntoView({block: 'center'})")
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=15_000)
+            break
+        except Exception:  # noqa: BLE001 - a rerun redrew the list under the click ("detached"): open it again
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
+            idle(page)
     idle(page)
 
 
