@@ -8,7 +8,7 @@ import streamlit as st
 from fedviz import ui
 from fedviz.algorithms import ALGORITHMS
 from fedviz.learn.efficiency import (epsilon_choices, group_runs, history_groups, page_setup, paradigm,
-                                     seconds_text, setup_group, suggested_epsilon)
+                                     seconds_text, setup_group, suggested_epsilon, work_caption, work_text)
 from fedviz.plots.learn_efficiency import efficiency_figure
 from fedviz.runner import get_manager
 
@@ -21,7 +21,7 @@ st.markdown(
     "each costing c to communicate and T<sub>A</sub> to compute. Many cheap rounds win in a data centre "
     "(c ≪ T<sub>A</sub>); few expensive ones win over phones on a slow network (c ≫ T<sub>A</sub>). "
     "Here I(ε) and T<sub>A</sub>(ε) are read off runs that ran: the rounds up to the first record with "
-    "f − f* ≤ ε, and the measured computation per round up to it.", unsafe_allow_html=True)
+    "f − f* ≤ ε, and the work a node did per round up to it.", unsafe_allow_html=True)
 
 
 def compare(store, group) -> None:
@@ -54,6 +54,7 @@ def compare(store, group) -> None:
         "I(ε): rounds": ["none (centralised)" if e.central else str(e.rounds) if e.reached else "not reached"
                          for e in p.entries],
         "iterations": [str(e.iterations) if e.reached else "—" for e in p.entries],
+        "examples per node per round": [work_text(e) for e in p.entries],
         "T_A(ε) per round": [seconds_text(e.compute) if e.reached and e.rounds else "—" for e in p.entries],
         "TIME at c = 1 ms": [seconds_text(e.time(1e-3)) if e.reached and not e.central else "—"
                              for e in p.entries],
@@ -64,8 +65,7 @@ def compare(store, group) -> None:
         st.caption("Where two lines meet, c = (I_b T_b − I_a T_a) / (I_a − I_b): " + "; ".join(
             f"{x.faster_below} faster below c = {seconds_text(x.c)}, {x.faster_above} above" for x in p.crossovers)
             + ".")
-    st.caption("T_A is measured on this server, with the other sessions' work around it: the same runs on another "
-               "machine move the crossovers, not the rounds.")
+    st.caption(work_caption(p))
 
 
 

@@ -7,9 +7,17 @@ runs that ran (the run history's records) and finds, exactly, the costs c where 
 
 - I(ε) counts communication *rounds* up to the first record with f(w) − f* ≤ ε (an FSVRG iteration is
   two rounds, Algorithm 4), so that c is the cost of one round as in eq. (3);
-- T_A(ε) is the measured computation per round up to that record (its wall seconds ÷ I(ε));
-- TIME(c) = I(ε) c + I(ε) T_A(ε) is then a line in c, and equals the Run page's simulated time
-  (rounds × c + seconds) at the moment ε is reached.
+- T_A(ε) is the computation of a round, counted as *work*, not read off a clock: the examples the
+  average participating node processes up to that record (every gradient of one example, local
+  step or product of a local solver counts one; the records' ``grad_evals``), divided by I(ε), times
+  one example's cost :attr:`Paradigm.example_seconds`.  The nodes of a round work in parallel, so the
+  round takes the time of a node's share, not of the whole: an iteration of Δr rounds in which Δv
+  vectors went up and Δg examples were processed gives each of its Δv/Δr nodes Δg·Δr/Δv examples.
+  One example's cost is one number for all the runs compared (this server's average over them), so
+  who wins where depends on the work alone; a loaded machine moves the seconds, never the order.
+  (The paper's Section 2.3.1 lets T_A be "empirically observed" or known "how the time needed per
+  iteration varies between different algorithms": the work is the second.)
+- TIME(c) = I(ε) c + I(ε) T_A(ε) is then a line in c.
 
 Two lines I_a (c + T_a) and I_b (c + T_b) meet at c = (I_b T_b − I_a T_a) / (I_a − I_b), the only
 crossover, which counts when it is positive.  The winners over a range of c are the lower envelope
@@ -54,7 +62,9 @@ class Efficiency:
     reached : bool         whether some record has f(w) − f* ≤ ε
     rounds : int           I(ε), communication rounds up to that record (0 if not reached)
     iterations : int       outer iterations up to it
-    seconds : float        the measured computation up to it (wall seconds of the run)
+    work : float           examples the average participating node processed up to it (a centralised
+                           method: all its examples, on its one machine)
+    seconds : float        the computation up to it: work × one example's cost
     compute : float        T_A(ε) = seconds / rounds (NaN for 0 rounds or not reached)
     central : bool         a centralised method: eq. (2)'s TIME = its computation, no c; never ranked
     """
@@ -64,6 +74,7 @@ class Efficiency:
     reached: bool
     rounds: int
     iterations: int
+    work: float
     seconds: float
     compute: float
     central: bool = False
@@ -113,6 +124,8 @@ class Paradigm:
     crossovers: tuple[Crossover, ...]
     switches: tuple[Crossover, ...]
     regimes: tuple[Regime, ...]
+    #: One example's cost (seconds), the unit of every run's T_A (:func:`example_seconds`).
+    example_seconds: float = math.nan
 
     def entry(self, label: str) -> Efficiency:
         for e in self.entries:
@@ -166,12 +179,35 @@ class Paradigm:
 
 
 def seconds_text(s: float) -> str:
-    """0.00012 → '0.12 ms', 0.5 → '500 ms', 3 → '3 s', 4000 → '4,000 s'."""
+    """3e-8 → '30 ns', 0.00012 → '120 µs', 0.5 → '500 ms', 3 → '3 s', 4000 → '4,000 s'."""
     if not math.isfinite(s):
         return "∞"
+    if s < 1e-6:
+        return f"{s * 1e9:.3g} ns"
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} µs"
     if s < 1:
         return f"{s * 1e3:.3g} ms"
     return f"{s:,.0f} s" if s >= 1000 else f"{s:.3g} s"
+
+
+def work_text(e: Efficiency) -> str:
+    """An entry's work per round, for a table: examples per node per round ('—' where ε was not reached
+    or no round was needed; a centralised run's whole work, on its one machine)."""
+    if not e.reached or not math.isfinite(e.work):
+        return "—"
+    if e.central:
+        return f"{e.work:,.0f} in all, one machine"
+    return f"{e.work / e.rounds:,.0f}" if e.rounds else "—"
+
+
+def work_caption(p: "Paradigm") -> str:
+    """What T_A is made of, with this view's cost of an example."""
+    each = seconds_text(p.example_seconds) if math.isfinite(p.example_seconds) else "an unknown time"
+    return ("T_A counts work, not the clock: the examples the average node taking part processes in a round "
+            "(each gradient of one example, local step or product of a local solver counts one), at "
+            f"{each} an example, this server's average over these runs. Who wins where follows from the work "
+            "alone; on a device k times slower every crossover moves to k times the c.")
 
 
 def is_central(algorithm: str) -> bool:
@@ -183,22 +219,55 @@ def is_central(algorithm: str) -> bool:
     return cls is not None and not cls.federated
 
 
-def efficiency(label: str, cols: Mapping[str, Sequence], epsilon: float, *, algorithm: str = "") -> Efficiency:
-    """I(ε) and T_A(ε) of one run from its record columns (``rounds``, ``seconds``, ``suboptimality``,
-    ``iteration``: :meth:`RunStore.columns <fedviz.runner.history.store.RunStore.columns>`); a centralised
+def node_work(cols: Mapping[str, Sequence], *, central: bool = False) -> np.ndarray:
+    """At each record, the examples the average participating node has processed since the start.
+
+    Over the interval before a record (one iteration: Δr rounds, Δv vectors sent up, Δg examples
+    processed) Δv/Δr nodes took part in each round and shared the Δg between them, Δg·Δr/Δv each; an
+    interval without a vector sent up counts its Δg whole.  A centralised method (``central``) has one
+    machine: its work is every example it processed (``grad_evals`` itself)."""
+    g = np.asarray(cols["grad_evals"], dtype=float)
+    if central:
+        return g
+    dg = np.diff(g, prepend=0.0)
+    dr = np.diff(np.asarray(cols["rounds"], dtype=float), prepend=0.0)
+    dv = np.diff(np.asarray(cols["vectors_up"], dtype=float), prepend=0.0)
+    share = np.where(dv > 0, dg * dr / np.where(dv > 0, dv, 1.0), dg)
+    return np.cumsum(share)
+
+
+def example_seconds(runs: Mapping[str, Mapping[str, Sequence]]) -> float:
+    """One example's cost on this server, the same for every run compared: all the runs' wall seconds
+    over all the examples they processed (their last records).  NaN when no run processed any."""
+    seconds = examples = 0.0
+    for cols in runs.values():
+        s, g = np.asarray(cols["seconds"], dtype=float), np.asarray(cols["grad_evals"], dtype=float)
+        if s.size and g.size and math.isfinite(s[-1]) and g[-1] > 0:
+            seconds, examples = seconds + float(s[-1]), examples + float(g[-1])
+    return seconds / examples if examples > 0 and seconds > 0 else math.nan
+
+
+def efficiency(label: str, cols: Mapping[str, Sequence], epsilon: float, *, algorithm: str = "",
+               per_example: float | None = None) -> Efficiency:
+    """I(ε) and T_A(ε) of one run from its record columns (``rounds``, ``suboptimality``, ``grad_evals``,
+    ``vectors_up``, ``seconds``, ``iteration``: :meth:`RunStore.columns
+    <fedviz.runner.history.store.RunStore.columns>`): T_A from the work (:func:`node_work`) at
+    ``per_example`` seconds an example (None: :func:`example_seconds` of this run alone); a centralised
     ``algorithm`` is marked (:attr:`Efficiency.central`)."""
     _check_epsilon(epsilon)
     central = is_central(algorithm)
     sub = np.asarray(cols["suboptimality"], dtype=float)
     hit = np.flatnonzero(np.isfinite(sub) & (sub <= epsilon))
     if hit.size == 0:
-        return Efficiency(label, algorithm, False, 0, 0, math.nan, math.nan, central)
+        return Efficiency(label, algorithm, False, 0, 0, math.nan, math.nan, math.nan, central)
     i = int(hit[0])
+    t = example_seconds({label: cols}) if per_example is None else float(per_example)
     rounds = int(np.asarray(cols["rounds"])[i])
-    seconds = float(np.asarray(cols["seconds"], dtype=float)[i])
+    work = float(node_work(cols, central=central)[i])
+    seconds = work * t if work > 0 else 0.0  # no work yet (the start): no time, whatever t is
     iterations = int(np.asarray(cols["iteration"])[i]) if "iteration" in cols else i
     compute = seconds / rounds if rounds > 0 else math.nan
-    return Efficiency(label, algorithm, True, rounds, iterations, seconds, compute, central)
+    return Efficiency(label, algorithm, True, rounds, iterations, work, seconds, compute, central)
 
 
 def crossover(a: Efficiency, b: Efficiency) -> Crossover | None:
@@ -226,9 +295,11 @@ def c_range_for(entries: Sequence[Efficiency]) -> tuple[float, float]:
 
 def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
              algorithms: Mapping[str, str] | None = None,
-             c_range: tuple[float, float] | None = None) -> Paradigm:
+             c_range: tuple[float, float] | None = None, per_example: float | None = None) -> Paradigm:
     """Eq. (3) for every run of ``runs`` (label → record columns) at accuracy ε; ``algorithms`` (label →
     registry name) marks the centralised runs, which are measured but never ranked (see the module).
+    Every run's T_A is its work at one cost per example, ``per_example`` seconds (None: this server's
+    average over ``runs``, :func:`example_seconds`).
 
     The lower envelope is found exactly: its breakpoints are among the pairwise crossovers, and
     between two consecutive candidates the fastest run is the same, so it is read at their
@@ -236,7 +307,8 @@ def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
     """
     _check_epsilon(epsilon)
     algorithms = dict(algorithms or {})
-    entries = tuple(efficiency(label, cols, epsilon, algorithm=algorithms.get(label, ""))
+    t = example_seconds(runs) if per_example is None else float(per_example)
+    entries = tuple(efficiency(label, cols, epsilon, algorithm=algorithms.get(label, ""), per_example=t)
                     for label, cols in runs.items())
     lo, hi = c_range or c_range_for(entries)
     if not (0 < lo < hi):
@@ -254,7 +326,7 @@ def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
     switches: list[Crossover] = []
     if reached:
         cuts = [lo] + sorted({x.c for x in crossovers}) + [hi]
-        result = Paradigm(epsilon, entries, (lo, hi), tuple(crossovers), (), ())
+        result = Paradigm(epsilon, entries, (lo, hi), tuple(crossovers), (), (), t)
         for c0, c1 in zip(cuts[:-1], cuts[1:]):
             label = result.winner(math.sqrt(c0 * c1))
             if regimes and regimes[-1].label == label:
@@ -265,7 +337,7 @@ def paradigm(runs: Mapping[str, Mapping[str, Sequence]], epsilon: float, *,
                     switches.append(x if x is not None else
                                     Crossover(c0, regimes[-1].label, label, float(result.entry(label).time(c0))))
                 regimes.append(Regime(label, c0, c1))
-    return Paradigm(epsilon, entries, (lo, hi), tuple(crossovers), tuple(switches), tuple(regimes))
+    return Paradigm(epsilon, entries, (lo, hi), tuple(crossovers), tuple(switches), tuple(regimes), t)
 
 
 def _best_and_start(runs: Mapping[str, Mapping[str, Sequence]]) -> tuple[list[float], list[float]]:

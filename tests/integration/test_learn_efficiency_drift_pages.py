@@ -46,11 +46,14 @@ def _array(v) -> np.ndarray:
 
 
 def _add_run(store, group, label, algorithm, rounds, seconds, subs, config=None):
+    """A finished run whose records do 10⁶ examples of work a second of their clock, on one node a round (so
+    that T_A, counted from the work at the runs' average cost of an example, is the clock's)."""
     rid = store.create_run(label=label, algorithm=algorithm, group_id=group, f_star=0.5, dataset_fingerprint="fp",
                            config=config or {"iterations": len(subs) - 1})
     store.append_records(rid, [IterationRecord(
         algorithm=label, iteration=i, objective=0.5 + f, suboptimality=f, test_error=0.3, train_error=0.3,
-        grad_norm=1.0, rounds=int(r), vectors_up=int(r), vectors_down=int(r), grad_evals=i, passes=float(i),
+        grad_norm=1.0, rounds=int(r), vectors_up=int(r), vectors_down=int(r), grad_evals=round(s * 1e6),
+        passes=float(i),
         seconds=float(s), status="running") for i, (r, s, f) in enumerate(zip(rounds, seconds, subs))])
     store.finish_run(rid, "done")
 
@@ -135,6 +138,33 @@ def test_the_efficiency_lesson_opens_its_own_group_not_the_newest(store):
     lines = [t for t in _figure(at)["data"] if t.get("mode") == "lines+markers"]
     colours = [t["line"]["color"] for t in lines]
     assert len(lines) == len(VARIANTS) and len(set(colours)) == len(colours), colours
+
+
+def test_the_efficiency_lesson_shows_its_crossover_on_its_own_defaults(store):
+    """Issue 31: lesson 6 said "FSVRG is fastest at every round cost".  Opened from its link and run with
+    its own settings, the page now opens at an ε where the fastest run changes with c, and the lesson's
+    words hold on the runs: DANE takes fewer rounds and more work a round than CoCoA+, whose round is one
+    pass over a node's examples (n/K of them on average: Algorithm 3 with H = n_k), and the run with the
+    fewest rounds is the one fastest above the crossover."""
+    from fedviz.data.build import build
+    from fedviz.learn.tour import lesson
+
+    item = lesson("efficiency")
+    at = open_page("pages/learn_efficiency.py", item.config)
+    at.button(key="eff-start").click().run()
+    _finished(at.session_state["eff-run"])
+    at.run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    sentence = next(m.value for m in at.markdown if m.value.startswith("**To f"))
+    assert "is fastest below c = " in sentence and " above" in sentence, sentence
+    table = at.table[0].value.set_index("run")
+    rounds = {run: int(table.loc[run, "I(ε): rounds"]) for run in ("DANE", "CoCoA+")}
+    work = {run: float(table.loc[run, "examples per node per round"].replace(",", "")) for run in ("DANE", "CoCoA+")}
+    assert rounds["DANE"] < rounds["CoCoA+"] and work["DANE"] > work["CoCoA+"], (rounds, work)
+    ds = build(item.config.data)  # docs/learn-efficiency-drift.md: ten copies of 300 examples, DANE in 2 rounds
+    assert (ds.n_nodes, ds.y.size, rounds["DANE"]) == (10, 3000, 2)
+    assert work["CoCoA+"] == pytest.approx(ds.y.size / ds.n_nodes, abs=0.5)  # one pass a round
+    assert sentence.startswith("**To f") and "CoCoA+ is fastest below c = " in sentence and "DANE above" in sentence
 
 
 def test_a_centralised_run_is_drawn_as_a_reference_and_never_ranked(store):

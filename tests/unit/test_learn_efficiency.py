@@ -1,6 +1,10 @@
 """The efficiency paradigm (Section 2.3.1, eq. (3)): I(ε), T_A(ε), TIME(c), the crossovers and the
-winners, each against a plain oracle (a loop over the records, SciPy's root finder, a brute-force
-argmin over a dense grid of c), and the history reader against a real RunStore."""
+winners, each against a plain oracle (a loop over the records or the rounds, SciPy's root finder, a
+brute-force argmin over a dense grid of c, what a round of GD or CoCoA+ costs a node by the paper's
+Algorithms 1 and 3), and the history reader against a real RunStore.
+
+The synthetic runs below do one example of work per microsecond of their ``seconds``, so that their
+T_A (the work, at the runs' average cost of an example) is their clock's."""
 
 import math
 
@@ -9,18 +13,19 @@ import pytest
 from scipy.optimize import brentq
 
 from fedviz.errors import ParameterError
-from fedviz.learn.efficiency import (crossover, default_epsilon, efficiency, epsilon_choices, group_runs,
-                                     history_groups, paradigm, suggested_epsilon)
-from fedviz.plots.figures import x_values
+from fedviz.learn.efficiency import (crossover, default_epsilon, efficiency, epsilon_choices, example_seconds,
+                                     group_runs, history_groups, node_work, paradigm, seconds_text,
+                                     suggested_epsilon)
 from fedviz.plots.learn_efficiency import efficiency_figure
 from fedviz.runner.loop import IterationRecord
 from fedviz.runner.history.store import RunStore
 
 
 def cols_of(rounds, seconds, sub):
+    """Record columns of a run on one node whose work is 10⁶ examples a second of its clock."""
     rounds, seconds, sub = np.asarray(rounds), np.asarray(seconds, float), np.asarray(sub, float)
     return {"iteration": np.arange(rounds.size), "rounds": rounds, "seconds": seconds, "suboptimality": sub,
-            "vectors_up": rounds, "vectors_down": rounds}
+            "vectors_up": rounds, "vectors_down": rounds, "grad_evals": seconds * 1e6}
 
 
 def random_run(rng, iterations=40, rounds_per_it=1, cost=0.01):
@@ -52,21 +57,64 @@ def test_I_and_T_A_are_the_rounds_and_seconds_per_round_at_the_first_record_belo
                 assert not e.reached and e.time(1.0) == math.inf
                 continue
             I, s = want
-            assert e.reached and e.rounds == I and e.seconds == s
+            assert e.reached and e.rounds == I and e.seconds == pytest.approx(s, rel=1e-12, abs=1e-300)
             assert e.compute == pytest.approx(s / I) if I else math.isnan(e.compute)
             for c in (0.0, 1e-3, 2.5, 100.0):
                 assert e.time(c) == pytest.approx(I * (c + s / I) if I else s, rel=1e-12)  # eq. (3)
 
 
-def test_TIME_is_the_run_pages_simulated_time_when_epsilon_is_reached():
-    """Σ over the rounds of (c + T_A) = rounds × c + seconds: the simulated x axis at that record."""
-    rng = np.random.default_rng(1)
-    cols = random_run(rng, rounds_per_it=2)
-    eps = float(np.median(cols["suboptimality"]))
-    e = efficiency("FSVRG", cols, eps)
-    hit = next(i for i, f in enumerate(cols["suboptimality"]) if f <= eps)
-    for c in (1e-3, 0.5, 30.0):
-        assert e.time(c) == pytest.approx(x_values(cols, "simulated", round_cost=c)[hit], rel=1e-12)
+def test_a_nodes_work_is_its_share_of_each_round_by_a_loop_over_the_rounds():
+    """Iterations of one or two rounds, a random number of nodes taking part in each iteration's rounds, each
+    doing a random amount of work in a round: the average participating node's work, summed over the
+    rounds, is what node_work reads off the records' totals (grad_evals, vectors_up, rounds)."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        rounds, vectors, evals, oracle_work = [0], [0], [0.0], [0.0]   # the start's record
+        for _ in range(rng.integers(1, 30)):                           # one record per iteration
+            m = int(rng.integers(1, 40))                               # nodes taking part in its rounds
+            r, v, g, w = rounds[-1], vectors[-1], evals[-1], oracle_work[-1]
+            for _ in range(int(rng.integers(1, 3))):                   # one or two rounds
+                each = rng.integers(1, 500, size=m).astype(float)      # every node's examples this round
+                r, v, g, w = r + 1, v + m, g + each.sum(), w + each.mean()
+            rounds.append(r), vectors.append(v), evals.append(g), oracle_work.append(w)
+        cols = {"rounds": np.array(rounds), "vectors_up": np.array(vectors), "grad_evals": np.array(evals)}
+        np.testing.assert_allclose(node_work(cols), oracle_work, rtol=1e-12)
+        np.testing.assert_array_equal(node_work(cols, central=True), evals)  # one machine: all the work
+
+
+@pytest.mark.parametrize("algorithm, hyper, passes", [("gd", {}, 1), ("cocoa-plus", {"local_passes": 3}, 3)])
+def test_a_round_costs_a_node_its_own_examples_as_many_times_as_it_passes_over_them(algorithm, hyper, passes):
+    """Algorithm 1 (GD): a round is every node's gradient over its own n_k examples; Algorithm 3 (CoCoA+)
+    with H = passes·n_k local steps: passes × n_k.  The average node's share of a round is then
+    passes × n/K, whatever the sizes, and node_work reads it off a real run's records."""
+    from fedviz.runner.loop import iterate
+    from problems import sparse_problem
+
+    problem = sparse_problem(n=600, d=40, K=7, lam=1e-2, density=0.2, partition="iid")
+    recs = list(iterate(problem, algorithm, iterations=5, hyper=hyper))
+    cols = {f: np.array([getattr(r, f) for r in recs], dtype=float) for f in ("rounds", "vectors_up", "grad_evals")}
+    sizes = problem.data.node_sizes
+    assert sizes.size == 7 and len(set(sizes)) > 1
+    np.testing.assert_allclose(node_work(cols), cols["rounds"] * passes * sizes.sum() / sizes.size, rtol=1e-12)
+
+
+def test_example_seconds_is_every_runs_clock_over_every_runs_work():
+    a = {"seconds": np.array([0.0, 1.0, 3.0]), "grad_evals": np.array([0, 10, 20])}
+    b = {"seconds": np.array([0.0, 5.0]), "grad_evals": np.array([0, 80])}
+    assert example_seconds({"a": a, "b": b}) == (3.0 + 5.0) / (20 + 80)
+    assert math.isnan(example_seconds({"none": {"seconds": np.array([0.0]), "grad_evals": np.array([0])}}))
+    # The order (who wins where) depends on the work alone; the cost of an example scales every crossover.
+    cheap = cols_of(np.arange(101), np.arange(101) * 1e-3, np.r_[np.linspace(1, 0.02, 100), 0.009])
+    dear = cols_of(np.arange(6), np.arange(6) * 0.1, [1, 0.5, 0.2, 0.1, 0.05, 0.009])
+    base = paradigm({"cheap": cheap, "dear": dear}, 0.01, c_range=(1e-6, 1e6))
+    slow = paradigm({"cheap": cheap, "dear": dear}, 0.01, c_range=(1e-6, 1e6), per_example=1e-6 * 7)
+    assert [r.label for r in slow.regimes] == [r.label for r in base.regimes] == ["cheap", "dear"]
+    assert slow.switches[0].c == pytest.approx(7 * base.switches[0].c, rel=1e-12)
+
+
+def test_seconds_are_written_in_the_unit_that_reads_best():
+    assert [seconds_text(s) for s in (3e-8, 1.2e-4, 0.5, 3.0, 4000.0, math.inf)] == [
+        "30 ns", "120 µs", "500 ms", "3 s", "4,000 s", "∞"]
 
 
 def test_a_nan_suboptimality_never_counts_as_reached():

@@ -39,6 +39,7 @@ def _cols(label, algorithm, k, n=IT.size):
     """Columns of a converging run (f − f* falling by a run-specific rate; error falling to 25%)."""
     t = np.arange(n)
     return {"iteration": t, "rounds": 2 * t, "vectors_up": t, "vectors_down": t, "seconds": 0.01 * (k + 1) * t,
+            "grad_evals": 100 * (k + 1) * t,
             "suboptimality": 0.3 * (0.5 + 0.04 * k) ** t, "test_error": 0.25 + 0.1 * 0.8 ** t,
             "algorithm": np.array([algorithm] * n)}
 
