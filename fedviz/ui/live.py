@@ -18,7 +18,7 @@ from ..runner.execute import CRITERION
 from ..runner.sweep import sweep_outcome, sweep_plan
 from . import state as ui_state
 from .loaders import load_baselines, load_dataset, load_problem, max_data_entries
-from .page import guard
+from .page import compile_text, guard
 from .pernode import per_node_view
 from .state import DEFAULT_AXIS, DEFAULT_ROUND_COST, ROUND_COSTS, VIEW_KEYS, seeded
 
@@ -225,7 +225,7 @@ def _progress(snap) -> None:
         return
     eta = snap.eta_seconds
     if snap.compiling:
-        value, text = snap.progress, "Compiling kernels (first run only)…"
+        value, text = snap.progress, compile_text(snap)
     elif snap.finished and snap.status != "done":
         # Where it ended, not 100%: the iterations each algorithm really completed.
         done = [min(rec.iteration, snap.iterations) for rec in snap.last.values() if rec is not None]

@@ -86,6 +86,22 @@ def warm_up_text(progress) -> str | None:
             "first, after the step under way.")
 
 
+def compile_text(snap) -> str:
+    """What a run waiting for its first iteration says: while the server's warm-up has not compiled its
+    algorithms' kernels yet, the seconds they take on this machine (the banner's estimate, for this run's
+    steps: :func:`~fedviz.runner.serve.warmup.run_steps`); else that the first iteration is under way."""
+    from ..runner.serve.warmup import run_steps
+
+    progress, loss = start_warm_up(), snap.summary.get("loss")
+    left = 0.0
+    if progress is not None and loss is not None:
+        left = progress.seconds_until(run_steps(set(snap.algorithms.values()), loss))
+    if left < 0.5:
+        return "First iteration under way…"
+    return (f"Compiling this run's kernels (once per server): about {max(1, round(left)):,} s in all on this "
+            "machine…")
+
+
 #: How the banner's seconds are estimated, in its tooltip (one line on the page: at 1024×768 a three-line box
 #: pushed Home's first button to the screen's bottom edge).
 WARM_UP_ESTIMATE = ("The remaining steps' compile times with an empty cache, scaled by how long the steps so far "

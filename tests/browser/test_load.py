@@ -74,7 +74,7 @@ RSS_BOUND_MB = 1024
 GROWTH_BOUND_MB = 400
 
 QUEUED = re.compile(r"Waiting for a free slot: position (\d+) in the queue")
-RUNNING = re.compile(r"\d+%|Compiling kernels")
+RUNNING = re.compile(r"\d+%|Compiling this run.s kernels|First iteration under way")
 STATUS = re.compile(f"{QUEUED.pattern}|{RUNNING.pattern}")
 
 

@@ -4,7 +4,7 @@ completed are kept in the history as 'stopped' — for every algorithm of the re
 The data is the ``google-plus`` preset (n = 2,166,693, d = 20,002, K = 10,000, 26.8M
 nonzeros), built once.  Every kernel is compiled (or loaded from numba's cache) by a run on
 ``google-plus-small`` first — large enough to take the same parallel code paths — so the
-timings never include compilation, which the dashboard shows as "Compiling kernels".  DANE
+timings never include compilation, which the dashboard shows as "Compiling this run's kernels".  DANE
 warms on 40 of its nodes: its exact local solver has no path that depends on the size (every
 kernel of ``fedviz/algorithms/dane.py`` is a prange kernel taken at any size), and its two
 iterations on all 500 nodes took minutes of the file's time (40 nodes: a sixth of it).

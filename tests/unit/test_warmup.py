@@ -42,11 +42,38 @@ def test_warm_up_stops_when_asked():
 
 
 # -- the banner's estimate of the time left (issue 20: the first click waited 29 s without a word) -----------
-def test_the_plan_is_the_warm_up_s_own_order_and_the_cold_table_covers_it():
-    plan = [(i, name) for i, problem in enumerate(warmup._problems())
-            for name, cls in ALGORITHMS.items() if cls.loss_refusal(problem.loss.name) is None]
-    assert warmup.steps() == plan
-    assert set(warmup.COLD_SECONDS) == set(plan)  # re-measure (python -m fedviz.runner.serve.warmup --measure) when it grows
+def test_the_plan_is_the_first_click_first_then_every_problem_and_the_cold_table_covers_it():
+    """Issue 31, point 1: the default run's kernels (Home's Reproduce: RunConfig()'s algorithms on the preset's
+    form) come first, so a click some seconds after the start finds them compiled; then every other step."""
+    from fedviz.runner.config import RunConfig
+
+    every = [(i, name) for i, problem in enumerate(warmup._problems())
+             for name, cls in ALGORITHMS.items() if cls.loss_refusal(problem.loss.name) is None]
+    first = [(0, name) for name, _ in RunConfig().algorithms]
+    assert RunConfig().data.source == "preset:google-plus-small" and next(warmup._problems()).loss.name == "logistic"
+    assert warmup.steps() == first + [step for step in every if step not in first]
+    assert set(warmup.COLD_SECONDS) == set(every)  # re-measure (python -m fedviz.runner.serve.warmup --measure) when it grows
+
+
+def test_a_run_is_told_the_seconds_its_own_steps_still_need():
+    """Steps a, b on logistic and c on softmax, cold 1, 3, 6 s; the first took 2 s (ratio 2): a logistic run of b
+    and c still needs 2 × 3 = 6 s, and 1 s into b, 5; a softmax run of c, 12; once done, nothing."""
+    clock = Clock()
+    plan = [(0, "a"), (0, "b"), (6, "c")]
+    p = warmup.Progress(plan, cold={(0, "a"): 1.0, (0, "b"): 3.0, (6, "c"): 6.0}, clock=clock)
+    assert warmup.run_steps({"b", "c"}, "logistic") >= {(0, "b"), (0, "c")}
+    assert all(warmup.LOSSES[i] == "softmax" for i, _ in warmup.run_steps({"c"}, "softmax"))
+    p.start_step()
+    clock.now += 2.0
+    p.end_step()
+    assert p.seconds_until(warmup.run_steps({"b", "c"}, "logistic")) == 6.0
+    assert p.seconds_until(warmup.run_steps({"c"}, "softmax")) == 12.0
+    assert p.seconds_until(None) == p.seconds_left() == 18.0
+    p.start_step()
+    clock.now += 1.0
+    assert p.seconds_until(warmup.run_steps({"b"}, "logistic")) == 5.0
+    p.finish()
+    assert p.seconds_until(warmup.run_steps({"c"}, "softmax")) == 0.0
 
 
 class Clock:
@@ -100,6 +127,29 @@ def test_the_banner_says_the_time_left_and_goes_when_done():
     assert ui.warm_up_text(p).startswith("Warming up the kernels: about 15 s left (1 of 2 steps compiled);")
     p.finish()
     assert ui.warm_up_text(p) is None and ui.warm_up_text(None) is None
+
+
+def test_a_run_waiting_for_its_kernels_says_how_long_they_take(monkeypatch):
+    """The first click said "Compiling kernels (first run only)…" and nothing of how long; it now says the
+    seconds its own steps need (the banner's estimate), and no compile once the warm-up has done them."""
+    from types import SimpleNamespace
+
+    from fedviz.ui import page
+
+    clock = Clock()
+    p = warmup.Progress([(0, "fsvrg"), (0, "gd")], cold={(0, "fsvrg"): 20.0, (0, "gd"): 1.0}, clock=clock)
+    monkeypatch.setattr(page, "start_warm_up", lambda: p)
+    snap = SimpleNamespace(algorithms={"FSVRG": "fsvrg", "GD": "gd"}, summary={"loss": "logistic"})
+    assert page.compile_text(snap) == ("Compiling this run's kernels (once per server): about 21 s in all on this "
+                                       "machine…")
+    p.start_step()
+    clock.now += 15.0
+    assert "about 6 s in all" in page.compile_text(snap)  # 20 − 15, and GD's 1
+    p.end_step(), p.start_step(), p.end_step()
+    assert page.compile_text(snap) == "First iteration under way…"
+    monkeypatch.setattr(page, "start_warm_up", lambda: None)  # FEDVIZ_WARMUP=0
+    assert page.compile_text(snap) == "First iteration under way…"
+    assert page.compile_text(SimpleNamespace(algorithms={"GD": "gd"}, summary={})) == "First iteration under way…"
 
 
 # -- runs first (issue 31, point 1: the first click waited 95.6 s for the warm-up, 9.5 s later) ---------------

@@ -2,7 +2,7 @@
 
 Every kernel is compiled on its first call and cached on disk (``cache=True``), so on a
 fresh install the first Run waited about 15 s while the kernels of the chosen algorithms
-compiled ("Compiling kernels…"), and every later click took a fraction of a second.
+compiled, and every later click took a fraction of a second.
 :func:`warm_up` makes that first call for every registered algorithm on two tiny problems,
 one for each form the kernels are specialised on (a generated bag-of-words preset, stored
 as indicators with narrow column indices, and a file-like data set with real values), and
@@ -25,7 +25,11 @@ log = logging.getLogger(__name__)
 
 
 def _problems():
-    """The preset's form first (the first click's), then a file's forms.
+    """The first click's own problem first (Home's Reproduce: :class:`RunConfig`'s default data, loss and λ, from
+    the server's cache, so that the click also finds its data set built), then a file's forms.  The preset's
+    form is the default data set itself, not a smaller one: numba specialises some kernels on what the data
+    hold (row blocks take over above a number of nonzeros), and after a warm-up on an 8-node copy the first
+    click still compiled for 2.3 s.
 
     The file-like matrices have enough nonzeros for the row-block products (two blocks,
     :class:`fedviz.problems._blocks.RowBlocks`) and each value form the products are
@@ -34,11 +38,14 @@ def _problems():
     0..2 as :func:`fedviz.data.labels.map_labels` codes a multiclass file.
     """
     from ...data.dataset import FederatedDataset
-    from ...data.presets import make_preset
     from ...problems._blocks import MIN_BLOCK_NNZ
     from ...problems.objective import Problem
 
-    yield Problem(make_preset("google-plus-small", nodes=8, seed=1), "logistic")
+    from .. import cache
+    from ..config import RunConfig
+
+    first = RunConfig()
+    yield cache.problem(first.data, first.loss, first.lam)
     rng = np.random.default_rng(0)
     n, d, per_row, nodes = -(-2 * MIN_BLOCK_NNZ // 12), 40, 12, 8
     indices = np.sort(rng.random((n, d)).argsort(axis=1)[:, :per_row], axis=1).ravel()
@@ -62,6 +69,14 @@ def _problems():
         yield Problem(ds, "softmax")
 
 
+def _first_click_optimum() -> None:
+    from .. import cache
+    from ..config import RunConfig
+
+    first = RunConfig()
+    cache.optimum(first.data, first.loss, first.lam)
+
+
 #: The loss of each problem of :func:`_problems`, in its order.
 LOSSES = ("logistic", "logistic", "logistic", "logistic", "squared", "smoothed-hinge", "softmax", "softmax")
 
@@ -72,45 +87,51 @@ def _takes(cls, loss: str) -> bool:
 
 
 def steps() -> list[tuple[int, str]]:
-    """The warm-up's steps in order: (problem index in :func:`_problems`, algorithm name)."""
-    from ...algorithms import ALGORITHMS
+    """The warm-up's steps in order: (problem index in :func:`_problems`, algorithm name).
 
-    return [(i, name) for i, loss in enumerate(LOSSES) for name, cls in ALGORITHMS.items() if _takes(cls, loss)]
+    The first click's first: the default run (Home's Reproduce, :data:`~fedviz.runner.config.DEFAULT_ALGORITHMS`
+    on the preset's form, problem 0), so that a click some seconds after the start finds its kernels compiled
+    (issue 31: FSVRG's, the longest step, came sixth); then every problem's algorithms in the registry's order."""
+    from ...algorithms import ALGORITHMS
+    from ..config import DEFAULT_ALGORITHMS
+
+    plan = [(i, name) for i, loss in enumerate(LOSSES) for name, cls in ALGORITHMS.items() if _takes(cls, loss)]
+    first = [(0, name) for name in DEFAULT_ALGORITHMS if (0, name) in plan]
+    return first + [step for step in plan if step not in first]
+
+
+def run_steps(algorithms, loss: str) -> set[tuple[int, str]]:
+    """The steps that compile what a run of ``algorithms`` on ``loss`` needs: every problem of that loss (the
+    data's form, preset or file and which values, is not known here, so all of them: an upper bound)."""
+    return {(i, name) for i, l in enumerate(LOSSES) if l == loss for name in algorithms}
 
 
 #: Seconds each warm-up step took with an empty kernel cache (``NUMBA_CACHE_DIR`` a new directory) on
-#: the 2-core development machine: ``python -m fedviz.runner.serve.warmup --measure`` prints this table.  Only
-#: their proportions matter (:class:`Progress` rescales them by the steps already timed); a step
-#: missing here (an algorithm added later) counts as the median step.
+#: the 2-core development machine, all in one session: ``python -m fedviz.runner.serve.warmup --measure`` prints
+#: this table (the first step's time holds the first click's f*).  Only their proportions matter (:class:`Progress`
+#: rescales them by the steps already timed); a step missing here (an algorithm added later) counts as the
+#: median step.
 COLD_SECONDS: dict[tuple[int, str], float] = {
-    (0, 'cocoa'): 0, (0, 'cocoa-plus'): 2.24, (0, 'dane'): 3.22, (0, 'fedavg'): 4.12, (0, 'fedprox'): 0.01,
-    (0, 'fsvrg'): 22.91, (0, 'gd'): 0.01, (0, 'naive-fsvrg'): 0, (0, 'one-shot'): 0.01, (0, 'scaffold'): 0.01,
-    (0, 'sgd'): 0.34, (0, 'svrg'): 0.02,
-    (1, 'cocoa'): 0.04, (1, 'cocoa-plus'): 1.28, (1, 'dane'): 0.22, (1, 'fedavg'): 0.01, (1, 'fedprox'): 0,
-    (1, 'fsvrg'): 1.43, (1, 'gd'): 0.08, (1, 'naive-fsvrg'): 0.04, (1, 'one-shot'): 0.58, (1, 'scaffold'): 0.15,
-    (1, 'sgd'): 0.06, (1, 'svrg'): 0.02,
-    (2, 'cocoa'): 0.05, (2, 'cocoa-plus'): 0.04, (2, 'dane'): 0.38, (2, 'fedavg'): 0.01, (2, 'fedprox'): 0,
-    (2, 'fsvrg'): 2.22, (2, 'gd'): 0.04, (2, 'naive-fsvrg'): 0.05, (2, 'one-shot'): 0.03, (2, 'scaffold'): 0.05,
-    (2, 'sgd'): 0.04, (2, 'svrg'): 0.06,
-    (3, 'cocoa'): 0.04, (3, 'cocoa-plus'): 0.03, (3, 'dane'): 1.18, (3, 'fedavg'): 0.09, (3, 'fedprox'): 0.02,
-    (3, 'fsvrg'): 1.67, (3, 'gd'): 0.07, (3, 'naive-fsvrg'): 0.01, (3, 'one-shot'): 1.38, (3, 'scaffold'): 0.03,
-    (3, 'sgd'): 0.04, (3, 'svrg'): 0.02,
-    (4, 'cocoa'): 0.02, (4, 'cocoa-plus'): 0.03, (4, 'dane'): 0.08, (4, 'dual-method'): 0.1, (4, 'fedavg'): 0,
-    (4, 'fedprox'): 0.09, (4, 'fsvrg'): 0.02, (4, 'gd'): 0.21, (4, 'naive-fsvrg'): 0, (4, 'one-shot'): 0.03,
-    (4, 'primal-method'): 0.13, (4, 'scaffold'): 0.06, (4, 'sgd'): 0.05, (4, 'svrg'): 0.19,
-    (5, 'cocoa'): 0.09, (5, 'cocoa-plus'): 0.09, (5, 'dane'): 0.13, (5, 'fedavg'): 0.02, (5, 'fedprox'): 0.1,
-    (5, 'fsvrg'): 0.03, (5, 'gd'): 0.13, (5, 'naive-fsvrg'): 0, (5, 'one-shot'): 1, (5, 'scaffold'): 0.2,
-    (5, 'sgd'): 0.08, (5, 'svrg'): 0.07,
-    # Ditto and APFL: measured on a busier machine, scaled by its ratio to the steps above.
-    (0, 'apfl'): 0.87, (0, 'ditto'): 0.88, (1, 'apfl'): 0.05, (1, 'ditto'): 0.04, (2, 'apfl'): 0.05,
-    (2, 'ditto'): 0.06, (3, 'apfl'): 0.14, (3, 'ditto'): 0.18, (4, 'apfl'): 0.15, (4, 'ditto'): 0.05,
-    (5, 'apfl'): 0.14, (5, 'ditto'): 0.09,
-    # Softmax (issue 22), measured with the rest in one cold session and scaled to this table by the
-    # ratio of the two measurements over the steps both hold (×0.116: a loaded machine).
-    (6, 'dane'): 5.19, (6, 'fedavg'): 13.21, (6, 'fedprox'): 0.02, (6, 'fsvrg'): 10.18, (6, 'gd'): 0.15,
-    (6, 'naive-fsvrg'): 0.09, (6, 'one-shot'): 3.75, (6, 'scaffold'): 0.03, (6, 'sgd'): 1.02, (6, 'svrg'): 0.04,
-    (7, 'dane'): 1.83, (7, 'fedavg'): 0.04, (7, 'fedprox'): 0.03, (7, 'fsvrg'): 1.5, (7, 'gd'): 0.03,
-    (7, 'naive-fsvrg'): 0.03, (7, 'one-shot'): 0.96, (7, 'scaffold'): 0.05, (7, 'sgd'): 0.04, (7, 'svrg'): 0.09,
+    (0, 'apfl'): 1.09, (0, 'cocoa'): 0.01, (0, 'cocoa-plus'): 2.14, (0, 'dane'): 4.9, (0, 'ditto'): 0.86,
+    (0, 'fedavg'): 3.55, (0, 'fedprox'): 0, (0, 'fsvrg'): 13.64, (0, 'gd'): 0.02, (0, 'naive-fsvrg'): 0.01,
+    (0, 'one-shot'): 0.41, (0, 'scaffold'): 0.02, (0, 'sgd'): 0.45, (0, 'svrg'): 0.01, (1, 'apfl'): 0,
+    (1, 'cocoa'): 0.01, (1, 'cocoa-plus'): 0.01, (1, 'dane'): 0.02, (1, 'ditto'): 0, (1, 'fedavg'): 0,
+    (1, 'fedprox'): 0, (1, 'fsvrg'): 0.27, (1, 'gd'): 0.01, (1, 'naive-fsvrg'): 0, (1, 'one-shot'): 0.02,
+    (1, 'scaffold'): 0.01, (1, 'sgd'): 0, (1, 'svrg'): 0, (2, 'apfl'): 0, (2, 'cocoa'): 0.01,
+    (2, 'cocoa-plus'): 0.01, (2, 'dane'): 0.02, (2, 'ditto'): 0, (2, 'fedavg'): 0, (2, 'fedprox'): 0,
+    (2, 'fsvrg'): 0.73, (2, 'gd'): 0.01, (2, 'naive-fsvrg'): 0, (2, 'one-shot'): 0.02, (2, 'scaffold'): 0.01,
+    (2, 'sgd'): 0.01, (2, 'svrg'): 0, (3, 'apfl'): 0, (3, 'cocoa'): 0.01, (3, 'cocoa-plus'): 0.01, (3, 'dane'): 0.02,
+    (3, 'ditto'): 0, (3, 'fedavg'): 0, (3, 'fedprox'): 0, (3, 'fsvrg'): 0.77, (3, 'gd'): 0.01, (3, 'naive-fsvrg'): 0,
+    (3, 'one-shot'): 0.01, (3, 'scaffold'): 0.01, (3, 'sgd'): 0, (3, 'svrg'): 0, (4, 'apfl'): 0, (4, 'cocoa'): 0,
+    (4, 'cocoa-plus'): 0, (4, 'dane'): 0.01, (4, 'ditto'): 0, (4, 'dual-method'): 0.01, (4, 'fedavg'): 0,
+    (4, 'fedprox'): 0, (4, 'fsvrg'): 0, (4, 'gd'): 0.01, (4, 'naive-fsvrg'): 0, (4, 'one-shot'): 0.01,
+    (4, 'primal-method'): 0.01, (4, 'scaffold'): 0, (4, 'sgd'): 0, (4, 'svrg'): 0, (5, 'apfl'): 0, (5, 'cocoa'): 0,
+    (5, 'cocoa-plus'): 0, (5, 'dane'): 0.01, (5, 'ditto'): 0, (5, 'fedavg'): 0, (5, 'fedprox'): 0, (5, 'fsvrg'): 0,
+    (5, 'gd'): 0.01, (5, 'naive-fsvrg'): 0, (5, 'one-shot'): 0.01, (5, 'scaffold'): 0, (5, 'sgd'): 0, (5, 'svrg'): 0,
+    (6, 'dane'): 0.75, (6, 'fedavg'): 5.09, (6, 'fedprox'): 0, (6, 'fsvrg'): 6.89, (6, 'gd'): 0.02,
+    (6, 'naive-fsvrg'): 0.01, (6, 'one-shot'): 0.1, (6, 'scaffold'): 0.01, (6, 'sgd'): 0.56, (6, 'svrg'): 0.01,
+    (7, 'dane'): 0.76, (7, 'fedavg'): 0, (7, 'fedprox'): 0, (7, 'fsvrg'): 1.5, (7, 'gd'): 0.02,
+    (7, 'naive-fsvrg'): 0.01, (7, 'one-shot'): 0.08, (7, 'scaffold'): 0.01, (7, 'sgd'): 0.01, (7, 'svrg'): 0.01,
 }
 
 
@@ -176,13 +197,22 @@ class Progress:
         return self.spent / expected if self.done and expected > 0 else 1.0
 
     def seconds_left(self) -> float:
+        return self.seconds_until(None)
+
+    def seconds_until(self, wanted: set[tuple[int, str]] | None) -> float:
+        """The estimated seconds the steps of ``wanted`` (None: every step) still need: each one not finished
+        at its scaled cold seconds, the one under way less the time it has run (never below 0)."""
         if self.finished or self.done >= len(self.plan):
             return 0.0
-        r = self.ratio()
-        current = r * self.cold[self.done]
-        if self.step_started is not None:
-            current = max(0.0, current - (self.clock() - self.step_started))
-        return current + r * sum(self.cold[self.done + 1:])
+        r, total = self.ratio(), 0.0
+        for j in range(self.done, len(self.plan)):
+            if wanted is not None and self.plan[j] not in wanted:
+                continue
+            here = r * self.cold[j]
+            if j == self.done and self.step_started is not None:
+                here = max(0.0, here - (self.clock() - self.step_started))
+            total += here
+        return total
 
 
 #: Seconds between two looks at ``pause`` while the warm-up waits for runs to end.
@@ -200,38 +230,37 @@ def warm_up(stop: Callable[[], bool] | None = None, progress: Progress | None = 
     the first click for that lock and for the cores (issue 31 saw 95.6 s against 9.5 s later); paused,
     the run waits at most for the step under way and then compiles what it needs itself
     (:func:`first_click` measures both)."""
-    from ...algorithms import ALGORITHMS
     from ..loop import iterate
 
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        for problem in _problems():
-            for name, cls in ALGORITHMS.items():
-                if stop is not None and stop():
-                    return seconds
-                if not _takes(cls, problem.loss.name):
-                    continue
-                if pause is not None and pause():
-                    if progress is not None:
-                        progress.hold()
-                    while pause():
-                        if stop is not None and stop():
-                            return seconds
-                        time.sleep(PAUSE_POLL)
-                    if progress is not None:
-                        progress.resume()
+        problems = list(_problems())  # tiny: built once, stepped through in the plan's order
+        for i, name in steps():
+            if stop is not None and stop():
+                return seconds
+            if pause is not None and pause():
                 if progress is not None:
-                    progress.start_step()
-                t0 = time.perf_counter()
-                try:
-                    for _ in iterate(problem, name, iterations=1, f_star=0.0):
-                        pass
-                except Exception:  # noqa: BLE001 - warming must never take the server down
-                    log.exception("warm-up of %s failed", name)
-                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
+                    progress.hold()
+                while pause():
+                    if stop is not None and stop():
+                        return seconds
+                    time.sleep(PAUSE_POLL)
                 if progress is not None:
-                    progress.end_step()
+                    progress.resume()
+            if progress is not None:
+                progress.start_step()
+            t0 = time.perf_counter()
+            try:
+                if not seconds:  # the first step also finds the first click's f* (Newton-CG's kernels, cached)
+                    _first_click_optimum()
+                for _ in iterate(problems[i], name, iterations=1, f_star=0.0):
+                    pass
+            except Exception:  # noqa: BLE001 - warming must never take the server down
+                log.exception("warm-up of %s failed", name)
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
+            if progress is not None:
+                progress.end_step()
     finally:
         if progress is not None:
             progress.finish()
