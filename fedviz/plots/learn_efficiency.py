@@ -65,15 +65,16 @@ def efficiency_figure(p: Paradigm, *, styles: dict[str, str] | None = None, heig
                            line=dict(color="#444", dash="dot", width=1.5)))
         notes.append(dict(xref="x", yref="paper", x=math.log10(s.c), y=0.02, yanchor="bottom", xanchor="left",
                           showarrow=False, text=f" c = {seconds_text(s.c)}", font=dict(size=11, color="#333")))
-    notes += [dict(xref="paper", yref="paper", x=0, y=-0.13, xanchor="left", yanchor="top", showarrow=False,
+    # Under the axis title, not beside it: on a 1024 px page the title ran into the right-hand note.
+    notes += [dict(xref="paper", yref="paper", x=0, y=-0.22, xanchor="left", yanchor="top", showarrow=False,
                    text="← a data centre: c ≪ T<sub>A</sub>", font=dict(size=11, color="#555")),
-              dict(xref="paper", yref="paper", x=1, y=-0.13, xanchor="right", yanchor="top", showarrow=False,
+              dict(xref="paper", yref="paper", x=1, y=-0.22, xanchor="right", yanchor="top", showarrow=False,
                    text="phones on a slow network: c ≫ T<sub>A</sub> →", font=dict(size=11, color="#555"))]
     fig.update_layout(shapes=shapes, annotations=notes, height=height, **{**_LAYOUT, "margin": dict(l=60, r=20, t=60,
                                                                                                      b=40)})
     fig.update_layout(title=dict(text=f"TIME = I(ε) × (c + T<sub>A</sub>(ε)) to reach f − f* ≤ {p.epsilon:.3g} "
                                       "(eq. (3))", y=0.98, yanchor="top"),
-                      legend=dict(orientation="h", yanchor="top", y=-0.24, xanchor="left", x=0))
+                      legend=dict(orientation="h", yanchor="top", y=-0.31, xanchor="left", x=0))
     fig.update_xaxes(title_text="c: seconds per communication round", **log_axis([[lo, hi]], max_ticks=10))
     fig.update_xaxes(range=[math.log10(lo), math.log10(hi)])
     fig.update_yaxes(title_text="TIME (s)", **log_axis(ys or [[1e-3, 1.0]]))

@@ -57,6 +57,24 @@ def test_efficiency_runs_the_default_set_and_draws_time_against_c(server, browse
         assert any(n.startswith("FSVRG: I = ") for n in drawn), drawn
         page.get_by_text("TIME at c = 10 s").first.wait_for()
         _shot(page, "learn-efficiency", 1500)
+        # At 1024 px the axis title ran into "phones on a slow network" (issue 31, point 9): every text under
+        # the plot (the title, the two notes, the legend's entries) stays clear of the others.
+        page.set_viewport_size({"width": 1024, "height": 768})
+        page.wait_for_timeout(800)  # Plotly relayouts on the window's resize
+        boxes = page.evaluate("""() => {
+            const el = document.querySelector('.js-plotly-plot');
+            const plot = el.querySelector('.nsewdrag').getBoundingClientRect();
+            const sel = '.xtitle, .annotation-text, .legendtext';
+            return Array.from(el.querySelectorAll(sel)).map(t => {
+                const r = t.getBoundingClientRect();
+                return [t.textContent, r.left, r.top, r.right, r.bottom];
+            }).filter(b => b[2] >= plot.bottom && b[3] > b[1]);
+        }""")
+        assert len(boxes) >= 4, boxes  # the axis title, two notes, a legend entry
+        clear = lambda a, b: a[3] <= b[1] + 0.5 or b[3] <= a[1] + 0.5 or a[4] <= b[2] + 0.5 or b[4] <= a[2] + 0.5
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert clear(a, b), (a, b)
 
 
 def test_drift_draws_every_round_with_a_slider(server, browser):
