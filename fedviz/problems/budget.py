@@ -38,7 +38,7 @@ from ..errors import FedvizError
 from ..validation import env_int
 
 #: Megabytes the optimum of one problem, or an algorithm's model, may use, unless ``FEDVIZ_MAX_MODEL_MB`` says
-#: otherwise: the paper's google-plus at full scale needs about 480; a 200-class softmax over 5,000 features 3,300.
+#: otherwise: the paper's google-plus at full scale needs about 326; a 200-class softmax over 5,000 features 3,300.
 MAX_MODEL_MB = 1024
 
 _FLOAT = 8

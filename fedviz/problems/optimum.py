@@ -15,7 +15,7 @@ Hessian products go through the loss's per-example curvature blocks
 diagonals' Xᵀ-weighted sums.  For C = 1 every one of these is the binary operation it was.
 
 For C > 1 the diagonal preconditioner fails (softmax's Hessian is only λ along W + u1ᵀ, which
-it cannot see): FedProx's Synthetic(1, 1) took 1,281 Hessian products.  So a softmax problem
+it cannot see): FedProx's Synthetic(1, 1) took over a thousand Hessian products.  So a softmax problem
 whose model is small (dC ≤ :data:`DENSE_MAX_SIZE`, n (dC)² ≤ :data:`DENSE_MAX_WORK`: every
 multiclass file and generator fedviz ships) solves each Newton system exactly with the dense
 Hessian (:func:`_dense_newton_direction`; Synthetic in 11 Newton steps and no CG), and a larger
