@@ -27,6 +27,15 @@ def example_env(tmp_path: Path) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
 
 
+def unit(shown: str) -> float:
+    """One unit in the last digit of a figure as a doc writes it: 1e-4 for ``1.785e-01`` and for ``0.0652``, 1 for
+    ``66`` and for ``3,326``.  The tests that hold a doc's figures to a computation allow this much: the runs are
+    seeded, so only another CPU's BLAS moves a figure, far below its shown digits, which can move a rounded last
+    digit by one; a changed default or a stale figure moves it by more."""
+    mantissa, _, exponent = shown.lower().replace(",", "").partition("e")
+    return 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
+
+
 def documents() -> list[Path]:
     """The README and every Markdown page of docs/ (not its subfolders, which hold pictures)."""
     return [README, *sorted((ROOT / "docs").glob("*.md"))]

@@ -26,19 +26,13 @@ import shlex
 import numpy as np
 import pytest
 from conftest import ROOT
-from markdown_docs import split
+from markdown_docs import split, unit
 
 TOUR = ROOT / "docs" / "learn-tour.md"
 PROPERTIES_DOC = ROOT / "docs" / "learn-properties.md"
 
 
 # -- reading the docs ----------------------------------------------------------------------------------------------
-def unit(shown: str) -> float:
-    """One unit in the last digit of a figure as written: 0.01 for ``0.87``, 1e-5 for ``2.1e-4``, 1 for ``1,108``."""
-    mantissa, _, exponent = shown.lower().replace(",", "").partition("e")
-    return 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
-
-
 def agrees(shown: str, value: float) -> bool:
     """``value`` is the figure ``shown``, to within one unit of its last shown digit."""
     return math.isfinite(value) and abs(float(shown.replace(",", "")) - value) <= unit(shown) * (1 + 1e-9)

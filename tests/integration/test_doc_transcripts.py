@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 import pytest
-from markdown_docs import documents, example_env, name, split
+from markdown_docs import documents, example_env, name, split, unit
 
 #: Seconds a transcript's command may take (dirichlet-sweep: 36 s on a quiet 2-core machine).
 TIMEOUT = 600
@@ -37,11 +37,6 @@ def transcripts():
     return out
 
 
-def unit(token: str) -> float:
-    """One unit in the last digit of a number as written: 10⁻³ × 10⁻¹ for ``1.785e-01``, 1 for ``66``."""
-    mantissa, _, exponent = token.lower().partition("e")
-    decimals = len(mantissa.partition(".")[2])
-    return 10.0 ** (int(exponent or 0) - decimals)
 
 
 def matches(shown: str, printed: str) -> bool:

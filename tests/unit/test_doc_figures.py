@@ -16,6 +16,7 @@ import re
 import numpy as np
 import pytest
 from conftest import DATA, ROOT
+from markdown_docs import unit
 
 from fedviz.data.build import (DEFAULT_TEST_FRACTION, MAX_DEFAULT_NODES, MIN_ROWS_PER_NODE, DataSpec, build,
                                default_nodes)
@@ -47,11 +48,6 @@ def value(token: str) -> float:
     return float(token.replace(",", "").replace("_", ""))
 
 
-def unit(token: str) -> float:
-    """One unit in the last digit of a figure as written: 1 for ``3,326``, 1e-4 for ``0.0652`` and for
-    ``1.25e-2``."""
-    mantissa, _, exponent = token.lower().partition("e")
-    return 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
 
 
 def assert_shown(token: str, computed: float, what: str, source: str = "fedviz computes") -> None:
