@@ -3,13 +3,13 @@
 Every kernel is compiled on its first call and cached on disk (``cache=True``), so on a
 fresh install the first Run waited about 15 s while the kernels of the chosen algorithms
 compiled, and every later click took a fraction of a second.
-:func:`warm_up` makes that first call for every registered algorithm on two tiny problems,
-one for each form the kernels are specialised on (a generated bag-of-words preset, stored
-as indicators with narrow column indices, and a file-like data set with real values), and
-softmax (issue 22) on the file-like forms with three classes, since a d × C model runs its own
-kernels (:mod:`fedviz.algorithms._softmax_kernels`, the softmax loss's); so
-that a server that starts it in the background at start-up serves the first click as fast
-as every later one.  It is idempotent and cheap once the disk cache is warm (≈ 1 s).
+:func:`warm_up` makes that first call for every registered algorithm on a problem of each form the
+kernels are specialised on: the default data set itself (a generated bag-of-words preset, stored as
+indicators with narrow column indices: the first click's, with its f*), small file-like data sets
+with real values, and softmax (issue 22) on the file-like forms with three classes, since a d × C model
+runs its own kernels (:mod:`fedviz.algorithms._softmax_kernels`, the softmax loss's); so that a
+server that starts it in the background at start-up serves the first click as fast as every later
+one.  It is idempotent and takes a few seconds once the disk cache is warm.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def warm_up(stop: Callable[[], bool] | None = None, progress: Progress | None = 
     start = time.perf_counter()
     try:
         problems = list(_problems())  # tiny: built once, stepped through in the plan's order
-        for i, name in steps():
+        for k, (i, name) in enumerate(steps()):
             if stop is not None and stop():
                 return seconds
             if pause is not None and pause():
@@ -252,7 +252,7 @@ def warm_up(stop: Callable[[], bool] | None = None, progress: Progress | None = 
                 progress.start_step()
             t0 = time.perf_counter()
             try:
-                if not seconds:  # the first step also finds the first click's f* (Newton-CG's kernels, cached)
+                if k == 0:  # the first step also finds the first click's f* (Newton-CG's kernels, cached)
                     _first_click_optimum()
                 for _ in iterate(problems[i], name, iterations=1, f_star=0.0):
                     pass
