@@ -137,6 +137,7 @@ class TuneResult:
     runs: int = 0   # pilot runs: one per value and seed, and the default's second seed when it was one
     rule: str = ""  # the criterion without this algorithm's grid: the same for every algorithm of a run
     grid: str = ""  # this algorithm's grid: "stepsize = 0.5 × 2^k (at most the safe …)"
+    kept_default: bool = False  # the pilots chose the default itself (no candidate was clearly better)
 
     @property
     def tuned(self) -> bool:
@@ -156,13 +157,17 @@ class TuneResult:
                 f"{seeds}{plus}): {self.rounds} rounds in {self.seconds:.2f} s{against}")
 
     def note(self) -> str | None:
-        """'(stepsize 12.5, tuned)': what the label of the tuned curve adds (None: nothing tuned)."""
+        """'(stepsize 12.5, tuned)': what the label of the tuned curve adds (None: nothing tuned); when the
+        pilots kept the default, '(stepsize 327, default kept by tuning)', so that a curve equal to the untuned
+        one is not read as a changed value."""
         if self.param is None or self.value is None:
             return None
         if not self.pilots:
             return f"({self.param} {self.value:.3g}, default)"
         if not self.tuned:
             return f"({self.param} {self.value:.3g}, default: no pilot passed)"
+        if self.kept_default:
+            return f"({self.param} {self.value:.3g}, default kept by tuning)"
         return f"({self.param} {self.value:.3g}, tuned{', at grid edge' if self.edge else ''})"
 
     def apply(self, spec: AlgorithmSpec) -> AlgorithmSpec:
@@ -458,7 +463,7 @@ def tune(problem: Problem, name: str | AlgorithmSpec, hyper: Mapping | None = No
                           time.perf_counter() - start, True, **extra)
     value = pilots[k].value
     return TuneResult(cls.name, param, value, {**hyper, param: value}, criterion, _ordered(pilots),
-                      time.perf_counter() - start, edge, **extra)
+                      time.perf_counter() - start, edge, kept_default=k == 0, **extra)
 
 
 def _ordered(pilots: Mapping[float, Pilot]) -> tuple[Pilot, ...]:

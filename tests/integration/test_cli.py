@@ -267,7 +267,13 @@ def test_run_tune_reports_the_choice_and_records_it(tmp_path):
     gd = [row for row in rows if row["tuned_param"] == "stepsize"]
     assert len(gd) == 13 and len({row["tuned_value"] for row in gd}) == 1
     value = gd[0]["tuned_value"]
-    assert gd[0]["algorithm"] == f"gd (stepsize {value:.3g}, tuned)"
+    # The label says whether the pilots moved GD's step from its default 1/L (fedviz.runner.tune.TuneResult.note).
+    from fedviz.data.build import DataSpec, build
+    from fedviz.problems.objective import Problem
+
+    default = 1 / Problem(build(DataSpec("preset:identical-nodes")), "logistic").smoothness
+    kept = value == pytest.approx(default, rel=1e-12)
+    assert gd[0]["algorithm"] == f"gd (stepsize {value:.3g}, {'default kept by tuning' if kept else 'tuned'})"
     # The tuned run is the run with that stepsize: the same records as --set with the value.
     again = fedviz("run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "12", "--json",
                    "--set", f"gd.stepsize={value!r}")

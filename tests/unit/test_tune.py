@@ -114,7 +114,9 @@ def test_pilot_scores_match_the_closed_form_and_the_best_one_is_chosen(ridge):
     # iteration, so that run's 30 rounds join the pilots' own.
     assert result.runs == len(result.pilots) + 1 and "+ 1 to find it deterministic" in result.cost()
     assert result.rounds == sum(p.rounds for p in result.pilots) + 30 and result.run_rounds == 30
-    assert result.label("GD") == f"GD (stepsize {result.value:.3g}, tuned)"
+    kept = result.value == pytest.approx(default, rel=1e-12)
+    assert result.kept_default == kept  # the label says whether the pilots moved the value
+    assert result.label("GD") == f"GD (stepsize {result.value:.3g}, {'default kept by tuning' if kept else 'tuned'})"
 
 
 @pytest.mark.parametrize("iterations, length", [(0, 0), (1, 1), (12, 12), (30, 30), (100, 100), (101, 100),
