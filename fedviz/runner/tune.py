@@ -158,7 +158,7 @@ class TuneResult:
 
     def note(self) -> str | None:
         """'(stepsize 12.5, tuned)': what the label of the tuned curve adds (None: nothing tuned); when the
-        pilots kept the default, '(stepsize 327, default kept by tuning)', so that a curve equal to the untuned
+        pilots kept the default, '(stepsize 327, tuned, default kept)', so that a curve equal to the untuned
         one is not read as a changed value."""
         if self.param is None or self.value is None:
             return None
@@ -167,7 +167,7 @@ class TuneResult:
         if not self.tuned:
             return f"({self.param} {self.value:.3g}, default: no pilot passed)"
         if self.kept_default:
-            return f"({self.param} {self.value:.3g}, default kept by tuning)"
+            return f"({self.param} {self.value:.3g}, tuned, default kept)"
         return f"({self.param} {self.value:.3g}, tuned{', at grid edge' if self.edge else ''})"
 
     def apply(self, spec: AlgorithmSpec) -> AlgorithmSpec:

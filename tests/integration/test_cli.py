@@ -273,7 +273,7 @@ def test_run_tune_reports_the_choice_and_records_it(tmp_path):
 
     default = 1 / Problem(build(DataSpec("preset:identical-nodes")), "logistic").smoothness
     kept = value == pytest.approx(default, rel=1e-12)
-    assert gd[0]["algorithm"] == f"gd (stepsize {value:.3g}, {'default kept by tuning' if kept else 'tuned'})"
+    assert gd[0]["algorithm"] == f"gd (stepsize {value:.3g}, {'tuned, default kept' if kept else 'tuned'})"
     # The tuned run is the run with that stepsize: the same records as --set with the value.
     again = fedviz("run", "preset:identical-nodes", "--algorithms", "gd", "--iterations", "12", "--json",
                    "--set", f"gd.stepsize={value!r}")

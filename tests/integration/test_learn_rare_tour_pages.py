@@ -152,7 +152,7 @@ def test_a_tuned_ablation_keeps_each_curve_s_colour_on_both_charts():
     at.checkbox(key="rare-tune").set_value(True).run()
     next(b for b in at.button if "Run the ablation" in b.label).click().run()
     snap = _wait(at, "rare-run")
-    assert all(label.endswith(("tuned)", "default kept by tuning)")) for label in snap.labels), snap.labels
+    assert all(label.endswith(("tuned)", "tuned, default kept)")) for label in snap.labels), snap.labels
     rare, curves = _charts(at)
     per_bin = {t["name"].split(" (iteration")[0]: t["line"]["color"] for t in rare["data"][1:]}
     assert list(per_bin) == ["FSVRG", "FSVRG without A"]

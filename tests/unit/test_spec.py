@@ -139,11 +139,12 @@ def test_tuned_label_is_made_from_the_spec():
 
 
 def test_a_default_the_pilots_kept_is_not_called_tuned():
-    """A curve whose pilots kept the default equals the untuned one; its label says so, not "tuned"."""
+    """A curve whose pilots kept the default equals the untuned one; its label says so ("tuned, default kept")."""
     pilots = (Pilot(40.7, 0.2, "ok", 0.2), Pilot(81.4, 0.1, "ok", 0.1), Pilot(162.8, 0.3, "ok", 0.3))
     kept = TuneResult("fsvrg", "stepsize", 81.4, {"stepsize": 81.4}, "c", pilots, 1.0, False, kept_default=True)
     moved = TuneResult("fsvrg", "stepsize", 40.7, {"stepsize": 40.7}, "c", pilots, 1.0, False)
-    assert kept.label("FSVRG") == "FSVRG (stepsize 81.4, default kept by tuning)"
+    assert kept.label("FSVRG") == "FSVRG (stepsize 81.4, tuned, default kept)"
+    assert kept.apply(AlgorithmSpec.of("fsvrg")).label == kept.label("FSVRG")  # a label the spec's check accepts
     assert moved.label("FSVRG") == "FSVRG (stepsize 40.7, tuned)"
 
 

@@ -116,7 +116,7 @@ def test_pilot_scores_match_the_closed_form_and_the_best_one_is_chosen(ridge):
     assert result.rounds == sum(p.rounds for p in result.pilots) + 30 and result.run_rounds == 30
     kept = result.value == pytest.approx(default, rel=1e-12)
     assert result.kept_default == kept  # the label says whether the pilots moved the value
-    assert result.label("GD") == f"GD (stepsize {result.value:.3g}, {'default kept by tuning' if kept else 'tuned'})"
+    assert result.label("GD") == f"GD (stepsize {result.value:.3g}, {'tuned, default kept' if kept else 'tuned'})"
 
 
 @pytest.mark.parametrize("iterations, length", [(0, 0), (1, 1), (12, 12), (30, 30), (100, 100), (101, 100),
