@@ -2,6 +2,7 @@
 the browser tests share one headless chromium (``browser``) and, unless a module needs its own, one
 server (``server``)."""
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -77,10 +78,12 @@ def _alone(request):
     holds ``data`` shared, an ``alone`` test holds it exclusively; ``gate`` gives the lone test its turn
     (a worker about to start a test passes the gate first, so a waiting lone test is not starved by
     tests that keep starting on the other worker).  Without xdist a test runs alone anyway.
+
+    Yields what :func:`timed_alone` hands a test whose timed part is short beside its setup.
     """
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if run is None:
-        yield
+        yield contextlib.nullcontext
         return
     import fcntl
 
@@ -93,12 +96,36 @@ def _alone(request):
         finally:
             if not alone:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+
+        @contextlib.contextmanager
+        def section():
+            if alone:  # the whole test holds the lock already
+                yield
+                return
+            # Nothing held while waiting at the gate: two workers each holding ``data`` shared and each waiting
+            # for the other's to go would wait for ever.
+            fcntl.flock(data, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(data, fcntl.LOCK_EX)
+                yield
+            finally:
+                fcntl.flock(data, fcntl.LOCK_SH)  # back to shared (from exclusive: at once)
+                fcntl.flock(gate, fcntl.LOCK_UN)
         try:
-            yield
+            yield section
         finally:
             fcntl.flock(data, fcntl.LOCK_UN)
             if alone:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def timed_alone(_alone):
+    """``with timed_alone():`` runs a block while no other test runs (the ``alone`` lock, for that block
+    only): for a test whose timed part is seconds of a setup that is minutes long (Stop at the paper's
+    scale), so the other worker is idle only while the timing runs, not while the setup does."""
+    return _alone
 
 
 #: The tests' kinds, one folder each; a test is marked with its folder's kind, so

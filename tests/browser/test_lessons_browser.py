@@ -23,6 +23,7 @@ from fedviz.learn.rare_features import VARIANTS
 from fedviz.learn.tour import LESSONS
 from fedviz.plots.figures import X_AXES
 from fedviz.ui.state import DEFAULT_AXIS, VIEW_KEYS
+from browser_user import observe
 from live_server import browser_page, idle, run_button, screenshot
 
 RUN_TIMEOUT = 240_000
@@ -118,7 +119,9 @@ def promise(key):
 def _run_page_setup(page, item, partition: str) -> None:
     run_button(page).wait_for()
     idle(page)
-    assert _chips(page, "run-algorithms") == ["FSVRG", "GD", "CoCoA+"]
+    # Polled: the Run button can be drawn before the multiselect's chips (seen on a slower CPU: none yet).
+    want = ["FSVRG", "GD", "CoCoA+"]
+    assert observe(lambda: _chips(page, "run-algorithms"), lambda chips: chips == want, page=page) == want
     page.get_by_text(f"partition: {partition}").first.wait_for()
     # Its own runs only: no curves of an earlier lesson's run on the page.
     page.get_by_text("Choose algorithms and press Run").first.wait_for()
@@ -136,7 +139,8 @@ def _(page, item, seen):
     _wait_done(page, ["FSVRG", "GD", "CoCoA+"])
     page.get_by_text(X_AXES["rounds"], exact=True).first.click()
     idle(page)
-    sub = _figures(page)[0]
+    # Polled: Plotly redraws the chart after the rerun ends (under load, a read at once saw the old axis).
+    sub = observe(lambda: _figures(page)[0], lambda f: "round" in f["xtitle"].lower(), page=page)
     assert "round" in sub["xtitle"].lower(), sub["xtitle"]
     curves = _curves(sub)
     assert set(curves) == {"FSVRG", "GD", "CoCoA+"}

@@ -152,13 +152,20 @@ def test_pages_say_how_long_the_warm_up_has_left(browser, tmp_path):
             browser_page(browser) as page:
         open_page(page, s.url + "/data")
         first = page.get_by_text(banner).first.inner_text()
+        assert banner.search(first), first
         go_sidebar(page, "Run")
         page.get_by_text(banner).first.wait_for()
-        later = observe(lambda: page.get_by_text(banner).first.inner_text(),
-                        lambda t: banner.search(t)[2] != banner.search(first)[2], timeout_ms=60_000, page=page)
-        a, b = banner.search(first), banner.search(later)
-        assert a and b and int(b[2]) > int(a[2]), (first, later)  # steps done: the banner follows them
-        assert int(b[1]) <= int(a[1]) + 5, (first, later)  # the time left falls (a little slack: re-estimated)
+
+        def read() -> str:
+            return page.get_by_text(banner).first.inner_text()
+        # Until a step has finished, the estimate is the table's seconds, timed on another machine (a slower CPU
+        # showed 44 s left, then 65 s once it had timed a step); from then on it is rescaled by this machine's own
+        # steps and falls.
+        timed = observe(read, lambda t: int(banner.search(t)[2]) >= 1, timeout_ms=90_000, page=page)
+        later = observe(read, lambda t: banner.search(t)[2] != banner.search(timed)[2], timeout_ms=60_000, page=page)
+        a, b = banner.search(timed), banner.search(later)
+        assert a and b and int(b[2]) > int(a[2]) >= 1, (timed, later)  # steps done: the banner follows them
+        assert int(b[1]) <= int(a[1]) + 5, (timed, later)  # the time left falls (a little slack: re-estimated)
         # Issue 31, point 9: at 1024×768 the banner (three lines in a box) pushed Home's Reproduce button to the
         # screen's bottom edge; it is one line now, and the button sits clear of the edge.
         small = browser.new_context(viewport={"width": 1024, "height": 768})

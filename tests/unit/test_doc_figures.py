@@ -143,9 +143,9 @@ def test_a_two_hundred_class_upload_is_refused_at_the_megabytes_sharing_md_says(
 @pytest.mark.parametrize("source, pattern", [
     pytest.param("preset:fedprox-synthetic",
                  r"FedProx's Synthetic \(the `fedprox-synthetic` preset, dC = ([\d,]+)\) takes (\d+) Newton steps, "
-                 r"where the block-preconditioned CG takes (\d+) steps and ([\d,]+) Hessian products",
+                 r"where the block-preconditioned CG takes (\d+) steps and about ([\d,]+) Hessian products",
                  marks=pytest.mark.slow),  # 4 s: 29 Newton systems of 610 unknowns over 7,909 rows
-    ("dna.scale", r"dna\.scale \(dC = ([\d,]+)\) takes (\d+), against (\d+) and ([\d,]+)"),
+    ("dna.scale", r"dna\.scale \(dC = ([\d,]+)\) takes (\d+), against (\d+) and about ([\d,]+)"),
 ], ids=["fedprox-synthetic", "dna.scale"])
 def test_the_softmax_optimum_s_counts_are_performance_md_s(source, pattern, monkeypatch):
     """The dense Hessian's case rests on these counts: Newton steps and no Hessian product, against the block-
@@ -159,7 +159,11 @@ def test_the_softmax_optimum_s_counts_are_performance_md_s(source, pattern, monk
                                                                                       int(dense_steps))
     monkeypatch.setattr(optimum, "DENSE_MAX_SIZE", 0)
     cg = optimum.solve(problem, use_cache=False)
-    assert (cg.newton_iterations, cg.hessian_products, cg.dense_hessians) == (int(cg_steps), int(value(products)), 0)
+    assert (cg.newton_iterations, cg.dense_hessians) == (int(cg_steps), 0)
+    # "About N" products: N to one significant figure.  Only that is promised on every machine: CG stops where its
+    # residual crosses the inexact Newton step's tolerance, and that crossing follows the last bits (1,001 products
+    # on one CPU, 1,094 on another, the Newton steps the same).
+    assert float(f"{cg.hessian_products:.1g}") == value(products), (cg.hessian_products, products)
     # Both reach the optimum, so the counts compare two solutions of one problem: each stops at ‖∇f‖ ≤ 1e-10, so
     # f − f* ≤ ‖∇f‖²/(2λ) (f is λ-strongly convex), plus the rounding of f's n terms.
     bound = 1e-20 / problem.lam + problem.n * np.finfo(float).eps * abs(dense.objective)
