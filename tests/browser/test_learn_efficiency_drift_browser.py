@@ -50,6 +50,12 @@ def test_efficiency_runs_the_default_set_and_draws_time_against_c(server, browse
         # When the four runs end, the page draws eq. (3) from the history.
         page.get_by_text(re.compile(r"fastest (to|below)")).first.wait_for(timeout=180_000)
         idle(page)
+        # The live view's two charts go with the run: the figure of eq. (3) is then the page's only chart.
+        # Streamlit keeps the previous script run's elements (marked stale) until the new run ends: CI once
+        # read the live chart here, after the comparison's sentence had appeared, so wait for the end state.
+        page.wait_for_function("() => { const p = document.querySelectorAll('.js-plotly-plot');"
+                               " return p.length === 1 && p[0]._fullLayout && p[0]._fullLayout.xaxis.type === 'log'; }",
+                               timeout=30_000)
         fig = _figure(page)
         assert fig is not None and fig["xtype"] == "log"
         drawn = [n for n, p in zip(fig["names"], fig["points"]) if p > 100]
