@@ -174,6 +174,24 @@ def test_ridge_optimum_solves_the_normal_equations():
     np.testing.assert_allclose(solve(problem, use_cache=False).w, w_ref, atol=1e-10)
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_optimum_of_a_real_file_reaches_its_certificate(loss):
+    """heart_scale (270 rows, 13 features, λ = 1/n): Newton-CG's inexact steps took ‖∇f‖ to 3.3e-10, where
+    the decrease a step promises (1e-19) is below f's rounding; Armijo's test then passed at whatever t the
+    halving reached and the squared loss stalled there for 100 steps ('the optimum did not converge').
+    The optimum must reach ‖∇f‖ ≤ 1e-10 and, for the squared loss, the normal equations' solution."""
+    from fedviz.data.build import DataSpec, build
+
+    ds = build(DataSpec(source=str(DATA / "heart_scale"), partition="iid", nodes=100, seed=0))
+    problem = Problem(ds, loss, None)
+    opt = solve(problem, use_cache=False)
+    assert opt.grad_norm <= 1e-10 and np.linalg.norm(problem.grad(opt.w)) <= 1e-10
+    if loss == "squared":
+        X, y = ds.X.toarray(), ds.y
+        w_ref = np.linalg.solve(X.T @ X / problem.n + problem.lam * np.eye(problem.d), X.T @ y / problem.n)
+        np.testing.assert_allclose(opt.w, w_ref, rtol=0, atol=1e-10 * np.linalg.norm(w_ref))
+
+
 def test_optimum_is_cached_per_problem():
     problem, _, _ = _problem(Logistic(), True)
     assert solve(problem) is solve(problem)
