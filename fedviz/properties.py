@@ -609,8 +609,9 @@ def proposition_1(problem, *, local_steps: int | None = None, stepsize: float | 
     hyper = {k: v for k, v in (("local_steps", local_steps), ("stepsize", stepsize)) if v is not None}
     naive = NaiveFSVRG(problem, seed=seed, w0=w0, **hyper)
     # The proposition's setting, pinned whatever DANE's defaults are: η = 1, μ = 0, one SVRG pass with
-    # naive FSVRG's m and h (its defaults where not given), so the two run the same local loop.
-    dane = DANE(problem, seed=seed, w0=w0, eta=1.0, mu=0.0, solver="svrg", local_passes=1,
+    # naive FSVRG's m and h (its defaults where not given), so the two run the same local loop; Algorithm 2
+    # as printed (no safeguard: its μ would not stay 0).
+    dane = DANE(problem, seed=seed, w0=w0, eta=1.0, mu=0.0, safeguard=False, solver="svrg", local_passes=1,
                 local_steps=int(naive.m), stepsize=float(naive.h))
     run = _side_by_side(problem, dane, naive, iterations, distance=_sup_distance)
     holds = all(d <= rtol * max(1.0, s) for d, s in zip(run.distances, run.sizes))

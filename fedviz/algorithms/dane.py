@@ -10,7 +10,8 @@ and the server averages, w^{t+1} = (1/K) Σ_k w_k.
 Two local solvers:
 
 ``'exact'``
-    Newton-CG on every node's subproblem to a relative gradient tolerance, vectorised over
+    Newton-CG on every node's subproblem to a relative gradient tolerance (or to the gradient's
+    rounding level, where that is larger), vectorised over
     nodes (:class:`LocalNewton`): the nodes' supports are stacked into one block-diagonal
     matrix, so one sparse product serves all nodes, while each node keeps its own CG
     scalars, line search and stopping test — the same iterates as K separate solvers.
@@ -51,11 +52,32 @@ from .base import Algorithm, Param, default_stepsize
 #: Newton iterations and CG iterations per Newton step of the exact local solver.
 MAX_NEWTON = 50
 MAX_CG = 500
+#: A node's subproblem gradient is taken for zero once ‖∇Φ_k‖ ≤ ROUNDING · ε · ‖G_k‖, G_k the magnitudes
+#: summed into it (:meth:`LocalNewton._magnitudes`): below that its computed value is rounding, and Newton
+#: can only wander (measured: it stalls at 0.08–0.25 ε‖G_k‖ on identical-nodes, where after the first
+#: round every w^t is the optimum and the relative test alone asked 50 Newton steps of up to 500 CG
+#: iterations of every round, 2 s a round on 3,000 rows).
+ROUNDING = 4.0
+#: The safeguard's μ (see the ``safeguard`` help text): it starts at MU_START · L̄, is multiplied by MU_UP
+#: after a step that raised f and divided by MU_DOWN after one that did not — Levenberg–Marquardt's rule
+#: on DANE's proximal weight.  Measured (30 iterations; f − f* against the best fixed μ of a ×4 grid from
+#: 2⁻¹² to 4, where μ = 0 diverges on all four): 0.87× on google-plus-small, 0.07× on a9a iid (100 nodes),
+#: 0.66× on a9a Dirichlet(0.5), 0.99× on dna class 3 — a fixed μ must stay where the first steps are stable,
+#: the adapted one shrinks as wᵗ nears w*.  Started at L̄/64 it did as well there, but took 12 iterations
+#: to 1e-9 on identical-nodes (8 from L̄/1024; the paper's μ = 0: one).
+MU_START = 1.0 / 1024
+MU_UP = 8.0
+MU_DOWN = 2.0
 #: :meth:`DANE.first_iteration_cost`: Newton steps assumed for a non-quadratic loss (4–5 measured on
 #: google-plus-small and a9a at local_tol 1e-10), and the passes over the support slots and the rows
 #: that one CG iteration makes besides its two products with B (``_cg_update``'s two, the direction's,
 #: the element-wise products and the segment sums; D ∘ Bp and the row weights).
 NEWTON_STEPS = 5
+#: CG iterations a Newton step takes where μ ≥ λ, as a fraction of CG's bound ½√κ·ln(2/ε): counted in DANE's
+#: first iteration on google-plus-small and a9a at μ from L̄/4096 to L̄, 0.06–0.17 of the bound (CG converges
+#: faster than its worst case on the subproblems' clustered spectra).  Below λ the curvature off a node's
+#: rows is about λ alone and CG runs to its cap MAX_CG (counted at μ = 0: 2,000 and 2,428 of 2,500).
+CG_PER_BOUND = 0.1
 SLOT_OPS = 10
 ROW_OPS = 4
 
@@ -74,6 +96,18 @@ def _matvec_plus(indptr, indices, data, x, a, v):
         for p in range(indptr[i], indptr[i + 1]):
             acc += data[p] * x[indices[p]]
         out[i] = acc + a * v[i] if a != 0.0 else acc
+    return out
+
+
+@numba.njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+def _abs_matvec(indptr, indices, data, x):
+    """|A| |x| for a CSR matrix A, rows in parallel, without a copy of |A|."""
+    out = np.empty(indptr.size - 1)
+    for i in prange(indptr.size - 1):
+        acc = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            acc += abs(data[p] * x[indices[p]])
+        out[i] = acc
     return out
 
 
@@ -219,8 +253,26 @@ class LocalNewton:
             g = g + mu * (v - center)
         return g
 
+    def _magnitudes(self, v, z, lin, center, mu):
+        """The magnitudes summed into :meth:`_grad`'s entries, |B|ᵀ|φ'(z)/n_k| + λ|v| + |lin| + μ|v − c|:
+        the scale of the gradient's rounding error."""
+        pb = self.problem
+        BT = self.BT
+        out = _abs_matvec(BT.indptr, BT.indices, BT.data, self._row_magnitudes(z))
+        out = self._per_entry(out) + pb.lam * np.abs(v) + np.abs(lin)
+        return out + mu * np.abs(v - center) if mu else out
+
+    def _row_magnitudes(self, z):
+        pb = self.problem
+        return np.abs(pb.loss.deriv(z, pb.y)) * self.row_weight
+
+    def _per_entry(self, per_slot):
+        return per_slot
+
     def solve(self, start, lin, center, mu, rtol, check_stop=None) -> np.ndarray:
-        """The minimisers in slot space, each to ‖∇Φ_k‖ ≤ rtol · ‖∇Φ_k(start)‖.
+        """The minimisers in slot space, each to ‖∇Φ_k‖ ≤ rtol · ‖∇Φ_k(start)‖, or to the rounding
+        level of ∇Φ_k (:data:`ROUNDING`) where that is larger: a start already at the minimiser up
+        to rounding (DANE's w^t once it has converged) takes no Newton step.
 
         ``check_stop`` is called between the solver's large operations.
         """
@@ -235,7 +287,8 @@ class LocalNewton:
         gn = np.sqrt(seg(g * g))
         gn0 = np.where(gn > 0, gn, 1.0)
         quadratic = pb.loss.name == "squared"
-        target = rtol * gn
+        G = self._magnitudes(v, z, lin, center, mu)
+        target = np.maximum(rtol * gn, ROUNDING * np.finfo(np.float64).eps * np.sqrt(seg(G * G)))
         active = gn > target
         self.work = self._active_rows(active)
         self.newton_iterations = 0
@@ -346,6 +399,14 @@ class LocalNewtonSoftmax(LocalNewton):
     def _curvature(self, z):
         return self.problem.loss.curvature(z, self.problem.y)
 
+    def _row_magnitudes(self, z):
+        """Σ_c |∂φ/∂z_c| / n_k per row: a bound on every class's term of the row."""
+        pb = self.problem
+        return np.abs(pb.loss.deriv(z, pb.y)).sum(axis=1) * self.row_weight
+
+    def _per_entry(self, per_slot):
+        return np.repeat(per_slot, self.C)
+
     def _curvature_product(self, D, u):
         return self.problem.loss.curvature_product(D, u) * self._weight_col
 
@@ -377,10 +438,11 @@ class DANE(Algorithm):
               "η, the weight of the global gradient in the linear term a_k = ∇F_k(w^t) − η∇f(w^t).  "
               "Default 1 (the paper's default), with which identical nodes converge in one "
               "iteration (property (D)).", low=0, low_open=True),
-        Param("mu", "float", 0.0,
-              "μ ≥ 0, the proximal weight (μ/2)‖w − w^t‖² of the subproblem.  Default 0 (the "
-              "paper's default); larger μ is more stable but slower, the paper notes μ = 0 "
-              "can diverge as K grows.", low=0),
+        Param("mu", "float", None,
+              "μ ≥ 0, the proximal weight (μ/2)‖w − w^t‖² of the subproblem; larger μ is more stable "
+              "but slower, and the paper notes μ = 0 can diverge as K grows.  Default with the "
+              "safeguard: L̄/1024 to start, then adapted (see safeguard); without it, 0 (the paper's "
+              "default).", low=0),
         Param("solver", "choice", "exact",
               "Local solver of the subproblem (10).  'exact': Newton-CG to local_tol (DANE as "
               "stated, slower).  'svrg': local_passes passes of SVRG started at w^t (inexact "
@@ -388,8 +450,17 @@ class DANE(Algorithm):
               choices=("exact", "svrg")),
         Param("local_tol", "float", 1e-10,
               "'exact' solver: stop when every node's subproblem gradient has shrunk by this "
-              "factor from its value at w^t (which is η∇f(w^t)).", low=0, high=1, low_open=True,
+              "factor from its value at w^t (which is η∇f(w^t)), or to the rounding error of its "
+              "computation where that is larger (at the optimum, no Newton step).", low=0, high=1, low_open=True,
               high_open=True, log=True),
+        Param("safeguard", "bool", True,
+              "Monotone safeguard with an adaptive μ (not in the paper; Levenberg–Marquardt's rule): "
+              "the gradient round of each iteration also gives f at the last local round's result "
+              "w^{t+1}; if f rose above f(w^t), the server keeps w^t and multiplies μ by 8, else it "
+              "adopts w^{t+1} and halves μ.  It costs no extra round (f comes with the gradient) but a "
+              "rejected step's rounds and work stay counted, and the model shown is the last accepted "
+              "point, one local round behind the newest trial.  Off: Algorithm 2 as printed, with a "
+              "fixed μ (default 0)."),
         Param("local_passes", "int", 1,
               "'svrg' solver: SVRG outer iterations on the subproblem (each recomputes its local "
               "full gradient after the first).  Default 1, the setting of Proposition 1.",
@@ -412,16 +483,18 @@ class DANE(Algorithm):
         its cost is the number of CG iterations of the slowest node times the work of one:
         two products with B (nnz multiply-adds each: B holds X's nonzeros), about
         :data:`SLOT_OPS` passes over the S support slots and :data:`ROW_OPS` over the n rows.
-        CG on the subproblem's Hessian (1/n_k)X_kᵀDX_k + (λ + μ)I needs about
+        CG on the subproblem's Hessian (1/n_k)X_kᵀDX_k + (λ + μ)I needs at most about
         ½√κ · ln(2/ε) iterations to shrink the residual by ε (Nocedal & Wright, eq. (5.36)),
-        κ ≈ (L̄ + μ)/(λ + μ) with L̄ the average example smoothness, capped at
-        :data:`MAX_CG` per Newton step; the Newton steps (local_tol down to 1e-10) are
+        κ ≈ (L̄ + μ)/(λ + μ) with L̄ the average example smoothness, and takes
+        :data:`CG_PER_BOUND` of that where μ ≥ λ (counted), capped at :data:`MAX_CG` per Newton step; μ is the
+        run's first (the safeguard's start: L̄/1024 by default); the Newton steps (local_tol down to 1e-10) are
         :data:`NEWTON_STEPS` for a non-quadratic loss, one for the squared loss.
 
         Returns ``{"solver", "cg_iterations", "ops_per_cg", "ops"}``; ``ops`` is multiply-adds.
         """
         hp = {p.name: p.default for p in cls.params}
         hp.update(hyper or {})
+        hp["mu"] = cls._start_mu(pb, hp)
         n, nnz, K = pb.n, int(pb.data.X.nnz), pb.data.n_nodes
         if hp["solver"] != "exact":
             m = hp["local_steps"] or pb.mean_node_size
@@ -431,22 +504,33 @@ class DANE(Algorithm):
         S = int(pb.data.support.col.size)
         mu = float(hp["mu"])
         kappa = (pb.average_example_smoothness + mu) / (pb.lam + mu)
-        per_newton = min(MAX_CG, int(np.ceil(0.5 * np.sqrt(kappa) * np.log(2.0 / hp["local_tol"]))))
+        share = CG_PER_BOUND if mu >= pb.lam else 1.0
+        per_newton = min(MAX_CG, int(np.ceil(share * 0.5 * np.sqrt(kappa) * np.log(2.0 / hp["local_tol"]))))
         steps = 1 if pb.loss.name == "squared" else NEWTON_STEPS
         cg = steps * per_newton
         ops_per_cg = 2 * nnz + SLOT_OPS * S + ROW_OPS * n
         return {"solver": "exact", "cg_iterations": cg, "ops_per_cg": ops_per_cg, "ops": float(cg * ops_per_cg)}
 
+    @staticmethod
+    def _start_mu(pb, hp) -> float:
+        """μ at the start: the given one, else L̄/1024 with the safeguard and the paper's 0 without."""
+        if hp["mu"] is not None:
+            return float(hp["mu"])
+        return MU_START * pb.average_example_smoothness if hp["safeguard"] else 0.0
+
     @classmethod
     def _derive(cls, pb, hp) -> dict:
-        """The 'svrg' solver's m and h (the exact solver uses neither)."""
+        """μ at the start, and the 'svrg' solver's m and h (the exact solver uses neither); h
+        follows μ when the safeguard changes it."""
         out = {}
+        if hp["mu"] is None:
+            out["mu"] = cls._start_mu(pb, hp)
         if hp["solver"] == "exact":
             return out
         if hp["local_steps"] is None:
             out["local_steps"] = pb.mean_node_size
         if hp["stepsize"] is None:
-            out["stepsize"] = 0.5 / (pb.average_example_smoothness + hp["mu"])
+            out["stepsize"] = 0.5 / (pb.average_example_smoothness + cls._start_mu(pb, hp))
         return out
 
     @classmethod
@@ -460,7 +544,13 @@ class DANE(Algorithm):
         pb = self.problem
         K = pb.data.n_nodes
         self.eta = self.hp["eta"]
-        self.mu = self.hp["mu"]
+        #: μ now: the safeguard changes it after every trial (see _check_trial).
+        self.mu = self._start_mu(pb, self.hp)
+        #: The safeguard's state: the last accepted point (w, X w, f, ∇f, training error, node sums),
+        #: the trial point of the last local round, and the number of trials rejected so far.
+        self._accepted = None
+        self._trial = None
+        self.rejected = 0
         if self.hp["solver"] == "exact":
             self.local = local_newton(pb)
             self.h = None
@@ -478,9 +568,14 @@ class DANE(Algorithm):
 
     def _step(self):
         pb = self.problem
-        # Round 1: ∇f(w^t).  Round 2: ∇f(w^t) down, the local solutions w_k up.
+        # Round 1: ∇f(w^t) (with the safeguard, at the trial point, which it adopts or not).
+        # Round 2: ∇f(w^t) down, the local solutions w_k up.
+        if self.hp["safeguard"]:
+            self._check_trial()
         z = self.margins()
         g = self.gradient()
+        if self.h is not None and self.hp["stepsize"] is None:
+            self.h = 0.5 / (pb.average_example_smoothness + self.mu)  # the default h follows μ
         if not (np.all(np.isfinite(g)) and np.all(np.isfinite(self.w))):
             raise FloatingPointError("the iterate or its gradient is not finite")
         # Off a node's support ∇F_k(w^t) is λw^t, so there a_k = λw^t − η∇f(w^t) on every node.
@@ -492,7 +587,38 @@ class DANE(Algorithm):
         self.grad_evals += pb.n + work
         self.count_round()
         self.count_round()
-        self.w = w_new
+        if not self.hp["safeguard"]:
+            self.w = w_new
+            return
+        # The server's model stays the last accepted point; the next gradient round judges w_new.
+        self._trial = w_new
+        self._trial.setflags(write=False)
+
+    def _check_trial(self) -> None:
+        """The safeguard's round 1: f and ∇f at the trial point w^{t+1}; the server adopts it when
+        f(w^{t+1}) ≤ f(w^t) and halves μ, else keeps w^t (whose margins and gradient it kept; the
+        nodes hold w^t already, so going back sends no vector) and multiplies μ by 8.  A NaN
+        compares False, so a non-finite f is a rise too.  Leaves ``self.w`` at the point the local
+        round starts from, its pass's figures cached (the runner does not recompute them)."""
+        pb = self.problem
+        if self._trial is None:  # the first iteration: w0 is accepted unseen
+            f, g = self.objective_and_gradient()
+            self._accepted = (self.w, self.margins(), f, g, self.train_error(), self.node_loss_sums())
+            return
+        trial = self._trial
+        z = pb.matvec(trial)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f, g, err, *sums = pb.value_grad_error(trial, z, node_sums=self.node_sums)
+        if f <= self._accepted[2]:
+            self._accepted = (trial, z, f, g, err, sums[0] if sums else None)
+            self.mu /= MU_DOWN
+        else:
+            self.rejected += 1
+            self.mu = MU_UP * self.mu if self.mu > 0 else MU_START * pb.average_example_smoothness
+        self._trial = None
+        self.w = self._accepted[0]
+        self.set_margins(self._accepted[1])
+        self._f, self._g, self._train_error, self._node_sums = self._accepted[2:]
 
     def _exact(self, z, g, a_off):
         """Every subproblem minimised by :class:`LocalNewton`; the plain average of the w_k."""

@@ -99,13 +99,16 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson("efficiency", "Efficiency: rounds against computation", "pages/learn_efficiency.py",
            "Section 2.3.1, eq. (3): TIME = I × (c + T_A), I rounds of communication each costing c to "
            "communicate and T_A to compute. Press **Run** (DANE, CoCoA+, FSVRG and GD on identical-nodes, where "
-           "every node holds a copy of the same data): DANE solves each node's subproblem exactly, a few rounds "
-           "of much computation; CoCoA+ makes one pass a round, many cheap rounds. When c is large (phones on a "
+           "every node holds a copy of the same data): DANE, as the paper sets it (μ = 0, no safeguard), solves each "
+           "node's subproblem exactly, a few rounds of much computation; CoCoA+ makes one pass a round, many cheap rounds. When c is large (phones on a "
            "slow network) TIME ≈ I × c, and the run with the fewest rounds wins; when c is small (a data centre) "
            "the least computation wins. T_A counts the work of a round, so the sentence under the figure says "
            "who is fastest where, read from these runs, whatever the machine's load.",
            RunConfig(data=DataSpec(source=PRESET_PREFIX + "identical-nodes"),
-                     algorithms=tuple((name, ()) for name in ("dane", "cocoa-plus", "fsvrg", "gd")))),
+                     # The paper's DANE (Section 3.4's "default setting when μ = 0 and η = 1"): one iteration
+                     # on identical nodes, the few dear rounds this lesson sets against many cheap ones.
+                     algorithms=(("dane", (("mu", 0.0), ("safeguard", False))),
+                                 *((name, ()) for name in ("cocoa-plus", "fsvrg", "gd"))))),
     Lesson("client-drift", "Client drift", "pages/learn_drift.py",
            "Local steps on non-IID nodes pull each node toward its own optimum, away from the global one. Press "
            "▶ under the figure to watch the rounds: on the non-IID split FedAvg's server model settles far from "

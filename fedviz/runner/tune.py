@@ -10,9 +10,9 @@ Which hyperparameter (:func:`tunable_params`), from the registry's own metadata,
 algorithm added later is covered:
 
 1. the parameter of the algorithm's ``divergence_hint`` (parameter, "lower"/"raise"), when
-   it is a float whose default is not 0: the algorithm itself says this value decides
-   stability (GD's h to lower, CoCoA's σ' to raise, …).  A default of 0 (DANE's μ) cannot
-   centre a geometric grid;
+   it is a float whose default is not 0 and :data:`NOT_TUNED` does not excuse it: the algorithm
+   itself says this value decides stability (GD's h to lower, CoCoA's σ' to raise, …).  DANE's μ
+   is excused: its safeguard adapts it within the run;
 2. else a float hyperparameter named like a step (:data:`STEP_NAMES`: DANE's η);
 3. else a float hyperparameter that is an inverse step (:data:`INVERSE_STEP_NAMES`: the
    weight of a local subproblem's quadratic term).
@@ -94,8 +94,8 @@ INVERSE_STEP_NAMES = ("sigma_prime", "sigma")
 #: Step-named float hyperparameters that :func:`tune` leaves at their value, and why.
 NOT_TUNED = {
     ("dane", "stepsize"): "used only by the 'svrg' local solver; η is DANE's step on the global gradient",
-    ("dane", "mu"): "the proximal weight its divergence message raises; its default 0 cannot centre a "
-                    "geometric grid, and η is DANE's step",
+    ("dane", "mu"): "the proximal weight, which DANE's safeguard adapts within the run (from L̄/1024; without the "
+                    "safeguard the paper's 0, which cannot centre a geometric grid); η is DANE's step",
     ("scaffold", "global_stepsize"): "the server's step; 1 (plain averaging) is SCAFFOLD's analysed setting, "
                                      "the local step η_l is tuned",
 }
@@ -188,7 +188,7 @@ def tunable_params(cls) -> tuple[str, ...]:
     """
     floats = {p.name: p for p in cls.params if p.kind == "float"}
     hint = _hint(cls)
-    if hint is not None and hint[0] in floats and floats[hint[0]].default != 0:
+    if hint is not None and hint[0] in floats and floats[hint[0]].default != 0 and (cls.name, hint[0]) not in NOT_TUNED:
         return (hint[0],)
     for names in (STEP_NAMES, INVERSE_STEP_NAMES):
         for name in names:

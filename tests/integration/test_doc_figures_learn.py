@@ -373,6 +373,8 @@ def _check_settings(label: str, run, prop: str, where: str) -> None:
             ok = "batch_size = full (pinned)" in ran
         elif phrase == "safeguard off":
             ok = "safeguard = off" in ran
+        elif phrase == "μ = 0":
+            ok = "mu = 0 (pinned)" in ran
         elif m := re.fullmatch(r"E = (\d+)", phrase):
             ok = f"local_epochs = {m[1]} (pinned)" in ran
         elif m := re.fullmatch(r"(\d+) pass(?:es)?", phrase):
@@ -460,8 +462,14 @@ def test_the_squared_loss_sentence_and_no_contradiction_are_the_matrices():
         assert at_one.text == "1 round" and "sigma = 1 (pinned)" in at_one.ran, name
         assert at_k.text == "> 20" and f"sigma = {_k('C')} (derived)" in at_k.ran, name
         assert m.cell(name, "D").text == "1 round", name
-    find(r"exact DANE diverges on \(B\) and \(C\), naive FSVRG on \(B\)", text)
-    assert m.cell("dane", "B").text == m.cell("dane", "C").text == m.cell("naive-fsvrg", "B").text == "diverged"
+    fall = find(r"the paper's exact DANE \(μ = 0\) diverges on \(B\) and \(C\), naive FSVRG on \(B\), while DANE's "
+                r"defaults fall \((\S+) → (\S+) and (\S+) → (\S+)\)", text)
+    (b, b_paper), (c, c_paper) = m.cell("dane", "B").runs, m.cell("dane", "C").runs
+    assert b_paper.text == c_paper.text == m.cell("naive-fsvrg", "B").text == "diverged"
+    assert "mu = 0 (pinned)" in b_paper.ran and "mu = 0 (pinned)" in c_paper.ran
+    for figure, value, what in zip(fall.groups(), (b.y[0], b.y[-1], c.y[0], c.y[-1]), ("B start", "B end", "C start",
+                                                                                        "C end")):
+        check(figure, value, f"DANE's defaults, squared: {what}")
     fall = find(r"FSVRG as printed \(safeguard off\) diverges on \(C\) while its defaults fall \((\S+) → (\S+)\)", text)
     defaults, printed = m.cell("fsvrg", "C").runs
     assert printed.text == "diverged" and "safeguard = off (pinned)" in printed.ran
@@ -485,10 +493,16 @@ def test_the_figures_of_what_it_shows_are_the_matrix_s():
     check(find(r"and it moves ([\d.]+) \(", text)[1], scaffold.runs[2].value, "SCAFFOLD from its default controls")
     check(find(r"lands ([\d.]+) away", text)[1], log.cell("one-shot", "A").value, "one-shot averaging's drift")
     # (B)
-    dane = log.cell("dane", "B").runs[0]
+    dane = log.cell("dane", "B").runs[1]  # the paper's DANE, beside the defaults
+    assert "mu = 0 (pinned)" in dane.ran
     shown = find(r"f − f\* goes (\S+) → (\S+) → (\S+) → (\S+) \(", text).groups()
     for i, figure in enumerate(shown):
         check(figure, dane.y[i], f"DANE (B), round {dane.x[i]}")
+    safe = log.cell("dane", "B").runs[0]
+    m = find(r"DANE's defaults fall instead \((\S+) → (\S+) in (\d+) rounds\)", text)
+    check(m[1], safe.y[0], "DANE (B), defaults: start")
+    check(m[2], safe.y[-1], "DANE (B), defaults: end")
+    assert safe.x[-1] == int(m[3]) and "safeguard = on" in safe.ran
     defaults, printed = log.cell("fsvrg", "B").runs
     m = find(r"FSVRG with its defaults falls \((\S+) → (\S+) in (\d+) rounds\)", text)
     check(m[1], defaults.y[0], "FSVRG (B): start")

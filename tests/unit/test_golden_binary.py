@@ -25,6 +25,10 @@ perturbation of the gradient.  A changed formula moves a figure by far more (a d
 missing term: 1e-6 to 1 of its scale), and the verdicts and counts (the properties' ``has``, Newton's
 iterations) stay exact.  The test then says, in a warning, that it compared by bounds and why.
 
+A figure whose arithmetic a later commit changed on purpose is listed in :data:`CHANGED_SINCE` with the
+commit and why: it is compared within its rounding bound on every machine, the recording's too (its bits
+are no longer the promise; the verdicts and counts still are, and the bound still catches a wrong formula).
+
 NEVER re-record a file to make this test pass (``make_golden.py``'s docstring).
 """
 
@@ -48,6 +52,19 @@ pytestmark = pytest.mark.slow
 GOLDEN = DATA / "golden"
 RECORDINGS = ("binary_6512b3b", "binary_0b33c0a")
 EPS = np.finfo(np.float64).eps / 2  # the unit roundoff u
+#: recording → {key prefix: why its bits changed on purpose}.
+CHANGED_SINCE = {
+    "binary_0b33c0a": {
+        "cell/A/dane/": "DANE's exact solver stops where the subproblem's gradient is rounding (a CI run: "
+                        "the Efficiency lesson's DANE outlasted 240 s): "
+                        "property (A) starts it at w*, where it used to take 50 Newton steps on rounding "
+                        "noise; the distances from w* stay below the verdict's threshold",
+        **dict.fromkeys(("cell/B/", "cell/D/"),
+                        "the optimum takes a whole Newton step where the decrease it promises is below f's "
+                        "rounding (Armijo's test cannot see it: heart_scale's squared loss stalled at "
+                        "‖∇f‖ = 3.3e-10): f* of properties (B) and (D) moved by one unit in the last place"),
+    },
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -172,7 +189,8 @@ def test_figures_are_the_recorded_ones(now, name, group):
         b = np.asarray(b, dtype=a.dtype)
         if np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
             continue
-        bound = None if bitwise else _bound(k, a, recorded, now)
+        deliberate = any(k.startswith(prefix) for prefix in CHANGED_SINCE.get(name, {}))
+        bound = None if bitwise and not deliberate else _bound(k, a, recorded, now)
         diff = np.abs(a - b) if a.dtype.kind == "f" else None
         if bound is not None and np.array_equal(np.isnan(a), np.isnan(b)) and \
                 np.all(np.nan_to_num(diff, nan=0.0) <= bound):

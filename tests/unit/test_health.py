@@ -289,17 +289,23 @@ def dane_problem():
 
 
 def test_dane_without_mu_diverges_and_the_hint_says_raise_mu(dane_problem):
-    recs = list(iterate(dane_problem, "dane", iterations=10, hyper={"mu": 0.0, "local_tol": 1e-6}))
+    # Algorithm 2 as printed (the safeguard off): the paper's μ = 0, fixed.
+    recs = list(iterate(dane_problem, "dane", iterations=10, hyper={"mu": 0.0, "safeguard": False, "local_tol": 1e-6}))
     last = recs[-1]
     assert last.status == "diverged" and last.iteration < 10
     assert last.message.endswith("raise mu (now 0)")
     # The hint names the right direction: the paper's remedy (Section 3.4) cures it, and
     # lowering η, which the old hint advised, does not.
-    cured = list(iterate(dane_problem, "dane", iterations=10, hyper={"mu": 10.0, "local_tol": 1e-6}))
+    cured = list(iterate(dane_problem, "dane", iterations=10, hyper={"mu": 10.0, "safeguard": False,
+                                                                       "local_tol": 1e-6}))
     assert cured[-1].status == "done" and cured[-1].objective < cured[0].objective
     lower_eta = list(iterate(dane_problem, "dane", iterations=10,
-                             hyper={"mu": 0.0, "eta": 0.5, "local_tol": 1e-6}))
+                             hyper={"mu": 0.0, "eta": 0.5, "safeguard": False, "local_tol": 1e-6}))
     assert lower_eta[-1].status == "diverged"
+    # The default, whose safeguard raises μ after a rising step, does not diverge, and its f never rises.
+    default = list(iterate(dane_problem, "dane", iterations=10, hyper={"local_tol": 1e-6}))
+    f = [r.objective for r in default]
+    assert default[-1].status == "done" and f[-1] < f[0] and all(b <= a for a, b in zip(f, f[1:]))
 
 
 def test_gd_with_too_large_a_step_diverges_at_the_climb_and_says_lower_stepsize(dane_problem):

@@ -207,7 +207,7 @@ def test_stays_at_optimum_measures_the_drift():
 
 #: Exact DANE as the paper states its properties: "the default setting when μ = 0 and η = 1" (Section 3.4),
 #: pinned, since fedviz's default μ need not be the paper's.
-PAPER_DANE = dict(eta=1.0, mu=0.0, solver="exact")
+PAPER_DANE = dict(eta=1.0, mu=0.0, solver="exact", safeguard=False)
 
 
 def test_exact_dane_converges_in_one_iteration_on_one_node_and_on_identical_nodes():
@@ -252,7 +252,7 @@ def test_gd_is_not_o1_on_identical_nodes():
 def test_proposition_1_figures_are_the_iterate_differences():
     pb = _problem(seed=9, n=150, K=5)
     r = P.proposition_1(pb, local_steps=17, stepsize=0.2, iterations=4, seed=2)
-    dane = DANE(pb, seed=2, eta=1.0, mu=0.0, solver="svrg", local_passes=1, local_steps=17, stepsize=0.2)
+    dane = DANE(pb, seed=2, eta=1.0, mu=0.0, safeguard=False, solver="svrg", local_passes=1, local_steps=17, stepsize=0.2)
     naive = NaiveFSVRG(pb, seed=2, local_steps=17, stepsize=0.2)
     expect = []
     for _ in range(4):
@@ -297,7 +297,7 @@ def test_proposition_1_run_records_both_methods_from_the_start():
     naive = NaiveFSVRG(pb, seed=4)
     # The proposition's DANE: η = 1, μ = 0, one SVRG pass with naive FSVRG's m and h, pinned whatever
     # DANE's own defaults are (they may change; the proposition does not).
-    dane = DANE(pb, seed=4, eta=1.0, mu=0.0, solver="svrg", local_passes=1, local_steps=naive.m, stepsize=naive.h)
+    dane = DANE(pb, seed=4, eta=1.0, mu=0.0, safeguard=False, solver="svrg", local_passes=1, local_steps=naive.m, stepsize=naive.h)
     assert (r.m, r.h, r.seed) == (naive.m, naive.h, 4) and r.local_steps is r.stepsize is None
     assert r.m == round(pb.n / pb.data.n_nodes)  # the default m = n/K
     run = r.run

@@ -447,7 +447,8 @@ def _dense_newton(X, y, C, lam, lin, center, mu, W0):
     return W
 
 
-@pytest.mark.parametrize("name,hyper", [("dane", {}), ("dane", {"mu": 0.1, "eta": 0.5}), ("one-shot", {})],
+@pytest.mark.parametrize("name,hyper", [("dane", {"safeguard": False}),
+                                        ("dane", {"mu": 0.1, "eta": 0.5, "safeguard": False}), ("one-shot", {})],
                          ids=["dane", "dane-mu-eta", "one-shot"])
 def test_dane_and_one_shot_on_ten_classes_solve_the_dense_subproblems(name, hyper):
     """DANE (Algorithm 2, exact solver): W ← mean_k argmin F_k(W) − ⟨∇F_k(W^t) − η∇f(W^t), W⟩ +

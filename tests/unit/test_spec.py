@@ -20,7 +20,7 @@ from fedviz.runner.tune import Pilot, TuneResult, resolved_default
 
 #: Where a constructed algorithm keeps the value each derived hyperparameter resolves to.
 ATTRIBUTE = {"stepsize": "h", "local_steps": "m", "inner_steps": "m", "sigma_prime": "sigma_prime",
-             "sigma": "sigma"}
+             "sigma": "sigma", "mu": "mu"}
 #: Derived hyperparameters a run does not use with the other defaults (DANE's exact solver
 #: uses neither its SVRG stepsize nor its local steps).
 UNUSED = {("dane", "stepsize"), ("dane", "local_steps")}

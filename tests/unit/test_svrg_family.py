@@ -302,7 +302,7 @@ def test_inexact_dane_matches_the_dense_reference(loss):
     """Several SVRG passes on the subproblem (10) with η ≠ 1 and μ > 0."""
     pb = _problem(loss, "noniid", seed=5)
     m, passes, h, eta, mu = 11, 3, 0.04, 0.7, 0.3
-    algo = DANE(pb, solver="svrg", local_steps=m, local_passes=passes, stepsize=h, eta=eta, mu=mu)
+    algo = DANE(pb, solver="svrg", local_steps=m, local_passes=passes, stepsize=h, eta=eta, mu=mu, safeguard=False)
     K = pb.data.n_nodes
     w = algo.w.copy()
     for _ in range(3):
@@ -318,12 +318,65 @@ def test_exact_dane_matches_dense_subproblem_minimisers(loss, eta, mu):
     """Every subproblem minimised over all of R^d by scipy: this checks the vectorised
     per-node Newton-CG and the closed form off each node's support."""
     pb = _problem(loss, "noniid", seed=6, lam=0.1)
-    algo = DANE(pb, eta=eta, mu=mu)
+    algo = DANE(pb, eta=eta, mu=mu, safeguard=False)
     w = algo.w.copy()
     for _ in range(2):
         w = _ref_dane_exact(pb, w, eta, mu)
         algo.step()
         np.testing.assert_allclose(algo.w, w, rtol=0, atol=1e-8 * max(1.0, np.abs(w).max()))
+
+
+def _ref_dane_safeguarded(pb, T, eta=1.0):
+    """DANE's safeguard from its help text, on the dense reference: μ starts at L̄/1024 (L̄ = (1/γ) mean‖x_i‖²
+    + λ, :attr:`Problem.average_example_smoothness`); a trial that
+    raises f is dropped and μ multiplied by 8, one that does not is adopted and μ halved; the model is
+    the last adopted point.  Returns the models and μ after each iteration."""
+    mu = pb.average_example_smoothness / 1024
+    w = np.zeros(pb.d)
+    trial, models, mus = None, [], []
+    for _ in range(T):
+        if trial is not None:
+            if pb.value(trial) <= pb.value(w):
+                w, mu = trial, mu / 2
+            else:
+                mu = 8 * mu
+        trial = _ref_dane_exact(pb, w, eta, mu)
+        models.append(w)
+        mus.append(mu)
+    return models, mus
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_dane_s_safeguard_matches_its_dense_reference(loss):
+    """The default (the safeguard, μ adapted) against its rule run on the dense reference: the same
+    trials adopted or dropped, the same μ, the same models; every iteration two rounds, and f never rises."""
+    pb = _problem(loss, "noniid", seed=6, lam=0.01, K=8)
+    algo = DANE(pb)
+    models, mus = _ref_dane_safeguarded(pb, 8)
+    f = [pb.value(algo.w)]
+    for w, mu in zip(models, mus):
+        algo.step()
+        assert algo.mu == pytest.approx(mu, rel=1e-12)
+        np.testing.assert_allclose(algo.w, w, rtol=0, atol=1e-8 * max(1.0, np.abs(w).max()))
+        f.append(pb.value(algo.w))
+    assert np.all(np.diff(f) <= 0)
+    assert algo.rounds == 2 * len(models)
+
+
+def test_dane_s_safeguard_converges_where_mu_0_diverges():
+    """On nodes that hold slices of sorted data, Algorithm 2 at the paper's μ = 0 diverges (Section 3.4);
+    the default drops the rising trials, raises μ, and converges — every dropped trial counted."""
+    pb = _ridge_partitioned(8, "sorted")
+    f_star = solve(pb).objective
+    paper = _dane_gaps(pb, 20, mu=0.0)
+    assert paper[-1] > paper[0]
+    algo = DANE(pb)
+    gaps = [pb.value(algo.w) - f_star]
+    for _ in range(20):
+        algo.step()
+        gaps.append(pb.value(algo.w) - f_star)
+    assert algo.rejected >= 1 and np.all(np.diff(gaps) <= 0) and gaps[-1] <= 1e-6 * gaps[0]
+    assert algo.rounds == 40 and algo.grad_evals >= 20 * pb.n
 
 
 def test_sgd_matches_the_dense_reference():
@@ -387,7 +440,7 @@ def test_proposition_1_dane_with_one_svrg_pass_is_naive_fsvrg():
     pb = _problem("logistic", "noniid", seed=9, n=200, d=30, K=6)
     m, h = 23, 0.2
     measured = proposition_1(pb, local_steps=m, stepsize=h, iterations=6)
-    dane = DANE(pb, eta=1.0, mu=0.0, solver="svrg", local_passes=1, local_steps=m, stepsize=h)
+    dane = DANE(pb, eta=1.0, mu=0.0, safeguard=False, solver="svrg", local_passes=1, local_steps=m, stepsize=h)
     naive = NaiveFSVRG(pb, local_steps=m, stepsize=h)
     for t in range(6):
         dane.step()
@@ -430,15 +483,19 @@ def test_property_a_started_at_the_optimum_it_stays(make, loss):
     assert np.abs(algo.w - opt.w).max() <= 1e-10
 
 
-def test_property_d_exact_dane_solves_identical_nodes_in_one_iteration():
-    rng = np.random.default_rng(12)
-    m, d, K = 40, 8, 5
+def _identical_nodes(m=40, d=8, K=5, seed=12):
+    """K nodes holding copies of the same m logistic-regression rows (property (D)'s data)."""
+    rng = np.random.default_rng(seed)
     X1 = rng.normal(size=(m, d))
     y1 = np.where(X1 @ rng.normal(size=d) + 0.5 * rng.normal(size=m) > 0, 1.0, -1.0)
     ds = FederatedDataset.from_assignment(np.tile(X1, (K, 1)), np.tile(y1, K), np.repeat(np.arange(K), m))
-    pb = Problem(ds, "logistic", 0.01)
+    return Problem(ds, "logistic", 0.01)
+
+
+def test_property_d_exact_dane_solves_identical_nodes_in_one_iteration():
+    pb = _identical_nodes()
     f_star = solve(pb).objective
-    algo = DANE(pb)
+    algo = DANE(pb, safeguard=False)  # the paper's default setting, μ = 0 and η = 1 (Algorithm 2 as printed)
     assert pb.value(algo.w) - f_star > 0.1
     from fedviz.properties import converges_in_few_rounds
 
@@ -446,6 +503,20 @@ def test_property_d_exact_dane_solves_identical_nodes_in_one_iteration():
     assert measured.data_condition and measured.holds and measured.iterations == 1
     assert pb.value(algo.w) - f_star <= 1e-12
     assert algo.rounds == measured.rounds == 2
+
+
+def test_exact_dane_at_the_optimum_takes_no_newton_step():
+    """Once w^t is the optimum up to rounding, every subproblem's gradient at w^t is rounding: the exact
+    solver stops there instead of chasing rtol · ‖∇Φ_k(w^t)‖ through noise (50 Newton steps of up to 500
+    CG iterations a round before), and w^t stays the optimum to rounding."""
+    pb = _identical_nodes()
+    opt = solve(pb)
+    algo = DANE(pb, w0=opt.w)
+    for _ in range(3):
+        algo.step()
+        assert algo.local.newton_iterations == 0
+    kappa = pb.smoothness / pb.lam
+    assert np.abs(algo.w - opt.w).max() <= 1e3 * kappa * np.finfo(float).eps * max(1.0, np.abs(opt.w).max())
 
 
 # ----------------------------------------------------------------------------- convergence with defaults
@@ -480,7 +551,7 @@ def _ridge_partitioned(K, how, seed=14, n=960, d=10, lam=1e-2):
 def _dane_gaps(pb, T, **hyper):
     """f(w^t) − f* for t = 0..T."""
     f_star = solve(pb).objective
-    algo = DANE(pb, **hyper)
+    algo = DANE(pb, **{"safeguard": False, **hyper})
     gaps = [pb.value(algo.w) - f_star]
     for _ in range(T):
         algo.step()

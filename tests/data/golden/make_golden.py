@@ -96,7 +96,7 @@ def _runs(out: dict, name: str, ds, log) -> None:
             # The runner's own loop, unrolled so that the final w is at hand: the records are
             # made by the runner's _record, under the runner's floating-point state.
             # (Since issue 23 _record also scores every node: the recorded FIELDS are the ones before it.)
-            a, nodes = cls(problem, seed=0), NodeEvaluator(problem)
+            a, nodes = cls(problem, seed=0, **RECORDED_RUN_SETTINGS.get(algo, {})), NodeEvaluator(problem)
             recs = [_record(a, algo, opt.objective, 0.0, "running", nodes)]
             for _ in range(ITERATIONS):
                 with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -144,7 +144,10 @@ def _figure2(out: dict) -> None:
 #: then pinned FSVRG as Algorithm 4 is printed, the safeguard off, at h = min(n̄/(2L̄), 4/L) — the step
 #: FSVRG derives with the safeguard off, by the same operations — and now runs the registry's defaults.
 #: A default changed later is added here with the value it had, so the cells stay a guard of the arithmetic.
-RECORDED_SETTINGS = {"fsvrg": {"safeguard": False}}
+RECORDED_SETTINGS = {"fsvrg": {"safeguard": False}, "dane": {"safeguard": False}}
+#: The same for the runs (``run/…``): DANE's default became its safeguard (adaptive μ from L̄/1024) after
+#: 0b33c0a; without it, μ = 0 as recorded.
+RECORDED_RUN_SETTINGS = {"dane": {"safeguard": False}}
 
 
 def _cells(out: dict) -> None:
