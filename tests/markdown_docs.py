@@ -226,3 +226,27 @@ def examples(doc: Path, text: str | None = None) -> list[Example]:
 def shell_syntax(example: Example) -> list[str]:
     """The shell operators an example uses (it cannot run as one process without a shell)."""
     return [w for w in example.argv if w in _SHELL or "$" in w or "`" in w]
+
+
+def cells(line: str) -> list[str]:
+    """A Markdown table row's cells, stripped (``| a | b |`` → ``["a", "b"]``)."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def case_tables(text: str, header: str, rule: str) -> list[tuple[str, list[list[str]]]]:
+    """Every ``### `` heading of a generated report with the table under it (a blank line, ``header``,
+    ``rule``, then rows up to the first line that is not one): (heading, rows as cells).  A table whose
+    header or rule is not the given one fails here, by name."""
+    lines = text.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if not line.startswith("### "):
+            continue
+        assert lines[i + 2] == header and lines[i + 3] == rule, f"{line}: not the report's table header"
+        rows = []
+        for row in lines[i + 4:]:
+            if not row.startswith("| "):
+                break
+            rows.append(cells(row))
+        out.append((line, rows))
+    return out

@@ -87,3 +87,31 @@ def random_rows(*, n: int, d: int, density: float, seed: int = 0, regression: bo
     X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
     y = rng.normal(size=n) if regression else np.where(rng.random(n) < positive_rate, 1.0, -1.0)
     return X, y, rng.integers(0, nodes, size=n if assigned is None else assigned)
+
+
+# -- a dense logistic-regression oracle (NumPy and SciPy, no fedviz) ------------------------------------
+def logistic_f(X, y, lam, w) -> float:
+    """mean log(1 + exp(−y·Xw)) + λ/2‖w‖², densely."""
+    return float(np.mean(np.logaddexp(0, -y * (X @ w))) + 0.5 * lam * w @ w)
+
+
+def logistic_grad(X, y, lam, w) -> np.ndarray:
+    return -(X.T @ (y / (1 + np.exp(y * (X @ w))))) / len(y) + lam * w
+
+
+def dense_gd(X, y, lam, h, T) -> np.ndarray:
+    """T steps of GD at step h on :func:`logistic_f` from w = 0."""
+    w = np.zeros(X.shape[1])
+    for _ in range(T):
+        w = w - h * logistic_grad(X, y, lam, w)
+    return w
+
+
+def logistic_f_star(X, y, lam) -> float:
+    """min :func:`logistic_f` by SciPy's L-BFGS-B, to its tightest tolerances."""
+    from scipy.optimize import minimize
+
+    res = minimize(lambda w: logistic_f(X, y, lam, w), np.zeros(X.shape[1]), method="L-BFGS-B",
+                   jac=lambda w: logistic_grad(X, y, lam, w),
+                   options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000})
+    return float(res.fun)

@@ -12,6 +12,8 @@
 - :mod:`.stepsize_check`: FSVRG's default step against the best of a ×2 grid
   (``python -m fedviz.bench.stepsize_check``);
 - :mod:`.tuning_report`: the stepsizes tuning chooses, written to docs/tuning.md (``fedviz tuning-report``).
+- :mod:`.default_grid`: every default against the best of a ×2 grid of its step, written to docs/defaults.md
+  (``python -m fedviz.bench.default_grid``).
 
 Nothing here asserts a time; the tests check that each command runs and prints sane figures.
 """

@@ -44,7 +44,7 @@ ROOMS: dict[str, tuple[tuple[str, ...], ...]] = {
     "runner": (("·",), ("history",), ("cluster",), ("serve",)),
     "ui": (("state", "page", "pernode", "sessions"), ("loaders", "widgets"), ("live",)),
     "bench": (("_common",), ("cluster", "pernode", "softmax", "personal", "scaling", "figure2", "stepsize_check",
-                            "tuning_report"), ("speed",)),
+                            "tuning_report", "default_grid"), ("speed",)),
     "cli": (("arguments",), ("data", "run", "experiment", "personalise")),
 }
 FRONT = "__init__"
