@@ -155,13 +155,14 @@ with tab_history:
                                              round_cost=float(st.session_state.get("cmp-cost", 1.0)), styles=styles,
                                              diverged=diverged, regression=mse)
                     st.plotly_chart(fig, width="stretch")
-                    c1, c2, c3 = st.columns(3)  # files made on click, not on every page load
-                    c1.download_button("Runs as CSV", lambda: store.export_csv(chosen), "fedviz-runs.csv", "text/csv")
+                    c1, c2, c3 = st.columns(3)  # files made on click, not on every page load; a download reruns nothing
+                    c1.download_button("Runs as CSV", lambda: store.export_csv(chosen), "fedviz-runs.csv", "text/csv",
+                                       on_click="ignore")
                     c2.download_button("Runs as JSON", lambda: store.export_json(chosen), "fedviz-runs.json",
-                                       "application/json")
+                                       "application/json", on_click="ignore")
                     # plotly.js inlined (about 4.6 MB): the file opens offline, and years later.
                     c3.download_button("Figure as HTML", lambda: fig.to_html(include_plotlyjs=True, full_html=True),
-                                       "fedviz-figure.html", "text/html")
+                                       "fedviz-figure.html", "text/html", on_click="ignore")
 
 with tab_whatif:
     config = ui.current_config()

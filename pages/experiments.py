@@ -392,13 +392,15 @@ with ui.guard("Reading the experiment"):
                 st.info("No line of this experiment is tuned or has a stepsize grid.")
         with tabs[5]:
             st.dataframe(results.rows(), hide_index=True, width="stretch")
-        d1, d2, d3 = st.columns(3)  # files made on click, not on every page load
+        # Files made on click, not on every page load.  A download reruns nothing: a rerun redraws every figure and
+        # gives every button a new deferred file id, so a second click racing it fetched a retired id (no file).
+        d1, d2, d3 = st.columns(3)
         d1.download_button(":material/download: Cells as CSV", results.to_csv, f"{chosen}.csv", "text/csv",
-                           key="exp-csv")
+                           key="exp-csv", on_click="ignore")
         d2.download_button(":material/download: Everything as JSON", results.to_json, f"{chosen}.json",
-                           "application/json", key="exp-json")
+                           "application/json", key="exp-json", on_click="ignore")
         d3.download_button(":material/download: Report as HTML", lambda: views.report_html(results, verdict and verdict.for_report()),
-                           f"{chosen}.html", "text/html", key="exp-html",
+                           f"{chosen}.html", "text/html", key="exp-html", on_click="ignore",
                            help="One standalone page with every figure, the verdict and the cells (opens offline).")
 
 ui.sync_link()
