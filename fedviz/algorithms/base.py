@@ -338,6 +338,36 @@ class Algorithm:
         self.objective_and_gradient()
         return self._train_error
 
+    def judge_trial(self, trial: np.ndarray | None, accepted: tuple | None) -> tuple[bool, tuple]:
+        """The monotone safeguard's test (FSVRG, SVRG, DANE; not in the paper), from the gradient
+        round's own pass: f and ∇f at ``trial``, the point the last local round produced, and whether
+        f(trial) ≤ f at the last accepted point (``accepted[2]``).  A NaN compares False, so a
+        non-finite f is a rise.  With no trial (the first iteration) the current w is accepted unseen.
+
+        Returns (adopted, state), state = (w, X w, f, ∇f, training error, node loss sums) of the point
+        the next local round starts from: ``trial``'s when adopted, else ``accepted`` (the nodes hold
+        that point already, so going back sends no vector).  Changes nothing of the algorithm: the
+        caller commits the state (after its local round, so that a Stop inside it leaves the run as
+        it was, or at once)."""
+        if trial is None:
+            z = self.margins()
+            f, g = self.objective_and_gradient()
+            return True, (self.w, z, f, g, self.train_error(), self.node_loss_sums())
+        pb = self.problem
+        z = pb.matvec(trial)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f, g, err, *sums = pb.value_grad_error(trial, z, node_sums=self.node_sums)
+        if f <= accepted[2]:
+            return True, (trial, z, f, g, err, sums[0] if sums else None)
+        return False, accepted
+
+    def adopt(self, state: tuple) -> None:
+        """Make ``state`` (:meth:`judge_trial`'s) the server's model, its pass's figures cached: the
+        runner does not recompute them."""
+        self.w = state[0]
+        self.set_margins(state[1])
+        self._f, self._g, self._train_error, self._node_sums = state[2:]
+
     def personal_models(self) -> np.ndarray | None:
         """Each node's own model, K × dC (row k is the model node k is scored with), or None when
         the algorithm has only the server's ``w`` (issue 23, point 3: Ditto's v_k, APFL's mixture).

@@ -595,30 +595,19 @@ class DANE(Algorithm):
         self._trial.setflags(write=False)
 
     def _check_trial(self) -> None:
-        """The safeguard's round 1: f and ∇f at the trial point w^{t+1}; the server adopts it when
-        f(w^{t+1}) ≤ f(w^t) and halves μ, else keeps w^t (whose margins and gradient it kept; the
-        nodes hold w^t already, so going back sends no vector) and multiplies μ by 8.  A NaN
-        compares False, so a non-finite f is a rise too.  Leaves ``self.w`` at the point the local
-        round starts from, its pass's figures cached (the runner does not recompute them)."""
-        pb = self.problem
-        if self._trial is None:  # the first iteration: w0 is accepted unseen
-            f, g = self.objective_and_gradient()
-            self._accepted = (self.w, self.margins(), f, g, self.train_error(), self.node_loss_sums())
-            return
-        trial = self._trial
-        z = pb.matvec(trial)
-        with np.errstate(over="ignore", invalid="ignore"):
-            f, g, err, *sums = pb.value_grad_error(trial, z, node_sums=self.node_sums)
-        if f <= self._accepted[2]:
-            self._accepted = (trial, z, f, g, err, sums[0] if sums else None)
-            self.mu /= MU_DOWN
-        else:
-            self.rejected += 1
-            self.mu = MU_UP * self.mu if self.mu > 0 else MU_START * pb.average_example_smoothness
+        """The safeguard's round 1 (:meth:`judge_trial`): the server adopts the trial point w^{t+1}
+        when f(w^{t+1}) ≤ f(w^t) and halves μ, else keeps w^t and multiplies μ by 8.  Leaves
+        ``self.w`` at the point the local round starts from, its pass's figures cached."""
+        first = self._trial is None
+        adopted, self._accepted = self.judge_trial(self._trial, self._accepted)
+        if not first:
+            if adopted:
+                self.mu /= MU_DOWN
+            else:
+                self.rejected += 1
+                self.mu = MU_UP * self.mu if self.mu > 0 else MU_START * self.problem.average_example_smoothness
         self._trial = None
-        self.w = self._accepted[0]
-        self.set_margins(self._accepted[1])
-        self._f, self._g, self._train_error, self._node_sums = self._accepted[2:]
+        self.adopt(self._accepted)
 
     def _exact(self, z, g, a_off):
         """Every subproblem minimised by :class:`LocalNewton`; the plain average of the w_k."""

@@ -178,29 +178,13 @@ class FSVRG(Algorithm):
         self._accepted = accepted
         # The server's model is the last accepted point (see _check_trial); its metrics come
         # from the pass that accepted it, so the runner does not recompute them.
-        self.w = w
-        self.set_margins(accepted[1])
-        self._f, self._g, self._train_error, self._node_sums = accepted[2:]
+        self.adopt(accepted)
 
     def _check_trial(self):
-        """The safeguard's round 1: f and ∇f at the trial point, then accept it or go back.
-
-        The trial point w^{t+1} of the last local round is accepted as the server's model
-        when f(w^{t+1}) ≤ f(w^t) (w^t the last accepted point); else the server keeps w^t,
-        whose margins and gradient it kept (the nodes hold w^t already, so going back sends
-        no vector), and this and every later local round use h/2.  A NaN compares False, so
-        a non-finite f is a rise too.  Returns the point the local round starts from, its
-        margins and gradient, the local stepsizes and the new accepted state.
-        """
-        if self._trial is None:  # the first iteration: w0 is accepted unseen
-            z = self.margins()
-            f, g = self.objective_and_gradient()
-            return self.w, z, g, self.hk, (self.w, z, f, g, self.train_error(), self.node_loss_sums())
-        pb = self.problem
-        trial = self._trial
-        z = pb.matvec(trial)
-        f, g, err, *sums = pb.value_grad_error(trial, z, node_sums=self.node_sums)
-        if f <= self._accepted[2]:
-            return trial, z, g, self.hk, (trial, z, f, g, err, sums[0] if sums else None)
-        w, z, _, g, _, _ = self._accepted
-        return w, z, g, self.hk / 2, self._accepted
+        """The safeguard's round 1 (:meth:`judge_trial`): the trial point w^{t+1} of the last local
+        round is accepted as the server's model when f(w^{t+1}) ≤ f(w^t) (w^t the last accepted
+        point); else the server keeps w^t and this and every later local round use h/2.  Returns the
+        point the local round starts from, its margins and gradient, the local stepsizes and the new
+        accepted state."""
+        adopted, state = self.judge_trial(self._trial, self._accepted)
+        return state[0], state[1], state[3], self.hk if adopted else self.hk / 2, state
