@@ -46,6 +46,10 @@ class Loss:
     task: str = "classification"
     #: Lipschitz constant of φ', i.e. φ is (1/γ)-smooth with 1/γ = smoothness.
     smoothness: float = 1.0
+    #: Whether φ'' equals ``smoothness`` at every margin (the squared loss), so that a step from the
+    #: smoothness bound is the curvature itself; else the bound is met only near some margins (the
+    #: logistic's at 0) and a safeguarded step may start above it.
+    exact_curvature: bool = False
 
     def value(self, z, y):
         raise NotImplementedError
@@ -169,6 +173,7 @@ class Squared(Loss):
     title = "Ridge regression (squared loss)"
     task = "regression"
     smoothness = 1.0
+    exact_curvature = True
 
     def value(self, z, y):
         return 0.5 * (z - y) ** 2

@@ -263,7 +263,7 @@ def test_the_svrg_family_on_ten_classes_is_the_dense_update(name):
     X, y = _dense(p)
     ds, n, d = p.data, p.n, p.d
     sizes, offsets = ds.node_sizes, ds.offsets
-    algo = get_algorithm(name)(p, seed=2, **({"safeguard": False} if name == "fsvrg" else {}))
+    algo = get_algorithm(name)(p, seed=2, **({"safeguard": False} if name in ("fsvrg", "svrg") else {}))
     present = X != 0
     phi = present.sum(axis=0) / n
     W = np.zeros(p.shape)

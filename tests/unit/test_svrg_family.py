@@ -226,6 +226,14 @@ def test_fsvrg_default_stepsize_follows_its_help_text(loss, K):
     assert FSVRG(pb).h == derived() and FSVRG(pb, safeguard=False).h == derived(safeguard=False)
 
 
+def _judged(pb, trial, w_acc, h, rejected):
+    """The monotone safeguard's rule (FSVRG, SVRG), densely: the trial adopted when f did not rise,
+    else the accepted point kept and h halved.  Returns (accepted point, h, rejections)."""
+    if trial is None or pb.value(trial) <= pb.value(w_acc):
+        return (w_acc if trial is None else trial), h, rejected
+    return w_acc, h / 2, rejected + 1
+
+
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_fsvrg_safeguard_matches_the_dense_reference(loss):
     """The safeguard: trial = Algorithm 4's step from the last accepted point; adopted when f did
@@ -237,11 +245,7 @@ def test_fsvrg_safeguard_matches_the_dense_reference(loss):
     rounds = 0
     for _ in range(8):
         orders = _permutations(algo, pb.data.offsets)
-        if trial is not None:
-            if pb.value(trial) <= pb.value(w_acc):
-                w_acc = trial
-            else:
-                h, rejected = h / 2, rejected + 1
+        w_acc, h, rejected = _judged(pb, trial, w_acc, h, rejected)
         trial = _ref_fsvrg(pb, w_acc, orders, h)
         algo.step()
         rounds += 2
@@ -282,7 +286,7 @@ def test_naive_fsvrg_matches_the_dense_reference(loss):
 def test_svrg_matches_the_dense_reference(sampling, m):
     pb = _problem("logistic", "iid", seed=4)
     h = 0.05
-    algo = SVRG(pb, stepsize=h, inner_steps=m, sampling=sampling)
+    algo = SVRG(pb, stepsize=h, inner_steps=m, sampling=sampling, safeguard=False)  # Algorithm 1 as printed
     n = pb.n
     w = algo.w.copy()
     for _ in range(3):
@@ -295,6 +299,39 @@ def test_svrg_matches_the_dense_reference(sampling, m):
         algo.step()
         np.testing.assert_allclose(algo.w, w, rtol=0, atol=1e-12 * max(1.0, np.abs(w).max()))
     assert algo.rounds == 0 and algo.grad_evals == 3 * (n + m)
+
+
+@pytest.mark.parametrize("loss, start", [("logistic", 2.0), ("squared", 0.5)])
+def test_svrg_default_stepsize_follows_its_help_text(loss, start):
+    """2/L̄ with the safeguard, 1/(2L̄) for the squared loss (φ'' is the bound at every margin) and
+    without the safeguard; L̄ = (1/γ) mean‖x_i‖² + λ, from the data."""
+    pb = _problem(loss, "iid", seed=4)
+    X, _, _, lam = _dense(pb)
+    L_bar = pb.loss.smoothness * np.mean(np.sum(X * X, axis=1)) + lam
+    assert SVRG(pb).h == pytest.approx(start / L_bar, rel=1e-12)
+    assert SVRG(pb, safeguard=False).h == pytest.approx(0.5 / L_bar, rel=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_svrg_safeguard_matches_the_dense_reference(loss):
+    """SVRG's safeguard (FSVRG's rule): an epoch from the last accepted anchor; its result adopted when f
+    did not rise, else h halves and the epoch is retaken from the accepted anchor (dense reference)."""
+    pb = _problem(loss, "noniid", seed=1)
+    h = 8.0 / pb.average_example_smoothness  # too long a step: the safeguard must reject some epochs
+    algo = SVRG(pb, stepsize=h)
+    n, m = pb.n, algo.m
+    w_acc, trial, rejected = algo.w.copy(), None, 0
+    for t in range(8):
+        sample = _uniform(algo, [n], [m])[0]
+        w_acc, h, rejected = _judged(pb, trial, w_acc, h, rejected)
+        trial = _ref_svrg(pb, w_acc, sample, h)
+        algo.step()
+        np.testing.assert_allclose(algo.w, w_acc, rtol=0, atol=1e-12 * max(1.0, np.abs(w_acc).max()))
+        assert algo.h == h and algo.rejected == rejected
+        assert algo.grad_evals == (t + 1) * (n + m)  # rejected epochs stay counted
+        f, _ = algo.objective_and_gradient()  # the cached metrics are those of the model shown
+        assert f == pytest.approx(pb.value(w_acc), rel=1e-12)
+    assert 0 < rejected < 8 and pb.value(w_acc) < pb.value(np.zeros(pb.d))
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
@@ -451,16 +488,20 @@ def test_proposition_1_dane_with_one_svrg_pass_is_naive_fsvrg():
     assert np.abs(naive.w).max() > 0.1  # the iterates did move
 
 
-def test_fsvrg_on_one_node_is_svrg_with_stepsize_h_over_n():
+@pytest.mark.parametrize("safeguard,h", [(False, 20.0), (True, 400.0)], ids=["as-printed", "safeguarded"])
+def test_fsvrg_on_one_node_is_svrg_with_stepsize_h_over_n(safeguard, h):
+    """Section 3.1's property (B) made concrete; with both safeguards on, at a step long enough to be
+    rejected, the same trials are dropped and the same h halved."""
     pb = _problem("logistic", "iid", seed=10, K=1)
     assert pb.data.n_nodes == 1
-    h = 20.0
-    fsvrg = FSVRG(pb, stepsize=h, safeguard=False)
-    svrg = SVRG(pb, stepsize=h / pb.n, inner_steps=pb.n, sampling="permutation")
-    for _ in range(5):
+    fsvrg = FSVRG(pb, stepsize=h, safeguard=safeguard)
+    svrg = SVRG(pb, stepsize=h / pb.n, inner_steps=pb.n, sampling="permutation", safeguard=safeguard)
+    for _ in range(6):
         fsvrg.step()
         svrg.step()
         np.testing.assert_allclose(fsvrg.w, svrg.w, rtol=0, atol=1e-12 * max(1.0, np.abs(svrg.w).max()))
+        assert svrg.h == pytest.approx(fsvrg.h / pb.n, rel=1e-15)
+    assert (svrg.rejected > 0) == safeguard and svrg.rejected == getattr(fsvrg, "rejected", 0)
 
 
 # ----------------------------------------------------------------------------- properties of Section 3.1

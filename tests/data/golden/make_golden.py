@@ -144,10 +144,11 @@ def _figure2(out: dict) -> None:
 #: then pinned FSVRG as Algorithm 4 is printed, the safeguard off, at h = min(n̄/(2L̄), 4/L) — the step
 #: FSVRG derives with the safeguard off, by the same operations — and now runs the registry's defaults.
 #: A default changed later is added here with the value it had, so the cells stay a guard of the arithmetic.
-RECORDED_SETTINGS = {"fsvrg": {"safeguard": False}, "dane": {"safeguard": False}}
+RECORDED_SETTINGS = {"fsvrg": {"safeguard": False}, "dane": {"safeguard": False}, "svrg": {"safeguard": False}}
 #: The same for the runs (``run/…``): DANE's default became its safeguard (adaptive μ from L̄/1024) after
-#: 0b33c0a; without it, μ = 0 as recorded.
-RECORDED_RUN_SETTINGS = {"dane": {"safeguard": False}}
+#: 0b33c0a, SVRG's its safeguard (h from 2/L̄, halved after a rising epoch) later; without them, μ = 0 and
+#: h = 1/(2L̄) as recorded.
+RECORDED_RUN_SETTINGS = {"dane": {"safeguard": False}, "svrg": {"safeguard": False}}
 
 
 def _cells(out: dict) -> None:
