@@ -108,6 +108,9 @@ class Algorithm:
     #: ``params``; the direction is "raise" or "lower" (:data:`HINT_DIRECTIONS`).  ``None`` only
     #: for a method that cannot diverge, set explicitly on its class.
     divergence_hint: ClassVar[tuple[str, str] | None] = None
+    #: parameter → why its default is kept on purpose where a ×2 grid of it finds a better value on some
+    #: files (docs/defaults.md; issue 30): the Run page shows the sentence beside the parameter.
+    kept_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({})
     #: The floats it holds while it runs, per unit of the problem's sizes (issue 32): its model's part is
     #: checked against ``FEDVIZ_MAX_MODEL_MB`` when it is made; tests/unit/test_budget.py holds the whole
     #: above what tracemalloc counts for every algorithm of the registry, on problems it was not fitted on.

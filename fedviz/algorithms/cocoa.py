@@ -9,6 +9,8 @@ data do not overlap (Ma et al., Section 5).
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from ..problems.budget import StateSize
 from .cocoa_plus import CoCoAPlus, _params
 
@@ -21,4 +23,9 @@ class CoCoA(CoCoAPlus):
     reference = "CoCoA (Jaggi et al. 2014; Ma et al. 2015 with γ = 1/K), Section 2.3"
     state = StateSize(entries=1, rows=4, model=8)  # tracemalloc's peaks × 2.2 (tests/unit/test_budget.py)
     params = _params("γK = 1")
+    kept_defaults = MappingProxyType({
+        "sigma_prime": "σ′ = γK = 1 is kept on purpose, though a smaller σ′ ends lower on some files: γK is the "
+                       "value CoCoA's analysis proves safe on every data set (Ma et al. 2015: σ′ ≥ σ′_min, and "
+                       "σ′_min ≤ γK); a smaller one is covered only where the data make σ′_min smaller.",
+    })
     averaging = True

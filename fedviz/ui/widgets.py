@@ -126,6 +126,8 @@ def algorithm_widgets(names: list[str], config: RunConfig) -> tuple | None:
             except InvalidInput:  # a text that is no number: shown beneath its input
                 ok = False
                 continue
+            for param, why in cls.kept_defaults.items():
+                (slots[param] if param in slots else st).caption(escape(why))  # beside its input
             hp, errors = cls.check(hyper)
             for param, e in errors.items():
                 (slots[param] if param in slots else st).error(escape(str(e)))

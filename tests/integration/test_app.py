@@ -178,6 +178,24 @@ def test_run_page_refuses_a_bad_hyperparameter_before_running():
     assert run.disabled
 
 
+def test_run_page_says_beside_a_kept_default_why_it_is_kept():
+    """Issue 30: where a default is kept on purpose (``Algorithm.kept_defaults``, walked from the registry),
+    the sentence stands in the algorithm's expander, beside the parameter; GD, which keeps none, shows none."""
+    from fedviz.algorithms import ALGORITHMS
+
+    kept = [name for name, cls in ALGORITHMS.items() if cls.kept_defaults]
+    assert kept
+    config = RunConfig(data=TINY, algorithms=tuple((name, ()) for name in ("gd", *kept)), iterations=3)
+    at = _app(config, "pages/run.py")
+    assert not at.exception
+    shown = [plain(c.value) for c in at.caption]
+    for name in kept:
+        for why in ALGORITHMS[name].kept_defaults.values():
+            assert shown.count(why) == 1, (name, why)
+    gd = next(e for e in at.expander if e.label.startswith(ALGORITHMS["gd"].title + " —"))
+    assert not any("kept on purpose" in plain(c.value) for c in gd.caption)
+
+
 def test_a_diverging_run_ends_as_diverged_with_its_curves():
     config = RunConfig(data=TINY, algorithms=(("gd", (("stepsize", 1e6),)),), iterations=20)
     at = _app(config, "pages/run.py")
