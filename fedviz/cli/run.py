@@ -91,11 +91,21 @@ def _interrupt_stops(stop):
         stop.request(INTERRUPTED)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, interrupted)
+    def unraisable(info):
+        # The KeyboardInterrupt above, raised while Python ran a finalizer (a __del__ of llvmlite's while
+        # numba compiles, as a fresh clone's test once caught), cannot leave it: Python prints it as
+        # "Exception ignored in …" with a traceback.  The stop it follows is requested already, so the
+        # run still ends 'stopped' and the command exits 130 with its one line; the traceback is dropped.
+        if not isinstance(info.exc_value, KeyboardInterrupt):
+            hook(info)
+
+    previous, hook = signal.signal(signal.SIGINT, interrupted), sys.unraisablehook
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = hook
 
 
 class _RunPrinter:
