@@ -1,14 +1,54 @@
 """What the commands share: the data options (made from the data settings' table), the loss and
-``--set`` readers, the checks that refuse before anything runs, and the data's warnings on stderr."""
+``--set`` readers, the checks that refuse before anything runs, the data's warnings on stderr, and
+how a long command takes Ctrl-C (:func:`interrupts`)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
-from typing import Sequence
+import threading
+from typing import Callable, Sequence
 
 from ..errors import FedvizError
+
+
+@contextlib.contextmanager
+def interrupts(on_interrupt: Callable[[], object], signals=(signal.SIGINT,)):
+    """While the block runs, each of ``signals`` (Ctrl-C's SIGINT; a ``kill``'s SIGTERM) first calls
+    ``on_interrupt()`` — the command's own record of it: a stop requested, a flag set — and then breaks off
+    the main thread's work with KeyboardInterrupt.
+
+    A KeyboardInterrupt that lands while Python runs a finalizer (a ``__del__``: llvmlite's, while numba
+    compiles) cannot leave it: Python would print it as "Exception ignored in …" with a traceback and go
+    on.  Here it is dropped without a word, since ``on_interrupt`` has recorded it already; the command
+    acts on that record.  Other unraisable errors reach Python's hook as before.  Only in the main thread,
+    and not for a signal a shell ignores (a background job's SIGINT)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        on_interrupt()
+        raise KeyboardInterrupt
+
+    def unraisable(info):
+        if not isinstance(info.exc_value, KeyboardInterrupt):
+            hook(info)
+
+    previous = {s: signal.getsignal(s) for s in signals if signal.getsignal(s) is not signal.SIG_IGN}
+    hook = sys.unraisablehook
+    for s in previous:
+        signal.signal(s, handler)
+    sys.unraisablehook = unraisable
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        sys.unraisablehook = hook
 
 
 def setting_flag(name: str) -> str:

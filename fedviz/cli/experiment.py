@@ -28,6 +28,7 @@ from ..experiments.builtin import BUILTINS, builtin_for
 from ..experiments.results import REASON_WIDTH, failure_reasons  # noqa: F401 - REASON_WIDTH: the width reasons are cut at
 from ..experiments.spec import Experiment, from_json, from_toml
 from ..runner.history.store import RunStore
+from .arguments import interrupts
 
 #: Seconds between two progress lines on stderr.
 PROGRESS_EVERY = 5.0
@@ -61,22 +62,19 @@ def main(args) -> int:
 
     SIGTERM (a `kill`, a CI timeout) stops the command as Ctrl-C does, from its first line: while
     it connects, and while the experiment runs (then its cells are stored)."""
-    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() \
-        else None
+    interrupted = threading.Event()
     try:
-        return _main(args)
+        with interrupts(interrupted.set, (signal.SIGINT, signal.SIGTERM)):
+            return _main(args, interrupted)
     except (FedvizError, OSError, MemoryError, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - a bug: one sentence, not a traceback
         print(f"fedviz: error: the experiment command failed unexpectedly ({type(e).__name__}: "
               f"{' '.join(str(e).split())}); please report it with the command line", file=sys.stderr)
         return 1
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
-def _main(args) -> int:
+def _main(args, interrupted: threading.Event) -> int:
     from ..experiments.driver import launch
     from ..experiments.results import load
     from ..runner import cluster
@@ -96,17 +94,7 @@ def _main(args) -> int:
           f"({len(experiment.settings)} settings × {len(experiment.seeds)} seeds); history {store.path}",
           file=sys.stderr, flush=True)
     handle = launch(experiment, store, address=args.scheduler, replace=bool(getattr(args, "replace", False)))
-    last = 0.0
-    try:
-        while not handle.wait(0.5):
-            now = time.monotonic()
-            if now - last >= PROGRESS_EVERY:
-                last = now
-                _progress(handle.snapshot())
-    except KeyboardInterrupt:
-        print("stopping: cancelling the cells not started, stopping the running ones", file=sys.stderr, flush=True)
-        handle.stop()
-        handle.wait()
+    _watch(handle, interrupted)
     snap = handle.snapshot()
     cluster.close()
     if snap.status == "failed":
@@ -129,8 +117,23 @@ def _main(args) -> int:
     return 1 if failed else 0
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _watch(handle, interrupted: threading.Event) -> None:
+    """Wait for the experiment's end, a progress line every :data:`PROGRESS_EVERY` s.  Ctrl-C or SIGTERM
+    stops it as the page's Stop does: by its KeyboardInterrupt, or, where that was lost in a finalizer
+    (:func:`~.arguments.interrupts`), by ``interrupted`` at the next half second."""
+    last = 0.0
+    try:
+        while not handle.wait(0.5):
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY:
+                last = now
+                _progress(handle.snapshot())
+    except KeyboardInterrupt:
+        print("stopping: cancelling the cells not started, stopping the running ones", file=sys.stderr, flush=True)
+        handle.stop()
+        handle.wait()
 
 
 def _progress(s) -> None:

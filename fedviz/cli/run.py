@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import signal
 import sys
 
 from ..errors import FedvizError
-from .arguments import (_jsonable, _print_warnings, check_algorithms_take, data_spec_from_args, loss_from_args,
-                        parse_settings)
+from .arguments import (_jsonable, _print_warnings, check_algorithms_take, data_spec_from_args, interrupts,
+                        loss_from_args, parse_settings)
 
 
 def _cmd_run(args) -> int:
@@ -50,7 +48,9 @@ def _cmd_run(args) -> int:
         spec.make(problem, seed=args.seed)  # the checks that need the problem, before running
     stop = Stop()
     printer = _RunPrinter(job.labels, stop, iterations=args.iterations, as_json=args.json, with_tune=args.tune)
-    with _interrupt_stops(stop):
+    # Ctrl-C requests the stop, then breaks off what runs with KeyboardInterrupt, which execute catches:
+    # it ends the open algorithms 'stopped', and the command exits 130 in one line.
+    with interrupts(lambda: stop.request(INTERRUPTED)):
         execute(job, printer, stop)
     if printer.error is not None:  # the output closed under us (a reader that left): as before the seam
         raise printer.error
@@ -72,40 +72,6 @@ def _cmd_run(args) -> int:
 
 #: Why a run of ``fedviz run`` stopped when the user pressed Ctrl-C.
 INTERRUPTED = "interrupted"
-
-
-@contextlib.contextmanager
-def _interrupt_stops(stop):
-    """Ctrl-C while the job runs requests ``stop`` (reason :data:`INTERRUPTED`) and then breaks off what
-    runs with KeyboardInterrupt, which :func:`~fedviz.runner.execute.execute` catches: it ends the open
-    algorithms 'stopped', and the command exits 130 as it did before the seam.  Only in the main thread,
-    and not where SIGINT is ignored (a shell's background job)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        yield
-        return
-
-    def interrupted(signum, frame):
-        stop.request(INTERRUPTED)
-        raise KeyboardInterrupt
-
-    def unraisable(info):
-        # The KeyboardInterrupt above, raised while Python ran a finalizer (a __del__ of llvmlite's while
-        # numba compiles, as a fresh clone's test once caught), cannot leave it: Python prints it as
-        # "Exception ignored in …" with a traceback.  The stop it follows is requested already, so the
-        # run still ends 'stopped' and the command exits 130 with its one line; the traceback is dropped.
-        if not isinstance(info.exc_value, KeyboardInterrupt):
-            hook(info)
-
-    previous, hook = signal.signal(signal.SIGINT, interrupted), sys.unraisablehook
-    sys.unraisablehook = unraisable
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        sys.unraisablehook = hook
 
 
 class _RunPrinter:
