@@ -20,10 +20,11 @@ The safeguard (``safeguard``, on by default; not in the paper) is FSVRG's: the f
 pass of iteration t+1 also gives f at the anchor w^{t+1} that iteration t's stochastic steps
 produced; the method adopts it if f did not rise, else keeps w^t and halves h for the rest of
 the run.  Why: the best fixed h sits just below a cliff whose place no data statistic gives —
-measured (f − f* after 30 iterations, 100 nodes' worth of a9a, agaricus, dna.scale): the best
-h is 1/L̄ on a9a and 2/L̄ on agaricus and dna.scale, where 1/(2L̄) ends 5–2·10⁶× behind, and 2/L̄
-on a9a ends at 0.19 (the logistic curvature there is the worst case's; on agaricus, which is
-separable, far below it).  Started at 2/L̄, the safeguard drops the first rising epoch.  With the
+measured (f − f* after 30 iterations on a9a, agaricus and dna.scale): the best h is 1/L̄ on a9a
+and 2/L̄ on agaricus and dna.scale, where 1/(2L̄) ends 5–2·10⁶× behind, and 2/L̄ on a9a ends at
+0.19 (L̄ holds the logistic's curvature bound ¼, which the rows meet only at margin 0; agaricus is
+separable, and its margins grow far from 0).  Started at 2/L̄, the safeguard drops the first rising
+epoch.  With the
 squared loss, whose curvature is its bound everywhere (``Loss.exact_curvature``), it starts at
 1/(2L̄): started higher it only dropped epochs (two of the first three on the properties' data).
 """
