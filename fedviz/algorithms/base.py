@@ -364,6 +364,14 @@ class Algorithm:
             return True, (trial, z, f, g, err, sums[0] if sums else None)
         return False, accepted
 
+    def hold_trial(self, trial: np.ndarray, accepted: tuple) -> None:
+        """The safeguard's end of an iteration: ``trial`` (read-only from here) waits for the next
+        gradient round's :meth:`judge_trial`, and the server's model stays ``accepted``'s point
+        (:meth:`adopt`), one local round behind the newest trial."""
+        trial.setflags(write=False)
+        self._trial, self._accepted = trial, accepted
+        self.adopt(accepted)
+
     def adopt(self, state: tuple) -> None:
         """Make ``state`` (:meth:`judge_trial`'s) the server's model, its pass's figures cached: the
         runner does not recompute them."""

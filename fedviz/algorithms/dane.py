@@ -591,8 +591,7 @@ class DANE(Algorithm):
             self.w = w_new
             return
         # The server's model stays the last accepted point; the next gradient round judges w_new.
-        self._trial = w_new
-        self._trial.setflags(write=False)
+        self.hold_trial(w_new, self._accepted)
 
     def _check_trial(self) -> None:
         """The safeguard's round 1 (:meth:`judge_trial`): the server adopts the trial point w^{t+1}

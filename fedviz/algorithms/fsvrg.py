@@ -173,12 +173,9 @@ class FSVRG(Algorithm):
         if hk is not self.hk:
             self.rejected += 1
             self.h, self.hk = self.h / 2, hk
-        self._trial = w + delta
-        self._trial.setflags(write=False)
-        self._accepted = accepted
         # The server's model is the last accepted point (see _check_trial); its metrics come
         # from the pass that accepted it, so the runner does not recompute them.
-        self.adopt(accepted)
+        self.hold_trial(w + delta, accepted)
 
     def _check_trial(self):
         """The safeguard's round 1 (:meth:`judge_trial`): the trial point w^{t+1} of the last local

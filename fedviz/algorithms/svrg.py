@@ -128,7 +128,4 @@ class SVRG(Algorithm):
         if h != self.h:
             self.rejected += 1
             self.h = h
-        self._trial = w + delta
-        self._trial.setflags(write=False)
-        self._accepted = accepted
-        self.adopt(accepted)  # the model is the last accepted anchor; the next pass judges the trial
+        self.hold_trial(w + delta, accepted)  # the model is the last accepted anchor; the next pass judges the trial
