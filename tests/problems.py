@@ -107,6 +107,37 @@ def dense_gd(X, y, lam, h, T) -> np.ndarray:
     return w
 
 
+def dense_bb_gd_path(X, y, lam, h, T, f_and_g=None, size=None, w0=None) -> list[np.ndarray]:
+    """fedviz's default GD written out densely: each of T rounds evaluates f and ∇f at the trial point
+    (``f_and_g``, default :func:`logistic_f` and :func:`logistic_grad`); a trial where f did not rise is
+    accepted and the next step is sᵀy/yᵀy (Barzilai–Borwein, from the last two accepted points), else the
+    last accepted point is kept and h halved.  The first step is h from ``w0`` (default 0, of ``size`` entries,
+    default d).  Returns the last accepted
+    point after each round (the model the algorithm shows)."""
+    if f_and_g is None:
+        def f_and_g(w):
+            return logistic_f(X, y, lam, w), logistic_grad(X, y, lam, w)
+    trial = np.zeros(X.shape[1] if size is None else size) if w0 is None else np.array(w0, dtype=float)
+    accepted, path = None, []
+    for _ in range(T):
+        f, g = f_and_g(trial)
+        if accepted is None or f <= accepted[1]:
+            if accepted is not None:
+                s, dg = trial - accepted[0], g - accepted[2]
+                h = (s @ dg) / (dg @ dg)
+            accepted = (trial, f, g)
+        else:
+            h /= 2
+        path.append(accepted[0])
+        trial = accepted[0] - h * accepted[2]
+    return path
+
+
+def dense_bb_gd(X, y, lam, h, T) -> np.ndarray:
+    """The model after T rounds of :func:`dense_bb_gd_path` on :func:`logistic_f`."""
+    return dense_bb_gd_path(X, y, lam, h, T)[-1]
+
+
 def logistic_f_star(X, y, lam) -> float:
     """min :func:`logistic_f` by SciPy's L-BFGS-B, to its tightest tolerances."""
     from scipy.optimize import minimize

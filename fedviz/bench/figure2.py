@@ -56,8 +56,10 @@ def reshuffled(ds: FederatedDataset, seed: int = 0) -> FederatedDataset:
 
 
 def figure2(preset: str = "google-plus-small", *, iterations: int = 30, seed: int = 0,
-            protocol: str = "default", progress=None) -> Figure2:
-    """Run Figure 2's four lines for ``iterations`` iterations each (λ = 1/n, logistic loss)."""
+            protocol: str = "default", progress=None, settings=None) -> Figure2:
+    """Run Figure 2's four lines for ``iterations`` iterations each (λ = 1/n, logistic loss).
+    ``settings``: {algorithm: hyperparameters} over the defaults (the golden figures pin the defaults
+    they were recorded with)."""
     from ..validation import check_choice
     protocol = check_choice("protocol", protocol, PROTOCOLS)
     ds = make_preset(preset)
@@ -72,7 +74,7 @@ def figure2(preset: str = "google-plus-small", *, iterations: int = 30, seed: in
             stepsizes[label] = h
         else:
             runs[label] = list(iterate(p, name, iterations=iterations, seed=seed, f_star=opt.objective,
-                                       label=label))
+                                       label=label, hyper=dict((settings or {}).get(name, {}))))
             if name == "fsvrg":
                 from ..algorithms.fsvrg import FSVRG
                 stepsizes[label] = FSVRG.derived_defaults(p)["stepsize"]

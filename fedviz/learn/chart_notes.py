@@ -51,7 +51,10 @@ SUBOPTIMALITY_NOTES = {
              "the last point it accepted, so iteration 1 is flat (the first pass is checked by the next round's "
              "gradient); a later flat step is a pass that raised f, taken back with the stepsize halved, its "
              "rounds counted.",
-    "gd": "**GD**: one full-gradient step per round, safe and slow.",
+    "gd": "**GD**: one full-gradient step per round, its length read off the last two points (Barzilai–Borwein).  "
+          "Its safeguard shows the last point it accepted, so iteration 1 is flat (the first step is checked by "
+          "the next round's gradient) and the curve never rises; a later flat step is a step that raised f, taken "
+          "back and halved.",
     "cocoa-plus": "**CoCoA+** improves its dual, not f(w) (w = Xα/(λn), eq. (14)), so f(w) may rise at first, and "
                   "its local steps are damped by σ' = K (Section 4.1).",
     "naive-fsvrg": "**Naive FSVRG** (Algorithm 3) is FSVRG without its four modifications.",

@@ -315,9 +315,9 @@ def test_gd_and_the_majority_rate_are_what_fedviz_run_and_inspect_print():
 
     text = _chart_notes_text()
     cases = {
-        "google-plus-small": find(r"On google-plus-small after (\d+) iterations: ([\d.]+)% against ([\d.]+)% "
-                                  r"\(`(python -m fedviz [^`]+)` prints GD's test error, `(python -m fedviz [^`]+)` "
-                                  r"the `majority test error`\)", text),
+        "google-plus-small": find(r"GD with fixed steps h = 1/L on google-plus-small after (\d+) iterations: ([\d.]+)% "
+                                  r"against ([\d.]+)% \(`(python -m fedviz [^`]+)` prints GD's test error, "
+                                  r"`(python -m fedviz [^`]+)` the `majority test error`\)", text),
         "a9a": find(r"On a9a with a9a\.t: ()([\d.]+)% against ([\d.]+)%, so nothing is said there "
                     r"\(`(python -m fedviz [^`]+)` and `(python -m fedviz [^`]+)`", text),
     }
@@ -334,6 +334,15 @@ def test_gd_and_the_majority_rate_are_what_fedviz_run_and_inspect_print():
         near = abs(float(last["err"]) - majority) <= 100 * MAJORITY_TOLERANCE
         assert near == (name == "google-plus-small"), (name, last["err"], majority)
     assert "tests/data/a9a.t" in cases["a9a"][4] and "tests/data/a9a.t" in cases["a9a"][5]
+    assert "--set gd.steps=fixed" in cases["google-plus-small"][4] and "--set" not in cases["a9a"][4]
+    # GD's default (Barzilai–Borwein) on google-plus-small: away from the majority rate, so nothing is said.
+    m = find(r"GD's default, whose Barzilai–Borwein steps go further, on google-plus-small: ([\d.]+)% "
+             r"\(`(python -m fedviz [^`]+)`\)", text)
+    assert "--set" not in m[2] and "--algorithms gd" in m[2] and "preset:google-plus-small" in m[2]
+    last = records(m[2])["gd"][-1]
+    check(m[1], float(last["err"]), "GD's default test error on google-plus-small")
+    majority = float(cases["google-plus-small"][3])
+    assert abs(float(last["err"]) - majority) > 100 * MAJORITY_TOLERANCE
 
 
 # =================================================================================================================

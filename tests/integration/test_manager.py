@@ -158,7 +158,7 @@ def test_records_equal_a_sequential_run_of_the_loop(managers, store):
         run = store.get_run(snap.store_ids[label])
         assert (run.status, run.label, run.algorithm, run.group_id) == ("done", label, "gd", h.id)
         assert run.config == {"data": "toy", "iterations": 15, "seed": 3}
-        assert run.hyper == {"stepsize": hyper.get("stepsize")}
+        assert run.hyper == {"stepsize": hyper.get("stepsize"), "steps": "bb"}  # every value it ran with
         assert run.f_star == f_star and run.dataset_fingerprint == PROBLEM.data.fingerprint
         assert run.dataset_summary["n"] == PROBLEM.n and run.dataset_summary["lam"] == 0.1
         assert [_key(r) for r in store.records(run.id)] == [_key(r) for r in got]

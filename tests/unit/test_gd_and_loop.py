@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from problems import sparse_problem
+from problems import dense_bb_gd_path, sparse_problem
 from fedviz.algorithms import ALGORITHMS, get_algorithm
 from fedviz.algorithms.base import Algorithm, Param
 from fedviz.errors import ParameterError
@@ -22,13 +22,66 @@ def test_gd_matches_a_dense_reference():
     Xd, y, lam, n = p.X.toarray(), p.y, p.lam, p.n
     h = 1.0 / p.smoothness
     w = np.zeros(p.d)
-    algo = get_algorithm("gd")(p)
+    algo = get_algorithm("gd")(p, steps="fixed")
     for _ in range(5):
         g = Xd.T @ (-y / (1 + np.exp(y * (Xd @ w)))) / n + lam * w
         w = w - h * g
         algo.step()
         np.testing.assert_allclose(algo.w, w, rtol=1e-12, atol=1e-15)
     assert algo.rounds == 5 and algo.grad_evals == 5 * n and algo.vectors_up == 5 * p.data.n_nodes
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_the_default_bb_steps_match_a_dense_reference(loss):
+    """The default (``steps='bb'``, module docstring of fedviz.algorithms.gd): the model after each
+    iteration is the last accepted point of the dense method (tests/problems.py), one round of n example gradients
+    each; a dropped point is counted in ``rejected``."""
+    p = _problem(loss)
+    Xd, y, lam, n = p.X.toarray(), p.y, p.lam, p.n
+
+    def squared(w):
+        r = Xd @ w - y
+        return 0.5 * np.mean(r * r) + lam / 2 * w @ w, Xd.T @ r / n + lam * w
+    # 64/L: a trial rises, and the safeguard's other branch runs
+    ref = dense_bb_gd_path(Xd, y, lam, 64.0 / p.smoothness, 12, None if loss == "logistic" else squared)
+    algo = get_algorithm("gd")(p, stepsize=64.0 / p.smoothness)
+    for k, w in enumerate(ref, 1):
+        algo.step()
+        np.testing.assert_allclose(algo.w, w, rtol=1e-10, atol=1e-14 * np.abs(w).max())
+    assert algo.rounds == 12 and algo.grad_evals == 12 * p.n
+    assert algo.rejected >= 1  # the test reaches the safeguard's other branch
+
+
+def test_the_default_s_curve_is_what_the_chart_note_says():
+    """fedviz.learn.chart_notes' GD note: iteration 1 is flat, the curve never rises, and a later flat step
+    is a dropped one (the model stays the accepted point)."""
+    p = _problem()
+    recs = list(iterate(p, "gd", iterations=20, hyper={"stepsize": 64.0 / p.smoothness}))
+    f = np.array([r.objective for r in recs])
+    assert f[1] == f[0] and np.all(np.diff(f) <= 0)
+    algo = get_algorithm("gd")(p, stepsize=64.0 / p.smoothness)
+    flat = 0
+    for _ in range(20):
+        before, dropped = algo.w, algo.rejected
+        algo.step()
+        flat += algo.rejected > dropped
+        assert (algo.rejected > dropped) == (algo.iteration > 1 and algo.w is before)
+    assert flat >= 1
+
+
+def test_the_bb_step_lies_between_one_over_l_and_one_over_lambda():
+    """sᵀy/yᵀy ∈ [1/L, 1/λ] for an L-smooth λ-strongly convex f (y = H̄ s with λI ⪯ H̄ ⪯ LI):
+    the rule reads a curvature the problem can have, and the default never diverges."""
+    p = _problem(lam=1e-2)
+    algo = get_algorithm("gd")(p)
+    steps = []
+    for _ in range(30):
+        algo.step()
+        steps.append(algo.h)
+    steps = np.array(steps)
+    L = p.smoothness
+    assert np.all(steps <= 1 / p.lam * (1 + 1e-12)) and np.all(steps >= 1 / L * (1 - 1e-12) / 2 ** algo.rejected)
+    assert steps.max() > 1.5 / L  # not 1/L throughout: it adapts
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
@@ -78,7 +131,7 @@ def test_same_seed_same_iterates():
 
 def test_divergence_ends_the_run_and_names_the_parameter():
     p = _problem()
-    recs = list(iterate(p, "gd", iterations=50, hyper={"stepsize": 1e6}))
+    recs = list(iterate(p, "gd", iterations=50, hyper={"stepsize": 1e6, "steps": "fixed"}))
     assert recs[-1].status == "diverged"
     assert "lower stepsize" in recs[-1].message
     assert len(recs) < 51

@@ -309,14 +309,14 @@ def test_dane_without_mu_diverges_and_the_hint_says_raise_mu(dane_problem):
 
 
 def test_gd_with_too_large_a_step_diverges_at_the_climb_and_says_lower_stepsize(dane_problem):
-    """2/L is GD's stability limit on a quadratic: at 50/L the error along the Hessian's top eigenvector is
+    """GD with fixed steps (the safeguarded default drops a rising step).  2/L is its stability limit on a quadratic: at 50/L the error along the Hessian's top eigenvector is
     multiplied by |1 − 50| = 49 every iteration, so the objective grows geometrically whatever the last bits,
     and the run ends long before 200.  (Not the logistic loss: its gradient is bounded, so 50/L there makes a
     chaotic, bounded oscillation whose verdict follows the machine's rounding — it was `diverged` on one CPU and
     an oscillation warning on another.)"""
     quadratic = Problem(dane_problem.data, "squared")
     h = 50.0 / quadratic.smoothness
-    recs = list(iterate(quadratic, "gd", iterations=200, hyper={"stepsize": h}))
+    recs = list(iterate(quadratic, "gd", iterations=200, hyper={"stepsize": h, "steps": "fixed"}))
     assert recs[-1].status == "diverged" and f"lower stepsize (now {h:.4g})" in recs[-1].message
     objs = [r.objective for r in recs]
     # It ends at the first iteration assess calls diverged, not later.

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg
 from scipy.special import expit
 
+from problems import dense_bb_gd_path
 from fedviz.algorithms import ALGORITHMS
 from fedviz.errors import ParameterError
 from fedviz.learn import matrix as M
@@ -400,7 +401,8 @@ def _dane_exact_reference(pb, w, iterations):
 @pytest.mark.slow
 @pytest.mark.parametrize("prop", M.PROPERTIES)
 def test_gd_in_every_column_as_dense_gradient_steps(matrices, cases, optima, prop):
-    """GD (Section 2.1) written out: w ← w − h∇f(w) with the step the cell names, from the cell's start."""
+    """GD (Section 2.1) written out, with the settings the cell names (its default: the first step h = 1/L,
+    then Barzilai–Borwein steps under the monotone safeguard, tests/problems.py), from the cell's start."""
     cell = matrices["logistic"].cell("gd", prop)
     case = cases["logistic"][prop]
     pb = case.problem
@@ -408,12 +410,15 @@ def test_gd_in_every_column_as_dense_gradient_steps(matrices, cases, optima, pro
     X = sp.csr_matrix(pb.X)
     L = 0.25 * scipy.sparse.linalg.svds(X, k=1, return_singular_vectors=False)[0] ** 2 / pb.n + pb.lam
     assert 1 / (1.011 * L) * (1 - 1e-3) <= h <= 1 / L * (1 + 1e-3)     # 1/L (fedviz rounds L up by 1%)
+    assert "steps = bb" in cell.ran
     h = 1.0 / pb.smoothness                                               # the unrounded value it ran
-    w = case.w_star.copy() if prop == "A" else np.zeros(pb.d)
-    ys = [0.0 if prop == "A" else _f(pb, w) - optima[("logistic", prop)]]
-    for _ in range(len(cell.y) - 1):
-        w = w - h * (X.T @ _dphi("logistic", X @ w, pb.y) / pb.n + pb.lam * w)
-        ys.append(np.linalg.norm(w - case.w_star) if prop == "A" else _f(pb, w) - optima[("logistic", prop)])
+    w0 = case.w_star.copy() if prop == "A" else np.zeros(pb.d)
+
+    def f_and_g(w):
+        return _f(pb, w), X.T @ _dphi("logistic", X @ w, pb.y) / pb.n + pb.lam * w
+    path = dense_bb_gd_path(X, pb.y, pb.lam, h, len(cell.y) - 1, f_and_g, w0=w0)
+    ys = [0.0 if prop == "A" else _f(pb, w0) - optima[("logistic", prop)]]
+    ys += [np.linalg.norm(w - case.w_star) if prop == "A" else _f(pb, w) - optima[("logistic", prop)] for w in path]
     np.testing.assert_allclose(cell.y, ys, rtol=1e-7, atol=1e-12)
 
 
@@ -768,7 +773,7 @@ def test_curve_until_ends_for_a_method_whose_later_iterations_count_nothing():
 
 def test_curve_until_stops_a_diverging_run():
     case = M.case_problem("B")
-    gd = ALGORITHMS["gd"](case.problem, stepsize=1e4)
+    gd = ALGORITHMS["gd"](case.problem, stepsize=1e4, steps="fixed")  # the safeguarded default cannot diverge
     c = M.curve_until(gd, case.f_star, eps=1e-6, max_rounds=50)
     assert c.diverged and c.reached is None and len(c.x) < 51
     assert not math.isfinite(c.gaps[-1]) or c.gaps[-1] > 1e6 * c.gaps[0]

@@ -10,6 +10,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.linear_model import LogisticRegression
 
 from conftest import DATA
+from problems import dense_bb_gd_path
 from fedviz.data.dataset import FederatedDataset
 from fedviz.data.libsvm import load_libsvm
 from fedviz.errors import ParameterError
@@ -143,7 +144,8 @@ def test_an_algorithm_takes_softmax_exactly_when_its_class_says_so():
 
 def test_gd_on_ten_classes_is_the_dense_update():
     """GD (Section 4.1) on the d × C model: W ← W − h (Xᵀ(softmax(XW) − Y)/n + λW), h = 1/L with
-    L = ½ λ_max(XᵀX)/n + λ (Böhning's bound), densely, to 1e-10."""
+    L = ½ λ_max(XᵀX)/n + λ (Böhning's bound), densely, to 1e-10 — with fixed steps, and with the default
+    Barzilai–Borwein steps (tests/problems.py's dense method on the flat d·C vector)."""
     from fedviz.algorithms.gd import GD
     from fedviz.runner.loop import iterate
 
@@ -151,18 +153,30 @@ def test_gd_on_ten_classes_is_the_dense_update():
     X, y = _dense(p)
     n, C = p.n, p.n_classes
     L = 0.5 * np.linalg.eigvalsh(X.T @ X)[-1] / n + p.lam
-    algo = GD(p, seed=0)
+    algo = GD(p, seed=0, steps="fixed")
     assert algo.h == pytest.approx(1.0 / L, rel=2e-9)  # the problem rounds λ_max up past rounding error
     W = np.zeros((p.d, C))
     for _ in range(5):
         algo.step()
         W = W - algo.h * (X.T @ (softmax(X @ W, axis=1) - np.eye(C)[y]) / n + p.lam * W)
         np.testing.assert_allclose(algo.w, W.ravel(), rtol=1e-10, atol=1e-12)
-    recs = list(iterate(p, "gd", iterations=5, f_star=solve(p).objective))
+    recs = list(iterate(p, "gd", iterations=5, hyper={"steps": "fixed"}, f_star=solve(p).objective))
     assert recs[-1].status == "done"
     objectives = [r.objective for r in recs]
     assert all(b < a for a, b in zip(objectives, objectives[1:]))
     assert recs[-1].test_error == np.mean(np.argmax(p.data.X_test.toarray() @ W, axis=1) != p.data.y_test)
+
+    Y = np.eye(C)[y]
+
+    def f_and_g(v):
+        M = X @ v.reshape(p.d, C)
+        f = np.mean(logsumexp(M, axis=1) - np.sum(M * Y, axis=1)) + p.lam / 2 * v @ v
+        return f, (X.T @ (softmax(M, axis=1) - Y) / n).ravel() + p.lam * v
+    path = dense_bb_gd_path(X, y, p.lam, 4.0 / L, 8, f_and_g, size=p.d * C)
+    algo = GD(p, seed=0, stepsize=4.0 / L)
+    for v in path:
+        algo.step()
+        np.testing.assert_allclose(algo.w, v, rtol=1e-10, atol=1e-12)
     with pytest.raises(ParameterError, match=r"w0.*length dC = 100 \(d = 10, C = 10\)"):
         GD(p, w0=np.zeros(10))
 

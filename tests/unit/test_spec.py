@@ -161,7 +161,7 @@ def test_a_job_takes_specs_and_still_triples():
     assert job.labels == ("a", "b")
     assert [e.spec for e in job.entries] == [AlgorithmSpec.of("gd", label="a"),
                                              AlgorithmSpec.of("gd", {"stepsize": 0.5}, label="b")]
-    assert dict(job.entries[1].hyper) == {"stepsize": 0.5} and job.entries[1].resolved == {"stepsize": 0.5}
+    assert dict(job.entries[1].hyper) == {"stepsize": 0.5} and job.entries[1].resolved == {"stepsize": 0.5, "steps": "bb"}
     assert Entry.make("b", "gd", {"stepsize": 0.5}) == job.entries[1]
     with pytest.raises(ParameterError, match="label"):
         RunJob(make, (AlgorithmSpec.of("gd"), AlgorithmSpec.of("gd")), iterations=2).validate()

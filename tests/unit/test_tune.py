@@ -64,6 +64,11 @@ def test_the_paper_line_up_tunes_its_steps():
 
 
 # -- the search, against GD's closed form on ridge regression ----------------------------------------
+#: GD with fixed steps, whose final gap on a quadratic has a closed form (the default's Barzilai–Borwein
+#: steps do not).
+FIXED = {"steps": "fixed"}
+
+
 @pytest.fixture(scope="module")
 def ridge():
     ds = build(DataSpec(source=str(DATA / "heart_scale"), nodes=5, test_fraction=0, task="regression"))
@@ -91,7 +96,7 @@ def test_pilot_scores_match_the_closed_form_and_the_best_one_is_chosen(ridge):
     from the closed form; the choice is the lowest score among the default and the values that beat it
     by PREFER in score (GD is deterministic: one pilot seed, so 'on every seed' adds nothing)."""
     problem, f_star, gap, _ = ridge
-    result = tune(problem, "gd", iterations=30, seed=0, f_star=f_star)
+    result = tune(problem, "gd", FIXED, iterations=30, seed=0, f_star=f_star)
     assert result.param == "stepsize" and result.pilots and result.seconds > 0
     ok = [p for p in result.pilots if p.status == "ok"]
     for p in ok:
@@ -104,7 +109,7 @@ def test_pilot_scores_match_the_closed_form_and_the_best_one_is_chosen(ridge):
 
     eligible = [p for p in ok if p.value == pytest.approx(default, rel=1e-12) or clearly(p.value)]
     oracle_best = min(eligible, key=lambda p: (max(gap(p.value, 30), FLOOR), abs(math.log(p.value / default))))
-    assert result.value == oracle_best.value and result.hyper == {"stepsize": result.value}
+    assert result.value == oracle_best.value and result.hyper == {**FIXED, "stepsize": result.value}
     assert not result.edge
     assert ("lowest final f − f* (its mean over the pilot seeds) of 30-iteration pilots (the run's length)"
             in result.criterion)
@@ -127,7 +132,7 @@ def test_pilots_grow_with_the_run(iterations, length):
 
 def test_a_run_longer_than_the_longest_pilot_is_judged_at_the_pilots_end(ridge):
     problem, f_star, gap, _ = ridge
-    result = tune(problem, "gd", iterations=300, seed=0, f_star=f_star)
+    result = tune(problem, "gd", FIXED, iterations=300, seed=0, f_star=f_star)
     for p in result.pilots:
         if p.status == "ok":
             assert p.final == pytest.approx(gap(p.value, 100), rel=1e-6, abs=1e-12)
@@ -227,7 +232,7 @@ def test_a_candidate_ahead_by_less_than_the_factor_does_not_replace_the_default(
 def test_diverging_pilots_are_excluded(ridge):
     """Steps beyond 2/λ_max(H) make GD diverge on a quadratic: such pilots are never chosen."""
     problem, f_star, gap, lmax = ridge
-    result = tune(problem, "gd", iterations=30, seed=0, f_star=f_star)
+    result = tune(problem, "gd", FIXED, iterations=30, seed=0, f_star=f_star)
     unstable = [p for p in result.pilots if p.value > 2.05 / lmax]
     assert unstable and all(p.status != "ok" for p in unstable if gap(p.value, 30) > gap(0, 0))
     assert result.value < 2 / lmax
@@ -236,7 +241,7 @@ def test_diverging_pilots_are_excluded(ridge):
 def test_a_far_default_grows_the_grid_until_the_best_is_inside(ridge):
     problem, f_star, gap, lmax = ridge
     start = 1e-3 / lmax  # 2000 times below the stable limit
-    result = tune(problem, "gd", {"stepsize": start}, iterations=30, seed=0, f_star=f_star)
+    result = tune(problem, "gd", {**FIXED, "stepsize": start}, iterations=30, seed=0, f_star=f_star)
     values = sorted(p.value for p in result.pilots)
     assert not result.edge and values[0] == pytest.approx(start / 4)
     # Interior: a tried value above the winner is worse or excluded.
@@ -251,7 +256,7 @@ def test_the_edge_is_flagged_when_extensions_run_out(ridge, monkeypatch):
     problem, f_star, _, lmax = ridge
     # 3 extensions reach 4⁴ = 256 × the start: far better than the start, still short of the best step.
     monkeypatch.setattr(tune_module, "MAX_EXTENSIONS", 3)
-    result = tune(problem, "gd", {"stepsize": 1e-3 / lmax}, iterations=30, seed=0, f_star=f_star)
+    result = tune(problem, "gd", {**FIXED, "stepsize": 1e-3 / lmax}, iterations=30, seed=0, f_star=f_star)
     assert result.edge and result.label("GD").endswith("tuned, at grid edge)")
     assert result.value == max(p.value for p in result.pilots if p.status == "ok")
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import DATA
 from markdown_docs import case_tables, cells
-from problems import dense_gd, logistic_f, logistic_f_star
+from problems import dense_bb_gd, logistic_f, logistic_f_star
 from fedviz.algorithms import ALGORITHMS
 from fedviz.cli import main
 from fedviz.data.build import DataSpec, build
@@ -78,7 +78,7 @@ def test_one_generated_row_matches_a_dense_numpy_gd_and_the_doc_format():
     Xt, yt = ds.X_test.toarray(), ds.y_test
     for h, sub, err in ((1 / problem.smoothness, r.default_sub, r.default_err),
                         (r.tuning.value, r.tuned_sub, r.tuned_err)):
-        w = dense_gd(X, y, lam, h, 12)
+        w = dense_bb_gd(X, y, lam, h, 12)  # GD's default: Barzilai–Borwein steps from a first step h
         assert sub == pytest.approx(logistic_f(X, y, lam, w) - f_star, rel=1e-5, abs=1e-10)
         assert err == pytest.approx(np.mean(np.where(Xt @ w > 0, 1.0, -1.0) != yt))
     line = format_row(r)

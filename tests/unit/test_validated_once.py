@@ -152,7 +152,7 @@ def test_the_checked_container_is_made_by_validation_only_and_frozen():
     with pytest.raises(TypeError, match="made by validation"):
         Checked({"stepsize": -1.0})
     hp = get_algorithm("gd").validate({"stepsize": 0.5})
-    assert isinstance(hp, Hyper) and dict(hp) == {"stepsize": 0.5} and hp.given == ("stepsize",)
+    assert isinstance(hp, Hyper) and dict(hp) == {"stepsize": 0.5, "steps": "bb"} and hp.given == ("stepsize",)
     with pytest.raises(TypeError):
         hp["stepsize"] = -1.0  # noqa: B018 - a Mapping has no item assignment
     with pytest.raises(AttributeError):

@@ -130,7 +130,7 @@ def _problem_figures(out: dict, name: str, ds) -> None:
 def _figure2(out: dict) -> None:
     from fedviz.bench.figure2 import figure2
 
-    F = figure2("google-plus-small", iterations=ITERATIONS)
+    F = figure2("google-plus-small", iterations=ITERATIONS, settings=RECORDED_RUN_SETTINGS)
     for label, recs in F.runs.items():
         out[f"figure2/{label}/records"] = np.array([[float(getattr(r, f)) for f in FIELDS] for r in recs])
     out["figure2/optimum"] = np.array([F.optimum.objective, F.optimum.test_error, F.optimum.train_error,
@@ -144,11 +144,13 @@ def _figure2(out: dict) -> None:
 #: then pinned FSVRG as Algorithm 4 is printed, the safeguard off, at h = min(n̄/(2L̄), 4/L) — the step
 #: FSVRG derives with the safeguard off, by the same operations — and now runs the registry's defaults.
 #: A default changed later is added here with the value it had, so the cells stay a guard of the arithmetic.
-RECORDED_SETTINGS = {"fsvrg": {"safeguard": False}, "dane": {"safeguard": False}, "svrg": {"safeguard": False}}
+RECORDED_SETTINGS = {"fsvrg": {"safeguard": False}, "dane": {"safeguard": False}, "svrg": {"safeguard": False},
+                     "gd": {"steps": "fixed"}}
 #: The same for the runs (``run/…``): DANE's default became its safeguard (adaptive μ from L̄/1024) after
 #: 0b33c0a, SVRG's its safeguard (h from 2/L̄, halved after a rising epoch) later; without them, μ = 0 and
-#: h = 1/(2L̄) as recorded.
-RECORDED_RUN_SETTINGS = {"dane": {"safeguard": False}, "svrg": {"safeguard": False}}
+#: h = 1/(2L̄) as recorded; GD's its Barzilai–Borwein steps later still (fixed h = 1/L as recorded, in the runs
+#: and in Figure 2).
+RECORDED_RUN_SETTINGS = {"dane": {"safeguard": False}, "svrg": {"safeguard": False}, "gd": {"steps": "fixed"}}
 
 
 def _cells(out: dict) -> None:
