@@ -269,11 +269,19 @@ if not infos:
     ui.sync_link()
     st.stop()
 names_all = list(infos)
+# A launch names its experiment before the driver's thread has stored it: the newest one is shown for now, and the
+# launched one as soon as it is stored — unless the visitor has picked another meanwhile (the picker's callback).
+if st.session_state.get("exp-open-pending") in infos:
+    st.session_state["exp-open"] = st.session_state.pop("exp-open-pending")
 if st.session_state.get("exp-open") not in infos:
-    st.session_state.pop("exp-open", None)  # a name not stored yet (starting): the newest one for now
+    st.session_state["exp-open-pending"] = st.session_state.pop("exp-open", None)
 
 
-chosen = st.selectbox("Experiment", names_all, key="exp-open",
+def _picked() -> None:
+    st.session_state.pop("exp-open-pending", None)
+
+
+chosen = st.selectbox("Experiment", names_all, key="exp-open", on_change=_picked,
                       help="Every experiment in the history, the most recently updated first.")
 info = infos[chosen]
 with ui.guard("Reading the experiment"):

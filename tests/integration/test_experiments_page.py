@@ -590,3 +590,33 @@ def test_the_fedprox_builtin_offers_and_draws_its_dissimilarity_curve():
 
         y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
     np.testing.assert_allclose(np.asarray(y, dtype=float), want, rtol=1e-12)
+
+
+def test_a_launch_not_stored_yet_is_opened_once_stored_unless_the_visitor_picked_another():
+    """A launch names its experiment before the driver's thread stores it.  The page showed the newest
+    stored one meanwhile and then kept it: a CI run opened another test's 'classes-ok' under Results after
+    launching 'page tiny'.  Now the launched one opens as soon as it is stored; a pick made meanwhile stays."""
+    from fedviz.experiments import Arm, Experiment
+
+    small = BUILTINS["paper-figure2"].experiment("small")
+
+    def tiny(name):
+        return Experiment(name, small.data, (Arm.of("gd", label="GD"),), small.axes, seeds=(0,), iterations=2,
+                          data_seed=0, target=small.target)
+    older, launched, picked = tiny("pending older"), tiny("pending launched"), tiny("pending picked")
+    _store_by_hand(picked)
+    for pick in (False, True):
+        _store_by_hand(older)  # the newest now
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.run()
+        at.switch_page(PAGE)
+        at.session_state["exp-open"] = launched.name + (" 2" if pick else "")  # as the launch sets it
+        at.run()
+        assert not at.exception, at.exception
+        assert at.selectbox(key="exp-open").value == older.name  # not stored yet: the newest for now
+        if pick:
+            at.selectbox(key="exp-open").set_value(picked.name).run()
+        _store_by_hand(tiny(launched.name + (" 2" if pick else "")))
+        at.run()
+        assert not at.exception, at.exception
+        assert at.selectbox(key="exp-open").value == (picked.name if pick else launched.name)
