@@ -5,6 +5,8 @@
 - :mod:`.cluster`: the experiment figure, cells in-process against cells on local Dask clusters (the end
   of ``fedviz bench`` unless ``--no-experiment``);
 - :mod:`.scaling`: every scale with 2 threads, paper scale with 1 (``--scaling``);
+- :mod:`.concurrency`: two benches at once on the same cores, with OpenMP's idle threads spinning or asleep
+  (``--concurrent``);
 - :mod:`.pernode`: the per-node evaluation's cost in test passes (``--pernode``);
 - :mod:`.softmax`: softmax against logistic regression per iteration (``--softmax``);
 - :mod:`.personal`: the exact Local models of every node (``--personal``);
@@ -24,6 +26,7 @@ import json
 import sys
 
 from ._common import SCALES
+from .concurrency import concurrency, format_concurrency
 from .cluster import PROJECTION_BANDWIDTH, cluster_figure, format_cluster
 from .pernode import format_pernode, pernode_cost
 from .personal import format_personal, personal_cost
@@ -32,7 +35,7 @@ from .softmax import SOFTMAX_ALGORITHMS, SOFTMAX_BAR, SOFTMAX_CLASSES, format_so
 from .speed import ALGORITHMS, format_table, run, stop_latency
 
 __all__ = ["SCALES", "ALGORITHMS", "run", "format_table", "stop_latency", "cluster_figure", "format_cluster",
-           "PROJECTION_BANDWIDTH", "scaling", "format_scaling", "pernode_cost", "format_pernode", "softmax_cost",
+           "PROJECTION_BANDWIDTH", "scaling", "format_scaling", "concurrency", "format_concurrency", "pernode_cost", "format_pernode", "softmax_cost",
            "format_softmax", "SOFTMAX_ALGORITHMS", "SOFTMAX_BAR", "SOFTMAX_CLASSES", "personal_cost",
            "format_personal", "main"]
 
@@ -50,6 +53,10 @@ def main(args) -> int:
     if getattr(args, "pernode", False):
         result = pernode_cost(args.scale, iterations=args.iterations, log=log)
         print(json.dumps(result, default=float) if args.json else format_pernode(result))
+        return 0
+    if getattr(args, "concurrent", False):
+        result = concurrency(iterations=args.iterations, log=log)
+        print(json.dumps(result, default=float) if args.json else format_concurrency(result))
         return 0
     if args.scaling:
         runs = scaling(log)

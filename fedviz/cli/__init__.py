@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-experiment", action="store_true", help="skip the end-to-end experiment timing")
     p.add_argument("--scaling", action="store_true",
                    help="time per iteration at all three scales, and 1 thread against 2 at paper scale")
+    p.add_argument("--concurrent", action="store_true",
+                   help="two small benches at once on the same cores against one alone, with OpenMP's idle "
+                        "threads spinning (libgomp's default) and asleep (fedviz's OMP_WAIT_POLICY=PASSIVE)")
     p.add_argument("--pernode", action="store_true",
                    help="the cost of the per-node evaluation (issue 23): one iteration with and without it, "
                         "on google-plus-small and on google-plus at --scale")

@@ -7,6 +7,13 @@ and then keeps them spinning, so they fight numba's threads for the same cores, 
 nothing in fedviz gains from threaded BLAS.  ``FEDVIZ_BLAS_THREADS`` (default 1) sets the
 count, so the effect can be measured: ``FEDVIZ_BLAS_THREADS=2 python -m fedviz bench
 --scale paper`` against the same command without it.
+
+numba's kernels run on GNU OpenMP, whose threads spin for a while after each kernel before they
+sleep.  Alone that saves a wake-up; with two computations on the same cores (two visitors' runs on
+one server, two test workers) each one's spinning threads hold the cores the other waits for.
+``fedviz/__init__.py`` therefore sets ``OMP_WAIT_POLICY=PASSIVE`` unless the user set it or
+``GOMP_SPINCOUNT``: ``python -m fedviz bench --concurrent`` measures both policies, alone and two
+at once (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 ROOMS: dict[str, tuple[tuple[str, ...], ...]] = {
     "runner": (("·",), ("history",), ("cluster",), ("serve",)),
     "ui": (("state", "page", "pernode", "sessions"), ("loaders", "widgets"), ("live",)),
-    "bench": (("_common",), ("cluster", "pernode", "softmax", "personal", "scaling", "figure2", "stepsize_check",
+    "bench": (("_common",), ("cluster", "pernode", "softmax", "personal", "scaling", "concurrency", "figure2", "stepsize_check",
                             "tuning_report", "default_grid"), ("speed",)),
     "cli": (("arguments",), ("data", "run", "experiment", "personalise")),
 }

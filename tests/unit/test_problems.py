@@ -364,3 +364,21 @@ def test_blas_gets_the_thread_count_fedviz_sets(monkeypatch):
     finally:
         monkeypatch.delenv("FEDVIZ_BLAS_THREADS", raising=False)
         _cores.single_threaded_blas()
+
+
+def test_openmp_threads_sleep_when_idle_unless_the_user_chose():
+    """fedviz sets OMP_WAIT_POLICY=PASSIVE at import (fedviz/__init__.py; why: fedviz.problems._cores), and
+    leaves a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT alone.  Each case in a fresh process: the
+    variable only matters before numba starts its OpenMP threads."""
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    script = "import os, fedviz; print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))"
+    for extra, expected in (({}, "PASSIVE None"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE None"),
+                            ({"GOMP_SPINCOUNT": "300000"}, "None 300000")):
+        r = subprocess.run([sys.executable, "-c", script], env={**base, **extra}, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split("\n")[0] == expected, (extra, r.stdout)
