@@ -32,13 +32,11 @@ def _bench_processes(count: int, policy: dict, iterations: int) -> list[dict]:
            "--no-experiment", "--iterations", str(iterations)]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(count)]
-    out = []
-    for p in procs:
-        stdout, stderr = p.communicate()
+    done = [(p, *p.communicate()) for p in procs]  # every process waited for, failed or not
+    for p, stdout, stderr in done:
         if p.returncode != 0:
             raise RuntimeError(f"fedviz bench failed (exit {p.returncode}): {stderr.strip()[-500:]}")
-        out.append(json.loads(stdout))
-    return out
+    return [json.loads(stdout) for _, stdout, _ in done]
 
 
 def concurrency(rounds: int = 2, iterations: int = 5, log=lambda s: None) -> dict:
