@@ -9,17 +9,27 @@ frontend does, so the server does all the work a browser would make it do.  It d
 the server's messages with Streamlit's own protobuf classes and keeps the text of what
 the last runs drew.
 
-Only what the tests need: buttons (trigger values), no other widget kinds.
+Only what the tests need: buttons (trigger values), radios (their option's label) and file uploaders
+(the upload as the frontend makes it: ask the session for an upload URL, ``PUT`` the file there with
+the XSRF cookie and header, then rerun with the uploader's state naming the file).  Every rerun sends
+the widget states set so far, as the frontend does; a widget left out takes its default.
 """
 
 from __future__ import annotations
 
+import http.cookiejar
+import itertools
 import threading
 import time
+import urllib.request
+import uuid
 from contextlib import ExitStack
-from urllib.parse import urlsplit
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.Common_pb2 import UploadedFileInfo
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -39,12 +49,19 @@ class WsSession:
     def __init__(self, url: str, timeout: float = 120.0):
         parts = urlsplit(url)
         self.page = parts.path.strip("/")
+        self.base = f"{parts.scheme}://{parts.netloc}"
         self.query = parts.query
         self.timeout = timeout
         self._cv = threading.Condition()
         self._finished = 0  # complete script runs so far
         self.fragment_runs = 0  # complete fragment runs so far (the live view's redraws)
         self._buttons: dict[str, str] = {}  # label → widget id
+        self._radios: dict[str, tuple[str, list[str]]] = {}  # label → (widget id, options)
+        self._uploaders: dict[str, str] = {}  # label → widget id
+        self._states: dict[str, WidgetState] = {}  # widget id → the value set by choose/upload
+        self._file_urls: dict[str, list] = {}  # request id → the FileURLs the server answered
+        self._requests = itertools.count()
+        self.session_id = ""
         self._texts: list[str] = []  # of the newest messages, newest last
         self._timers: dict[str, float] = {}  # fragment id → interval (s)
         self._page_hash = ""
@@ -66,6 +83,8 @@ class WsSession:
         state.query_string = self.query
         state.page_script_hash = self._page_hash
         state.page_name = self.page
+        for value in self._states.values():
+            state.widget_states.widgets.add().CopyFrom(value)
         if trigger is not None:
             widget = state.widget_states.widgets.add()
             widget.id = trigger
@@ -91,6 +110,53 @@ class WsSession:
         self.rerun(trigger=ids[0])
         self.wait_finished(done + 1)
 
+    def choose(self, label: str, option: str) -> None:
+        """Pick ``option`` of the radio labelled ``label`` and wait for that run to finish."""
+        with self._cv:
+            assert label in self._radios, f"no radio {label!r} on the page: {list(self._radios)}"
+            wid, options = self._radios[label]
+            done = self._finished
+        assert option in options, f"{option!r} is not an option of {label!r}: {options}"
+        self._states[wid] = WidgetState(id=wid, string_value=option)
+        self.rerun()
+        self.wait_finished(done + 1)
+
+    def upload(self, label: str, path: Path) -> None:
+        """Upload the file at ``path`` to the uploader labelled ``label`` (its label's start suffices)
+        as the frontend does, and wait for the run that reads it to finish."""
+        path = Path(path)
+        with self._cv:
+            ids = [wid for text, wid in self._uploaders.items() if text.startswith(label)]
+            done = self._finished
+        assert ids, f"no file uploader {label!r} on the page: {list(self._uploaders)}"
+        request_id = f"upload-{next(self._requests)}"
+        msg = BackMsg()
+        msg.file_urls_request.request_id = request_id
+        msg.file_urls_request.session_id = self.session_id
+        msg.file_urls_request.file_names.append(path.name)
+        self._ws.send(msg.SerializeToString())
+        with self._cv:
+            if not self._cv.wait_for(lambda: request_id in self._file_urls, self.timeout):
+                raise TimeoutError(f"{self.page}: no upload URL within {self.timeout:g} s")
+            urls = self._file_urls.pop(request_id)[0]
+        data = path.read_bytes()
+        _put(urljoin(self.base + "/", urls.upload_url.lstrip("/")), path.name, data, self.base)
+        value = WidgetState(id=ids[0])
+        value.file_uploader_state_value.uploaded_file_info.append(
+            UploadedFileInfo(file_id=urls.file_id, name=path.name, size=len(data), file_urls=urls))
+        self._states[ids[0]] = value
+        self.rerun()
+        self.wait_finished(done + 1)
+
+    def wait_text(self, pattern, timeout: float | None = None) -> str:
+        """The newest drawn text that matches ``pattern``, waiting for one to be drawn."""
+        with self._cv:
+            found = self._cv.wait_for(lambda: self._find(pattern) or self._closed.is_set(),
+                                      self.timeout if timeout is None else timeout)
+        if not found or found is True:
+            raise TimeoutError(f"{self.page}: nothing matching {pattern.pattern!r} was drawn")
+        return found
+
     def wait_finished(self, count: int) -> None:
         with self._cv:
             if not self._cv.wait_for(lambda: self._finished >= count or self._closed.is_set(), self.timeout):
@@ -101,9 +167,12 @@ class WsSession:
     def text(self, pattern) -> str | None:
         """The newest drawn text that matches the compiled regex ``pattern``."""
         with self._cv:
-            for text in reversed(self._texts):
-                if pattern.search(text):
-                    return text
+            return self._find(pattern)
+
+    def _find(self, pattern) -> str | None:
+        for text in reversed(self._texts):
+            if pattern.search(text):
+                return text
         return None
 
     def close(self) -> None:
@@ -133,7 +202,12 @@ class WsSession:
     def _on(self, msg: ForwardMsg) -> None:
         kind = msg.WhichOneof("type")
         with self._cv:
-            if kind == "navigation":  # the page st.navigation ran: the next rerun asks for it again
+            if kind == "new_session":
+                self.session_id = msg.new_session.initialize.session_id
+            elif kind == "file_urls_response":
+                self._file_urls[msg.file_urls_response.response_id] = list(msg.file_urls_response.file_urls)
+                self._cv.notify_all()
+            elif kind == "navigation":  # the page st.navigation ran: the next rerun asks for it again
                 self._page_hash = msg.navigation.page_script_hash
             elif kind == "auto_rerun":  # the frontend's timers: set by these, ended by the next
                 self._timers[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
@@ -145,10 +219,15 @@ class WsSession:
                 which = element.WhichOneof("type")
                 if which == "button":
                     self._buttons[element.button.label] = element.button.id
+                elif which == "radio":
+                    self._radios[element.radio.label] = (element.radio.id, list(element.radio.options))
+                elif which == "file_uploader":
+                    self._uploaders[element.file_uploader.label] = element.file_uploader.id
                 text = {"markdown": lambda: element.markdown.body, "alert": lambda: element.alert.body,
                         "progress": lambda: element.progress.text}.get(which)
                 if text is not None:
                     self._texts = self._texts[-200:] + [text()]
+                    self._cv.notify_all()
             elif kind == "script_finished" and msg.script_finished == FINISHED:
                 self._finished += 1
                 self._cv.notify_all()
@@ -172,3 +251,19 @@ class WsSession:
                         return
             for fragment in set(due) - set(timers):
                 del due[fragment]
+
+
+def _put(url: str, name: str, data: bytes, base: str) -> None:
+    """``PUT`` one file to a Streamlit upload URL as the frontend does: a multipart form, with the XSRF
+    token of the cookie the server sets (read from its health endpoint) echoed in a header."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    opener.open(base + "/_stcore/health", timeout=30).read()
+    token = next((c.value for c in jar if c.name == "_streamlit_xsrf"), "")
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"UploadedFile\"; filename=\"{name}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(url, data=body, method="PUT", headers={
+        "Content-Type": f"multipart/form-data; boundary={boundary}", "X-Xsrftoken": token})
+    with opener.open(request, timeout=120) as response:
+        assert response.status in (200, 204), f"upload of {name}: HTTP {response.status}"
