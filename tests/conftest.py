@@ -148,16 +148,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.paper_scale)
         if kind == "unit" and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
-
-
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (pyproject.toml): one worker more than the machine has cores.  Part of each test's time
-    is spent waiting, not computing — on a server's page, a subprocess, a Dask timeout, a grace period —
-    and a third worker on two cores computes meanwhile: the full suite from a fresh clone took 1,009 s with
-    three workers against 1,062 and 1,072 s with two (12b2aca, docs/testing.md).  ``-n <N>`` still sets
-    any number; ``-n 0`` runs in one process."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return cores + 1
